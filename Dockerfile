@@ -1,0 +1,28 @@
+FROM python:3.11-slim-bookworm
+
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 GPULEASE_VAR_DIR=/var/lib/gpulease
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends openssh-client iperf3 gettext \
+    && rm -rf /var/lib/apt/lists/* \
+    && useradd --system --create-home --home-dir /app gpulease \
+    && mkdir -p /var/lib/gpulease && chown gpulease /var/lib/gpulease
+
+WORKDIR /app
+COPY pyproject.toml README.md ./
+COPY config ./config
+COPY common ./common
+COPY leases ./leases
+COPY benchmarks ./benchmarks
+COPY billing ./billing
+COPY locale ./locale
+COPY manage.py ./
+RUN pip install --no-cache-dir . \
+    && pip install --no-cache-dir Babel \
+    && pybabel -q compile --domain=django --directory=locale \
+    && DJANGO_DEBUG=false SECRET_KEY=build-only STATIC_ROOT=/app/static \
+       python manage.py collectstatic --no-input -v0
+
+USER gpulease
+ENV STATIC_ROOT=/app/static
+EXPOSE 8000
+CMD ["gunicorn", "config.wsgi:application", "--bind", "0.0.0.0:8000", "--workers", "4", "--access-logfile", "-"]

@@ -1,0 +1,51 @@
+# gpulease: `make run` and `make test` are the quick start (see README.md).
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+# Tests talk to the real PostgreSQL and Redis; override for another server.
+TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/test
+TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
+
+.PHONY: run setup test lint format typecheck bench messages clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+setup: $(STAMP) messages
+
+messages: $(STAMP)
+	$(VENV)/bin/pybabel -q compile --domain=django --directory=locale
+
+run: setup
+	$(PY) manage.py migrate --no-input -v0
+	$(PY) manage.py demo
+	@echo
+	@echo "gpulease is starting: admin portal at http://127.0.0.1:$${WEB_PORT:-8000}/admin/"
+	@echo "(SQLite and the filesystem broker under var/; Ctrl-C stops web, worker and beat)"
+	@echo
+	$(VENV)/bin/honcho start
+
+test: setup
+	DATABASE_URL=$(TEST_DATABASE_URL) TEST_REDIS_URL=$(TEST_REDIS_URL) \
+		$(PY) -m pytest $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: $(STAMP)
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
+typecheck: $(STAMP)
+	$(VENV)/bin/mypy common leases billing benchmarks config
+
+bench: setup
+	DATABASE_URL=$(TEST_DATABASE_URL) $(PY) -m perf
+
+clean:
+	rm -rf $(VENV) var .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,71 @@
+"""Shared pieces of the probe parsers: the error type and exact unit arithmetic.
+
+Numbers are read from the tool's text as Decimal and scaled exactly, so that a printed
+"23.4567" GB/s becomes 187653600000 bits/s and not 187653600000.00003.
+"""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal, InvalidOperation
+
+Number = int | float
+
+BITS_PER_BYTE = 8
+# perftest's "MB/sec" and "MiB/sec" both divide by 0x100000 (2^20) bytes.
+MEBIBYTE = 2**20
+GIGA = 10**9
+MEGA = 10**6
+
+
+class ParseError(ValueError):
+    """The text is not a usable output of the tool; the message is one human line."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(one_line(reason))
+
+
+def one_line(text: str, limit: int = 300) -> str:
+    """Collapse whitespace so a reason always fits on one line."""
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+_NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
+
+
+def decimal(text: str, what: str) -> Decimal:
+    """A finite decimal from `text`, or ParseError naming `what`."""
+    candidate = text.strip()
+    if not _NUMBER.fullmatch(candidate):
+        raise ParseError(f"{what}: {candidate!r} is not a number")
+    try:
+        value = Decimal(candidate)
+    except InvalidOperation as error:  # pragma: no cover - the regex already guards
+        raise ParseError(f"{what}: {candidate!r} is not a number") from error
+    return value
+
+
+def integer(text: str, what: str) -> int:
+    candidate = text.strip()
+    if not re.fullmatch(r"[+-]?\d+", candidate):
+        raise ParseError(f"{what}: {candidate!r} is not an integer")
+    return int(candidate)
+
+
+def exact(value: Decimal) -> Number:
+    """An int when the value is whole, otherwise the nearest float."""
+    if value == value.to_integral_value():
+        return int(value)
+    return float(value)
+
+
+def scaled(text: str, factor: int | Decimal, what: str) -> Number:
+    """`text` read as a number and multiplied by `factor`, exactly."""
+    return exact(decimal(text, what) * factor)
+
+
+def non_negative(value: Number, what: str) -> Number:
+    if value < 0:
+        raise ParseError(f"{what} is negative ({value}); the tool's own arithmetic failed")
+    return value

@@ -1,0 +1,33 @@
+"""The one scoping path for tenant data.
+
+Every tenant-owned model declares ``tenant_path``: the lookup from the model to its
+Tenant ("tenant", "lease__tenant", ...; "" for Tenant itself). Its manager is built from
+TenantScopedQuerySet, so ``Model.objects.visible_to(user)`` is the only way views and APIs
+read tenant data: provider staff see every row, a tenant member sees the rows of their
+tenants, anybody else sees nothing. Provider-wide reads that bypass it are named ``*_for_provider``.
+"""
+
+from typing import TYPE_CHECKING, Any
+
+from django.db import models
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+
+
+class TenantScopedQuerySet(models.QuerySet):
+    def visible_to(self, user: "AbstractBaseUser | AnonymousUser") -> "TenantScopedQuerySet":
+        if not user.is_authenticated or not user.is_active:
+            return self.none()
+        if is_provider_staff(user):
+            return self
+        path: str = self.model.tenant_path
+        member = {f"{path}__memberships__user" if path else "memberships__user": user}
+        if getattr(self.model, "tenant_path_is_many", False):
+            # The path crosses a to-many relation: filter by primary key so rows don't repeat.
+            return self.filter(pk__in=self.model._default_manager.filter(**member).values("pk"))
+        return self.filter(**member)
+
+
+def is_provider_staff(user: Any) -> bool:
+    return bool(user.is_authenticated and user.is_active and user.is_staff)

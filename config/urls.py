@@ -1,0 +1,15 @@
+from django.contrib import admin
+from django.urls import include, path
+from django.utils.translation import gettext_lazy as _
+
+from common.views import health
+
+admin.site.site_header = _("gpulease provider portal")
+admin.site.site_title = "gpulease"
+admin.site.index_title = _("gpulease provider portal")
+
+urlpatterns = [
+    path("i18n/", include("django.conf.urls.i18n")),
+    path("healthz", health, name="health"),
+    path("admin/", admin.site.urls),
+]

@@ -1,0 +1,368 @@
+from django import forms
+from django.contrib import admin, messages
+from django.core.exceptions import ValidationError
+from django.forms.models import BaseInlineFormSet
+from django.utils.translation import gettext_lazy as _
+from django.utils.translation import ngettext
+
+from common.admin import StampedAdmin
+from leases import selectors, services
+from leases.choices import LeaseStatus
+from leases.models import (
+    Fabric,
+    Lease,
+    LeaseEvent,
+    LeaseTerms,
+    Membership,
+    NicPort,
+    Node,
+    NodeAssignment,
+    Site,
+    Switch,
+    Tenant,
+)
+
+
+class MembershipInline(admin.TabularInline):
+    model = Membership
+    extra = 0
+    autocomplete_fields = ["user"]
+
+
+@admin.register(Tenant)
+class TenantAdmin(StampedAdmin):
+    list_display = ["name", "slug", "contact_name", "contact_email", "time_zone", "currency"]
+    list_filter = ["time_zone", "currency"]
+    search_fields = ["name", "slug", "contact_name", "contact_email"]
+    prepopulated_fields = {"slug": ["name"]}
+    inlines = [MembershipInline]
+
+
+@admin.register(Membership)
+class MembershipAdmin(StampedAdmin):
+    list_display = ["user", "tenant", "role"]
+    list_filter = ["role", "tenant"]
+    search_fields = ["user__username", "user__email", "tenant__name"]
+    autocomplete_fields = ["user", "tenant"]
+    list_select_related = ["user", "tenant"]
+
+
+@admin.register(Site)
+class SiteAdmin(StampedAdmin):
+    list_display = ["name", "city", "region"]
+    list_filter = ["region", "city"]
+    search_fields = ["name", "city"]
+
+
+class SwitchInline(admin.TabularInline):
+    model = Switch
+    extra = 0
+
+
+@admin.register(Fabric)
+class FabricAdmin(StampedAdmin):
+    list_display = [
+        "name",
+        "site",
+        "technology",
+        "port_speed_gbps",
+        "topology",
+        "oversubscription_display",
+        "adaptive_routing",
+    ]
+    list_filter = ["technology", "topology", "adaptive_routing", "site"]
+    search_fields = ["name", "site__name", "site__city"]
+    list_select_related = ["site"]
+    inlines = [SwitchInline]
+
+    @admin.display(description=_("oversubscription ratio (收敛比)"), ordering="oversubscription")
+    def oversubscription_display(self, fabric: Fabric) -> str:
+        return fabric.oversubscription_label
+
+
+@admin.register(Switch)
+class SwitchAdmin(StampedAdmin):
+    list_display = ["name", "role", "fabric"]
+    list_filter = ["role", "fabric__technology", "fabric__site"]
+    search_fields = ["name", "fabric__name"]
+    list_select_related = ["fabric__site"]
+
+
+class NicPortInline(admin.TabularInline):
+    model = NicPort
+    extra = 0
+
+
+@admin.register(Node)
+class NodeAdmin(StampedAdmin):
+    list_display = [
+        "hostname",
+        "gpu_model",
+        "gpu_count",
+        "status",
+        "leaf_switch",
+        "fabric",
+        "site",
+        "management_address",
+    ]
+    list_filter = [
+        "status",
+        "gpu_model",
+        "leaf_switch__fabric__technology",
+        "leaf_switch__fabric__site",
+        "leaf_switch__fabric",
+    ]
+    search_fields = ["hostname", "management_address", "leaf_switch__name"]
+    list_select_related = ["leaf_switch__fabric__site"]
+    autocomplete_fields = ["leaf_switch"]
+    inlines = [NicPortInline]
+
+    @admin.display(description=_("fabric"), ordering="leaf_switch__fabric__name")
+    def fabric(self, node: Node) -> Fabric:
+        return node.leaf_switch.fabric
+
+    @admin.display(description=_("site"), ordering="leaf_switch__fabric__site__name")
+    def site(self, node: Node) -> Site:
+        return node.leaf_switch.fabric.site
+
+
+@admin.register(NicPort)
+class NicPortAdmin(StampedAdmin):
+    list_display = ["node", "device", "port_number", "netdev", "rate_gbps", "link_layer"]
+    list_filter = ["link_layer", "rate_gbps"]
+    search_fields = ["node__hostname", "device", "netdev"]
+    list_select_related = ["node"]
+    autocomplete_fields = ["node"]
+
+
+class AssignmentFormSet(BaseInlineFormSet):
+    """The same rules the services apply, read back as sentences in the form."""
+
+    def clean(self) -> None:
+        super().clean()
+        lease: Lease = self.instance
+        if lease.pk is None and not lease.starts_at:
+            return
+        rows = []
+        for form in self.forms:
+            data = getattr(form, "cleaned_data", None)
+            if not data or data.get("DELETE") or not data.get("node"):
+                continue
+            node, start = data["node"], data.get("assigned_from")
+            if start is None:
+                continue
+            # Empty means "until the lease ends": stored as that instant, see save_formset.
+            end = data.get("assigned_until") or lease.ends_at
+            try:
+                services.validate_assignment_period(lease=lease, node=node, start=start, end=end)
+                if not data.get("void"):
+                    services.ensure_node_free(
+                        node=node, start=start, end=end, exclude_pk=form.instance.pk
+                    )
+            except ValidationError as error:
+                form.add_error(None, error)
+            if not data.get("void"):
+                rows.append((form, node, start, end))
+        for index, (form, node, start, end) in enumerate(rows):
+            for _other, other_node, other_start, other_end in rows[index + 1 :]:
+                if (
+                    node == other_node
+                    and (other_end is None or start < other_end)
+                    and (end is None or other_start < end)
+                ):
+                    form.add_error(
+                        None,
+                        _("Node %(node)s appears twice in this lease over overlapping time.")
+                        % {"node": node.hostname},
+                    )
+
+
+class NodeAssignmentInline(admin.TabularInline):
+    model = NodeAssignment
+    formset = AssignmentFormSet
+    extra = 0
+    autocomplete_fields = ["node"]
+    fields = ["node", "assigned_from", "assigned_until", "void"]
+
+
+class LeaseTermsInline(admin.TabularInline):
+    """Versions are history: shown here, added on the terms page, never edited."""
+
+    model = LeaseTerms
+    extra = 0
+    can_delete = False
+    show_change_link = True
+    fields = [
+        "version",
+        "effective_from",
+        "contracted_bandwidth_gbps",
+        "technology",
+        "sla_threshold_percent",
+        "billing_mode",
+        "node_rent_per_month",
+        "network_fee_per_month",
+        "amendment_reason",
+    ]
+    readonly_fields = fields
+
+    def has_add_permission(self, request, obj=None):  # type: ignore[no-untyped-def]
+        return False
+
+
+class LeaseEventInline(admin.TabularInline):
+    model = LeaseEvent
+    extra = 0
+    can_delete = False
+    fields = ["at", "action", "actor", "detail"]
+    readonly_fields = fields
+
+    def has_add_permission(self, request, obj=None):  # type: ignore[no-untyped-def]
+        return False
+
+
+def _transition(modeladmin, request, queryset, to: str) -> None:  # type: ignore[no-untyped-def]
+    done = 0
+    for lease in queryset:
+        try:
+            services.transition_lease(lease=lease, to=to, actor=request.user)
+            done += 1
+        except ValidationError as error:
+            modeladmin.message_user(request, " ".join(error.messages), messages.ERROR)
+    if done:
+        modeladmin.message_user(
+            request,
+            ngettext("%(n)d lease is now %(s)s.", "%(n)d leases are now %(s)s.", done)
+            % {"n": done, "s": LeaseStatus(to).label},
+            messages.SUCCESS,
+        )
+
+
+@admin.action(description=_("Activate selected leases"))
+def activate(modeladmin, request, queryset):  # type: ignore[no-untyped-def]
+    _transition(modeladmin, request, queryset, LeaseStatus.ACTIVE)
+
+
+@admin.action(description=_("End selected leases now"))
+def end(modeladmin, request, queryset):  # type: ignore[no-untyped-def]
+    _transition(modeladmin, request, queryset, LeaseStatus.ENDED)
+
+
+@admin.action(description=_("Cancel selected leases"))
+def cancel(modeladmin, request, queryset):  # type: ignore[no-untyped-def]
+    _transition(modeladmin, request, queryset, LeaseStatus.CANCELLED)
+
+
+@admin.register(Lease)
+class LeaseAdmin(StampedAdmin):
+    list_display = ["reference", "name", "tenant", "status", "starts_at", "ends_at"]
+    list_filter = ["status", "tenant", "terms__billing_mode", "terms__technology"]
+    search_fields = ["reference", "name", "tenant__name", "assignments__node__hostname"]
+    list_select_related = ["tenant"]
+    date_hierarchy = "starts_at"
+    autocomplete_fields = ["tenant"]
+    readonly_fields = ["status"]
+    actions = [activate, end, cancel]
+    inlines = [NodeAssignmentInline, LeaseTermsInline, LeaseEventInline]
+
+    def get_search_results(self, request, queryset, search_term):  # type: ignore[no-untyped-def]
+        queryset, _may_have_duplicates = super().get_search_results(request, queryset, search_term)
+        return queryset.distinct(), False
+
+    def save_formset(self, request, form, formset, change):  # type: ignore[no-untyped-def]
+        if formset.model is NodeAssignment:
+            for assignment in formset.save(commit=False):
+                if assignment.assigned_until is None:
+                    assignment.assigned_until = form.instance.ends_at
+                assignment.save()
+            for removed in formset.deleted_objects:
+                removed.delete()
+            return
+        super().save_formset(request, form, formset, change)
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):  # type: ignore[no-untyped-def]
+        lease = self.get_object(request, object_id)
+        if lease is not None and request.method == "GET":
+            for warning in selectors.contract_warnings(lease=lease):
+                messages.warning(request, warning)
+        return super().change_view(request, object_id, form_url, extra_context)
+
+
+class LeaseTermsForm(forms.ModelForm):
+    class Meta:
+        model = LeaseTerms
+        exclude = ["version"]  # noqa: DJ006 (every other field, and new ones, belong here)
+
+    def clean(self):  # type: ignore[no-untyped-def]
+        data = super().clean()
+        lease, effective_from = data.get("lease"), data.get("effective_from")
+        if lease is not None and effective_from is not None and self.instance.pk is None:
+            services.validate_new_terms_version(
+                lease=lease, effective_from=effective_from, reason=data.get("amendment_reason", "")
+            )
+        return data
+
+
+@admin.register(LeaseTerms)
+class LeaseTermsAdmin(StampedAdmin):
+    """Add a version to amend a lease; an existing version is read-only."""
+
+    list_display = [
+        "lease",
+        "version",
+        "effective_from",
+        "contracted_bandwidth_gbps",
+        "technology",
+        "billing_mode",
+        "sla_threshold_percent",
+    ]
+    list_filter = ["billing_mode", "technology", "heavy_probe_policy"]
+    search_fields = ["lease__reference", "lease__tenant__name", "amendment_reason"]
+    list_select_related = ["lease"]
+    autocomplete_fields = ["lease"]
+    form = LeaseTermsForm
+
+    def get_readonly_fields(self, request, obj=None):  # type: ignore[no-untyped-def]
+        fields = super().get_readonly_fields(request, obj)
+        return (*fields, "version") if obj else fields
+
+    def has_change_permission(self, request, obj=None):  # type: ignore[no-untyped-def]
+        return obj is None and super().has_change_permission(request, obj)
+
+    def has_delete_permission(self, request, obj=None):  # type: ignore[no-untyped-def]
+        return False
+
+    def save_model(self, request, obj, form, change):  # type: ignore[no-untyped-def]
+        services.add_terms_version(terms=obj, actor=request.user)
+        for warning in selectors.contract_warnings(lease=obj.lease, terms=obj):
+            messages.warning(request, warning)
+
+
+@admin.register(NodeAssignment)
+class NodeAssignmentAdmin(StampedAdmin):
+    list_display = ["node", "lease", "assigned_from", "assigned_until", "void"]
+    list_filter = ["void", "lease__status", "node__gpu_model"]
+    search_fields = ["node__hostname", "lease__reference"]
+    list_select_related = ["node", "lease"]
+    date_hierarchy = "assigned_from"
+
+    # Assignments change on their lease's page, where overlaps are checked as a whole.
+    def has_add_permission(self, request):  # type: ignore[no-untyped-def]
+        return False
+
+    def has_change_permission(self, request, obj=None):  # type: ignore[no-untyped-def]
+        return False
+
+
+@admin.register(LeaseEvent)
+class LeaseEventAdmin(admin.ModelAdmin):
+    list_display = ["at", "lease", "action", "actor"]
+    list_filter = ["action"]
+    search_fields = ["lease__reference"]
+    list_select_related = ["lease", "actor"]
+    readonly_fields = ["lease", "at", "actor", "action", "detail"]
+
+    def has_add_permission(self, request):  # type: ignore[no-untyped-def]
+        return False
+
+    def has_change_permission(self, request, obj=None):  # type: ignore[no-untyped-def]
+        return False

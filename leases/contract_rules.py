@@ -1,0 +1,168 @@
+"""Pure rules for the JSON parts of contract terms: their defaults, their validation and
+how to read them. No ORM here, so billing and audit recomputation can reuse it."""
+
+import re
+from datetime import datetime
+from decimal import Decimal, InvalidOperation
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from django.core.exceptions import ValidationError
+from django.utils.translation import gettext as _
+
+from leases.choices import ProbeKind
+
+# Seconds between probes of each kind.
+DEFAULT_PROBE_CADENCE_S: dict[str, int] = {
+    ProbeKind.LINK: 300,
+    ProbeKind.COUNTERS: 300,
+    ProbeKind.THROUGHPUT: 3600,
+    ProbeKind.LATENCY: 3600,
+    ProbeKind.COLLECTIVE: 86400,
+}
+MIN_CADENCE_S = 60
+
+# Public-cloud style: monthly compliance below a level earns a share of the network fee.
+DEFAULT_CREDIT_TIERS: list[dict[str, str]] = [
+    {"below_percent": "99.5", "credit_percent": "10"},
+    {"below_percent": "99", "credit_percent": "25"},
+    {"below_percent": "95", "credit_percent": "50"},
+]
+
+# DOMAIN.md: 25 Gbps RoCE is the floor for multi-node training.
+MULTI_NODE_FLOOR_GBPS = Decimal("25")
+
+_HHMM = re.compile(r"^([01]\d|2[0-3]):[0-5]\d$")
+WEEKDAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
+
+
+def default_probe_cadence() -> dict[str, int]:
+    return dict(DEFAULT_PROBE_CADENCE_S)
+
+
+def default_credit_tiers() -> list[dict[str, str]]:
+    return [dict(tier) for tier in DEFAULT_CREDIT_TIERS]
+
+
+def validate_probe_cadence(value: Any) -> None:
+    if not isinstance(value, dict):
+        raise ValidationError(_("Probe cadence must map each probe kind to seconds."))
+    unknown = sorted(set(value) - set(ProbeKind.values))
+    if unknown:
+        raise ValidationError(
+            _("Unknown probe kind %(kinds)s; known kinds are %(known)s.")
+            % {"kinds": ", ".join(unknown), "known": ", ".join(ProbeKind.values)}
+        )
+    for kind, seconds in value.items():
+        if not isinstance(seconds, int) or isinstance(seconds, bool) or seconds < MIN_CADENCE_S:
+            raise ValidationError(
+                _(
+                    "The %(kind)s probe must run at most once a minute: "
+                    "give whole seconds, %(min)s or more."
+                )
+                % {"kind": kind, "min": MIN_CADENCE_S}
+            )
+
+
+def _percent(raw: Any, what: str, index: int) -> Decimal:
+    try:
+        value = Decimal(str(raw))
+    except (InvalidOperation, ValueError):
+        raise ValidationError(
+            _("Credit tier %(n)s: %(what)s must be a number.") % {"n": index, "what": what}
+        ) from None
+    if not Decimal(0) <= value <= Decimal(100):
+        raise ValidationError(
+            _("Credit tier %(n)s: %(what)s must be between 0 and 100.") % {"n": index, "what": what}
+        )
+    return value
+
+
+def validate_credit_tiers(value: Any) -> None:
+    if not isinstance(value, list):
+        raise ValidationError(_("Credit tiers must be a list."))
+    seen: set[Decimal] = set()
+    for index, tier in enumerate(value, start=1):
+        if not isinstance(tier, dict) or set(tier) != {"below_percent", "credit_percent"}:
+            raise ValidationError(
+                _("Credit tier %(n)s must have exactly below_percent and credit_percent.")
+                % {"n": index}
+            )
+        below = _percent(tier["below_percent"], "below_percent", index)
+        _percent(tier["credit_percent"], "credit_percent", index)
+        if below in seen:
+            raise ValidationError(
+                _("Two credit tiers start below the same compliance, %(p)s%%.") % {"p": below}
+            )
+        seen.add(below)
+
+
+def credit_tiers(value: list[dict[str, str]]) -> list[tuple[Decimal, Decimal]]:
+    """(below_percent, credit_percent) pairs, the strictest (lowest) threshold first."""
+    pairs = [(Decimal(t["below_percent"]), Decimal(t["credit_percent"])) for t in value]
+    return sorted(pairs)
+
+
+def validate_weekly_windows(value: Any) -> None:
+    """A list of {"weekday": 0-6 (Monday 0), "start": "HH:MM", "end": "HH:MM"}; end may be
+    "24:00"; a window that ends before it starts runs past midnight."""
+    if not isinstance(value, list):
+        raise ValidationError(_("Windows must be a list."))
+    for index, window in enumerate(value, start=1):
+        if not isinstance(window, dict) or set(window) - {"weekday", "start", "end", "note"}:
+            raise ValidationError(
+                _("Window %(n)s must have weekday, start and end (and optionally note).")
+                % {"n": index}
+            )
+        weekday = window.get("weekday")
+        if not isinstance(weekday, int) or isinstance(weekday, bool) or not 0 <= weekday <= 6:
+            raise ValidationError(
+                _("Window %(n)s: weekday must be 0 (Monday) to 6 (Sunday).") % {"n": index}
+            )
+        start, end = window.get("start"), window.get("end")
+        if not isinstance(start, str) or not _HHMM.match(start):
+            raise ValidationError(_("Window %(n)s: start must be HH:MM.") % {"n": index})
+        if not isinstance(end, str) or not (_HHMM.match(end) or end == "24:00"):
+            raise ValidationError(_("Window %(n)s: end must be HH:MM.") % {"n": index})
+        if start == end:
+            raise ValidationError(_("Window %(n)s is empty: start equals end.") % {"n": index})
+
+
+def _minutes(hhmm: str) -> int:
+    hours, minutes = hhmm.split(":")
+    return int(hours) * 60 + int(minutes)
+
+
+def in_weekly_windows(windows: list[dict[str, Any]], instant: datetime, zone: str) -> bool:
+    """Whether an aware instant falls inside any weekly window, read in the given zone."""
+    local = instant.astimezone(ZoneInfo(zone))
+    minute_of_week = local.weekday() * 1440 + local.hour * 60 + local.minute
+    week = 7 * 1440
+    for window in windows:
+        start = window["weekday"] * 1440 + _minutes(window["start"])
+        end = window["weekday"] * 1440 + _minutes(window["end"])
+        if end <= start:
+            end += 1440
+        for shift in (0, -week):  # a Sunday window may run into Monday
+            if start + shift <= minute_of_week < end + shift:
+                return True
+    return False
+
+
+def describe_window(window: dict[str, Any]) -> str:
+    return f"{WEEKDAYS[window['weekday']]} {window['start']}-{window['end']}"
+
+
+__all__ = [
+    "DEFAULT_CREDIT_TIERS",
+    "DEFAULT_PROBE_CADENCE_S",
+    "MULTI_NODE_FLOOR_GBPS",
+    "credit_tiers",
+    "default_credit_tiers",
+    "default_probe_cadence",
+    "describe_window",
+    "in_weekly_windows",
+    "validate_credit_tiers",
+    "validate_probe_cadence",
+    "validate_weekly_windows",
+]

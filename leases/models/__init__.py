@@ -1,0 +1,19 @@
+from leases.models.events import LeaseEvent
+from leases.models.inventory import Fabric, NicPort, Node, Site, Switch
+from leases.models.leases import Lease, NodeAssignment
+from leases.models.tenants import Membership, Tenant
+from leases.models.terms import LeaseTerms
+
+__all__ = [
+    "Fabric",
+    "Lease",
+    "LeaseEvent",
+    "LeaseTerms",
+    "Membership",
+    "NicPort",
+    "Node",
+    "NodeAssignment",
+    "Site",
+    "Switch",
+    "Tenant",
+]

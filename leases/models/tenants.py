@@ -1,0 +1,84 @@
+from zoneinfo import available_timezones
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import models
+from django.utils.translation import gettext_lazy as _
+
+from common.models import TimeStampedModel
+from common.money import CURRENCY
+from common.querysets import TenantScopedQuerySet
+from leases.choices import Role
+
+DEFAULT_TIME_ZONE = "Asia/Shanghai"
+
+
+def validate_time_zone(value: str) -> None:
+    if value not in available_timezones():
+        raise ValidationError(
+            _("%(zone)s is not a time zone name; use one such as Asia/Shanghai."),
+            params={"zone": value},
+        )
+
+
+class Tenant(TimeStampedModel):
+    """A customer organisation that leases clusters."""
+
+    name = models.CharField(_("name"), max_length=200)
+    slug = models.SlugField(_("slug"), unique=True)
+    contact_name = models.CharField(_("contact name"), max_length=200, blank=True)
+    contact_email = models.EmailField(_("contact email"), blank=True)
+    contact_phone = models.CharField(_("contact phone"), max_length=50, blank=True)
+    time_zone = models.CharField(
+        _("time zone"),
+        max_length=64,
+        default=DEFAULT_TIME_ZONE,
+        validators=[validate_time_zone],
+        help_text=_("Billing periods are cut and times shown in this zone."),
+    )
+    currency = models.CharField(
+        _("currency"), max_length=3, choices=[(CURRENCY, "CNY (¥)")], default=CURRENCY
+    )
+
+    objects = TenantScopedQuerySet.as_manager()
+    tenant_path = ""
+
+    class Meta:
+        verbose_name = _("tenant")
+        verbose_name_plural = _("tenants")
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Membership(TimeStampedModel):
+    """A user's place in a tenant. Provider staff (is_staff) need none."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        related_name="memberships",
+        verbose_name=_("user"),
+    )
+    tenant = models.ForeignKey(
+        Tenant, on_delete=models.CASCADE, related_name="memberships", verbose_name=_("tenant")
+    )
+    role = models.CharField(_("role"), max_length=16, choices=Role.choices, default=Role.VIEWER)
+
+    objects = TenantScopedQuerySet.as_manager()
+    tenant_path = "tenant"
+
+    class Meta:
+        verbose_name = _("membership")
+        verbose_name_plural = _("memberships")
+        constraints = [
+            models.UniqueConstraint(
+                fields=["user", "tenant"],
+                name="one_membership_per_user_and_tenant",
+                violation_error_message=_("This user already belongs to this tenant."),
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} @ {self.tenant} ({self.get_role_display()})"

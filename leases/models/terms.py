@@ -1,0 +1,201 @@
+from datetime import datetime
+from decimal import Decimal
+
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+from django.utils.translation import gettext_lazy as _
+
+from common.models import TimeStampedModel
+from common.querysets import TenantScopedQuerySet
+from leases import contract_rules
+from leases.choices import BillingMode, HeavyProbePolicy, Technology
+from leases.models.leases import Lease
+
+_NON_NEGATIVE = [MinValueValidator(Decimal("0"), message=_("This cannot be negative."))]
+
+
+def _money(verbose_name: str, decimal_places: int = 2, **kwargs) -> models.DecimalField:  # type: ignore[no-untyped-def]
+    return models.DecimalField(
+        verbose_name,
+        max_digits=14,
+        decimal_places=decimal_places,
+        default=Decimal("0"),
+        validators=[MinValueValidator(Decimal("0"), message=_("A price cannot be negative."))],
+        **kwargs,
+    )
+
+
+class LeaseTermsQuerySet(TenantScopedQuerySet):
+    def in_force(self, lease_id: int, at: datetime) -> "LeaseTerms | None":
+        """The terms version in force for a lease at an instant: the latest version whose
+        effective_from is not after it. None before the first version."""
+        return (
+            self.filter(lease_id=lease_id, effective_from__lte=at)
+            .order_by("-effective_from")
+            .first()
+        )
+
+
+class LeaseTerms(TimeStampedModel):
+    """One effective-dated version of a lease's contract terms. An amendment never edits a
+    version: it adds the next one, in force from its effective_from."""
+
+    lease = models.ForeignKey(
+        Lease, on_delete=models.CASCADE, related_name="terms", verbose_name=_("lease")
+    )
+    version = models.PositiveIntegerField(_("version"))
+    effective_from = models.DateTimeField(_("effective from"))
+    amendment_reason = models.TextField(_("amendment reason"), blank=True)
+
+    # What the network must deliver.
+    contracted_bandwidth_gbps = models.DecimalField(
+        _("contracted inter-node bandwidth per node (Gbps)"),
+        max_digits=7,
+        decimal_places=2,
+        validators=[MinValueValidator(Decimal("0.01"))],
+    )
+    technology = models.CharField(_("technology"), max_length=16, choices=Technology.choices)
+    sla_threshold_percent = models.DecimalField(
+        _("SLA threshold (percent of contracted)"),
+        max_digits=5,
+        decimal_places=2,
+        default=Decimal("95"),
+        validators=[MinValueValidator(Decimal("0")), MaxValueValidator(Decimal("100"))],
+        help_text=_("A throughput sample passes at or above this share of the contract."),
+    )
+    collective_busbw_floor_gbps = models.DecimalField(
+        _("NCCL bus bandwidth floor (Gbps)"),
+        max_digits=7,
+        decimal_places=2,
+        null=True,
+        blank=True,
+        validators=_NON_NEGATIVE,
+    )
+    latency_ceiling_us = models.DecimalField(
+        _("latency ceiling (µs)"),
+        max_digits=9,
+        decimal_places=2,
+        null=True,
+        blank=True,
+        validators=_NON_NEGATIVE,
+    )
+
+    # How and when it is measured.
+    probe_cadence_s = models.JSONField(
+        _("probe cadence (seconds per probe kind)"),
+        default=contract_rules.default_probe_cadence,
+        validators=[contract_rules.validate_probe_cadence],
+    )
+    heavy_probe_policy = models.CharField(
+        _("when heavy probes may run"),
+        max_length=16,
+        choices=HeavyProbePolicy.choices,
+        default=HeavyProbePolicy.ANY_TIME,
+        help_text=_("Throughput, latency and collective probes load the customer's fabric."),
+    )
+    heavy_probe_windows = models.JSONField(
+        _("agreed windows for heavy probes"),
+        default=list,
+        blank=True,
+        validators=[contract_rules.validate_weekly_windows],
+        help_text=_(
+            'Weekly, in the tenant\'s time zone: [{"weekday": 6, "start": "02:00", '
+            '"end": "04:00"}], Monday is 0.'
+        ),
+    )
+    maintenance_windows = models.JSONField(
+        _("maintenance windows"),
+        default=list,
+        blank=True,
+        validators=[contract_rules.validate_weekly_windows],
+        help_text=_("Weekly, in the tenant's time zone; samples inside are excluded from SLA."),
+    )
+    incident_after_violations = models.PositiveSmallIntegerField(
+        _("violations in a row that open an incident"),
+        default=3,
+        validators=[MinValueValidator(1)],
+    )
+
+    # Credits.
+    credit_tiers = models.JSONField(
+        _("SLA credit tiers"),
+        default=contract_rules.default_credit_tiers,
+        validators=[contract_rules.validate_credit_tiers],
+        help_text=_('[{"below_percent": "99.5", "credit_percent": "10"}, ...] of the network fee.'),
+    )
+    credit_cap_percent = models.DecimalField(
+        _("credit cap (percent of network fee)"),
+        max_digits=5,
+        decimal_places=2,
+        default=Decimal("50"),
+        validators=[MinValueValidator(Decimal("0")), MaxValueValidator(Decimal("100"))],
+    )
+
+    # Money, CNY.
+    billing_mode = models.CharField(_("billing mode"), max_length=16, choices=BillingMode.choices)
+    node_rent_per_month = _money(_("node rent per node-month (¥)"))
+    network_fee_per_month = _money(_("fixed network fee per month (¥)"))
+    price_per_gb = _money(_("price per GB of traffic (¥)"), decimal_places=4)
+    price_per_mbps_p95 = _money(_("price per Mbps at the 95th percentile (¥)"), decimal_places=4)
+    tax_rate_percent = models.DecimalField(
+        _("tax rate (percent)"),
+        max_digits=5,
+        decimal_places=2,
+        default=Decimal("6"),
+        validators=[MinValueValidator(Decimal("0")), MaxValueValidator(Decimal("100"))],
+    )
+    billing_starts_on_acceptance = models.BooleanField(
+        _("bill only after the acceptance run passes"), default=False
+    )
+
+    objects = LeaseTermsQuerySet.as_manager()
+    tenant_path = "lease__tenant"
+
+    class Meta:
+        verbose_name = _("contract terms version")
+        verbose_name_plural = _("contract terms versions")
+        ordering = ["lease", "effective_from"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["lease", "version"],
+                name="terms_version_unique_per_lease",
+                violation_error_message=_(
+                    "This lease already has a terms version with this number."
+                ),
+            ),
+            models.UniqueConstraint(
+                fields=["lease", "effective_from"],
+                name="terms_effective_from_unique_per_lease",
+                violation_error_message=_(
+                    "This lease already has a terms version effective from this instant."
+                ),
+            ),
+            models.CheckConstraint(
+                condition=models.Q(
+                    node_rent_per_month__gte=0,
+                    network_fee_per_month__gte=0,
+                    price_per_gb__gte=0,
+                    price_per_mbps_p95__gte=0,
+                ),
+                name="terms_prices_not_negative",
+                violation_error_message=_("Prices cannot be negative."),
+            ),
+            models.CheckConstraint(
+                condition=models.Q(contracted_bandwidth_gbps__gt=0),
+                name="terms_bandwidth_positive",
+                violation_error_message=_("The contracted bandwidth must be above zero."),
+            ),
+            models.CheckConstraint(
+                condition=models.Q(sla_threshold_percent__gte=0, sla_threshold_percent__lte=100),
+                name="terms_threshold_is_a_percentage",
+                violation_error_message=_("The SLA threshold is a percentage from 0 to 100."),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.lease} v{self.version}"
+
+    @property
+    def threshold_bps(self) -> Decimal:
+        """The lowest throughput that passes, in bits per second."""
+        return self.contracted_bandwidth_gbps * Decimal(10) ** 9 * self.sla_threshold_percent / 100

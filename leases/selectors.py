@@ -1,0 +1,63 @@
+"""Reads of lease data. Views and other apps read through these, never raw managers."""
+
+from bisect import bisect_right
+from collections.abc import Sequence
+from datetime import datetime
+
+from django.db.models import QuerySet
+from django.utils.translation import gettext as _
+
+from common.units import plain
+from leases.contract_rules import MULTI_NODE_FLOOR_GBPS
+from leases.models import Lease, LeaseTerms, NodeAssignment
+
+
+def terms_in_force(*, lease: Lease, at: datetime) -> LeaseTerms | None:
+    """Which terms were in force for this lease at instant ``at``."""
+    return LeaseTerms.objects.in_force(lease.pk, at)
+
+
+class TermsTimeline:
+    """All versions of a lease's terms, for answering "in force at t" for many samples
+    without a query each."""
+
+    def __init__(self, versions: Sequence[LeaseTerms]):
+        self._versions = sorted(versions, key=lambda terms: terms.effective_from)
+        self._starts = [terms.effective_from for terms in self._versions]
+
+    @classmethod
+    def for_lease(cls, lease: Lease) -> "TermsTimeline":
+        return cls(list(LeaseTerms.objects.filter(lease=lease)))
+
+    def at(self, instant: datetime) -> LeaseTerms | None:
+        index = bisect_right(self._starts, instant)
+        return self._versions[index - 1] if index else None
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(self._versions)
+
+
+def assignments_in_force(*, lease: Lease, at: datetime) -> QuerySet[NodeAssignment]:
+    return lease.assignments.in_force_at(at).select_related("node")
+
+
+def lease_node_count(lease: Lease) -> int:
+    """Distinct nodes the lease holds at any time (history included, void excluded)."""
+    return lease.assignments.filter(void=False).values("node").distinct().count()
+
+
+def contract_warnings(*, lease: Lease, terms: LeaseTerms | None = None) -> list[str]:
+    """Advice, not refusals: sentences an operator should read before signing."""
+    warnings: list[str] = []
+    versions = [terms] if terms is not None else list(lease.terms.all())
+    if lease_node_count(lease) > 1:
+        for version in versions:
+            if version.contracted_bandwidth_gbps < MULTI_NODE_FLOOR_GBPS:
+                warnings.append(
+                    _(
+                        "Terms version %(v)s contracts %(bw)s Gbps for a multi-node lease: "
+                        "below 25 Gbps, distributed training will wait on the network."
+                    )
+                    % {"v": version.version, "bw": plain(version.contracted_bandwidth_gbps)}
+                )
+    return warnings

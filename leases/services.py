@@ -1,0 +1,315 @@
+"""Writes to leases. Each service is one transaction that records a LeaseEvent; admin
+actions, commands and (later) the API call these, never model.save() directly."""
+
+from datetime import datetime
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+from django.utils.formats import date_format
+from django.utils.translation import gettext as _
+
+from leases.choices import LEASE_TRANSITIONS, LeaseStatus, NodeStatus
+from leases.models import Lease, LeaseEvent, LeaseTerms, Node, NodeAssignment, Tenant
+
+
+def _when(instant: datetime | None) -> str:
+    if instant is None:
+        return _("further notice")
+    return date_format(timezone.localtime(instant), "Y-m-d H:i")
+
+
+def _record(lease: Lease, action: str, actor: Any, **detail: Any) -> None:
+    LeaseEvent.objects.create(lease=lease, action=action, actor=actor, detail=detail)
+
+
+def ensure_node_free(
+    *, node: Node, start: datetime, end: datetime | None, exclude_pk: int | None = None
+) -> None:
+    """Refuse, in a sentence, a node that another live assignment holds in [start, end)."""
+    clash = (
+        NodeAssignment.objects.overlapping(node_id=node.pk, start=start, end=end)
+        .exclude(pk=exclude_pk)
+        .select_related("lease")
+        .order_by("assigned_from")
+        .first()
+    )
+    if clash is not None:
+        raise ValidationError(
+            _("Node %(node)s is already leased from %(start)s to %(end)s under lease %(lease)s.")
+            % {
+                "node": node.hostname,
+                "start": _when(clash.assigned_from),
+                "end": _when(clash.assigned_until),
+                "lease": clash.lease.reference,
+            }
+        )
+
+
+def validate_assignment_period(
+    *, lease: Lease, node: Node, start: datetime, end: datetime | None
+) -> None:
+    if end is not None and end <= start:
+        raise ValidationError(_("A node assignment must end after it starts."))
+    if start < lease.starts_at:
+        raise ValidationError(
+            _("Node %(node)s cannot join lease %(lease)s before the lease starts (%(start)s).")
+            % {"node": node.hostname, "lease": lease.reference, "start": _when(lease.starts_at)}
+        )
+    if lease.ends_at is not None and start >= lease.ends_at:
+        raise ValidationError(
+            _("Node %(node)s cannot join lease %(lease)s after the lease ends (%(end)s).")
+            % {"node": node.hostname, "lease": lease.reference, "end": _when(lease.ends_at)}
+        )
+    if lease.ends_at is not None and (end is None or end > lease.ends_at):
+        raise ValidationError(
+            _("Node %(node)s cannot stay in lease %(lease)s past the lease's end (%(end)s).")
+            % {"node": node.hostname, "lease": lease.reference, "end": _when(lease.ends_at)}
+        )
+    if node.status == NodeStatus.RETIRED:
+        raise ValidationError(
+            _("Node %(node)s is retired and cannot be leased.") % {"node": node.hostname}
+        )
+
+
+@transaction.atomic
+def create_lease(
+    *,
+    tenant: Tenant,
+    reference: str,
+    starts_at: datetime,
+    terms: dict[str, Any],
+    ends_at: datetime | None = None,
+    name: str = "",
+    notes: str = "",
+    actor: Any = None,
+) -> Lease:
+    """A draft lease with its first terms version, in force from the lease's start."""
+    lease = Lease(
+        tenant=tenant,
+        reference=reference,
+        name=name,
+        starts_at=starts_at,
+        ends_at=ends_at,
+        notes=notes,
+    )
+    lease.full_clean()
+    lease.save()
+    add_terms_version(terms=LeaseTerms(lease=lease, effective_from=starts_at, **terms), actor=actor)
+    return lease
+
+
+@transaction.atomic
+def assign_node(
+    *,
+    lease: Lease,
+    node: Node,
+    assigned_from: datetime | None = None,
+    assigned_until: datetime | None = None,
+    actor: Any = None,
+) -> NodeAssignment:
+    lease = Lease.objects.select_for_update().get(pk=lease.pk)
+    start = assigned_from or lease.starts_at
+    end = assigned_until if assigned_until is not None else lease.ends_at
+    if lease.status in (LeaseStatus.ENDED, LeaseStatus.CANCELLED):
+        raise ValidationError(
+            _("Lease %(lease)s is %(status)s; nodes can no longer be added.")
+            % {"lease": lease.reference, "status": lease.get_status_display()}
+        )
+    validate_assignment_period(lease=lease, node=node, start=start, end=end)
+    # Lock the node so two concurrent assignments of it queue up behind each other.
+    Node.objects.select_for_update().filter(pk=node.pk).first()
+    ensure_node_free(node=node, start=start, end=end)
+    assignment = NodeAssignment(lease=lease, node=node, assigned_from=start, assigned_until=end)
+    try:
+        with transaction.atomic():
+            assignment.save()
+    except IntegrityError:
+        # The database's own guard fired (a race the check above could not see).
+        ensure_node_free(node=node, start=start, end=end)
+        raise
+    if lease.status == LeaseStatus.ACTIVE and start <= timezone.now():
+        Node.objects.filter(pk=node.pk).update(status=NodeStatus.LEASED)
+    _record(
+        lease,
+        LeaseEvent.Action.NODE_ASSIGNED,
+        actor,
+        node=node.hostname,
+        start=start.isoformat(),
+        end=end.isoformat() if end else None,
+    )
+    return assignment
+
+
+@transaction.atomic
+def release_node(*, assignment: NodeAssignment, at: datetime, actor: Any = None) -> None:
+    if at <= assignment.assigned_from:
+        raise ValidationError(_("A node can only be released after its assignment starts."))
+    if assignment.assigned_until is not None and at >= assignment.assigned_until:
+        raise ValidationError(_("This assignment already ends before that instant."))
+    assignment.assigned_until = at
+    assignment.save(update_fields=["assigned_until", "updated_at"])
+    if at <= timezone.now():
+        Node.objects.filter(pk=assignment.node_id, status=NodeStatus.LEASED).update(
+            status=NodeStatus.AVAILABLE
+        )
+    _record(
+        assignment.lease,
+        LeaseEvent.Action.NODE_RELEASED,
+        actor,
+        node=assignment.node.hostname,
+        at=at.isoformat(),
+    )
+
+
+@transaction.atomic
+def swap_node(
+    *, lease: Lease, old_node: Node, new_node: Node, at: datetime, actor: Any = None
+) -> NodeAssignment:
+    """Replace a node from ``at`` on; the old assignment ends there, so history stays."""
+    current = lease.assignments.in_force_at(at).filter(node=old_node).first()
+    if current is None:
+        raise ValidationError(
+            _("Node %(node)s is not in lease %(lease)s at %(at)s.")
+            % {"node": old_node.hostname, "lease": lease.reference, "at": _when(at)}
+        )
+    until = current.assigned_until
+    release_node(assignment=current, at=at, actor=actor)
+    return assign_node(
+        lease=lease, node=new_node, assigned_from=at, assigned_until=until, actor=actor
+    )
+
+
+@transaction.atomic
+def amend_terms(
+    *,
+    lease: Lease,
+    effective_from: datetime,
+    changes: dict[str, Any],
+    reason: str,
+    actor: Any = None,
+) -> LeaseTerms:
+    """Add the next terms version: the one in force at ``effective_from`` with ``changes``."""
+    base = LeaseTerms.objects.in_force(lease.pk, effective_from)
+    if base is None:
+        raise ValidationError(
+            _("No terms are in force at %(at)s to amend; the lease starts at %(start)s.")
+            % {"at": _when(effective_from), "start": _when(lease.starts_at)}
+        )
+    unknown = set(changes) - {field.name for field in LeaseTerms._meta.concrete_fields}
+    if unknown:
+        raise ValidationError(
+            _("Unknown terms field(s): %(fields)s.") % {"fields": ", ".join(sorted(unknown))}
+        )
+    amended = LeaseTerms.objects.get(pk=base.pk)
+    amended.pk = None
+    amended._state.adding = True
+    for field, value in changes.items():
+        setattr(amended, field, value)
+    amended.effective_from = effective_from
+    amended.amendment_reason = reason
+    return add_terms_version(
+        terms=amended, actor=actor, changes={key: str(value) for key, value in changes.items()}
+    )
+
+
+_ACTION_FOR = {
+    LeaseStatus.ACTIVE: LeaseEvent.Action.ACTIVATED,
+    LeaseStatus.ENDED: LeaseEvent.Action.ENDED,
+    LeaseStatus.CANCELLED: LeaseEvent.Action.CANCELLED,
+}
+
+
+@transaction.atomic
+def transition_lease(
+    *, lease: Lease, to: str, actor: Any = None, at: datetime | None = None
+) -> Lease:
+    """Move a lease to another status, if that move is allowed; see LEASE_TRANSITIONS."""
+    lease = Lease.objects.select_for_update().get(pk=lease.pk)
+    if to not in LEASE_TRANSITIONS[lease.status]:
+        raise ValidationError(
+            _("Lease %(lease)s is %(status)s and cannot become %(to)s.")
+            % {
+                "lease": lease.reference,
+                "status": lease.get_status_display(),
+                "to": LeaseStatus(to).label,
+            }
+        )
+    now = at or timezone.now()
+    live = lease.assignments.filter(void=False)
+    if to == LeaseStatus.ACTIVE:
+        if not live.exists():
+            raise ValidationError(
+                _("Lease %(lease)s has no nodes; assign nodes before activating it.")
+                % {"lease": lease.reference}
+            )
+        if not lease.terms.exists():
+            raise ValidationError(_("Lease %(lease)s has no terms.") % {"lease": lease.reference})
+        Node.objects.filter(pk__in=live.in_force_at(now).values("node")).update(
+            status=NodeStatus.LEASED
+        )
+    elif to == LeaseStatus.ENDED:
+        end = min(lease.ends_at, now) if lease.ends_at else now
+        if end <= lease.starts_at:
+            end = now
+        live.filter(assigned_from__gte=end).update(void=True)
+        for open_assignment in live.filter(assigned_from__lt=end).exclude(assigned_until__lte=end):
+            open_assignment.assigned_until = end
+            open_assignment.save(update_fields=["assigned_until", "updated_at"])
+        if lease.ends_at is None or lease.ends_at > end:
+            lease.ends_at = end
+        Node.objects.filter(
+            pk__in=lease.assignments.values("node"), status=NodeStatus.LEASED
+        ).exclude(
+            pk__in=NodeAssignment.objects.in_force_at(now).exclude(lease=lease).values("node")
+        ).update(status=NodeStatus.AVAILABLE)
+    elif to == LeaseStatus.CANCELLED:
+        live.update(void=True)
+    lease.status = to
+    lease.save(update_fields=["status", "ends_at", "updated_at"])
+    _record(lease, _ACTION_FOR[LeaseStatus(to)], actor, at=now.isoformat())
+    return lease
+
+
+def validate_new_terms_version(*, lease: Lease, effective_from: datetime, reason: str) -> None:
+    """The first version is in force when the lease starts; each later one takes effect
+    after the latest and says why."""
+    latest = lease.terms.order_by("-version").first()
+    if latest is None:
+        if effective_from > lease.starts_at:
+            raise ValidationError(
+                _("The first terms version must be in force when the lease starts (%(start)s).")
+                % {"start": _when(lease.starts_at)}
+            )
+    elif effective_from <= latest.effective_from:
+        raise ValidationError(
+            _("An amendment must take effect after the latest version (v%(v)s, from %(at)s).")
+            % {"v": latest.version, "at": _when(latest.effective_from)}
+        )
+    elif not reason.strip():
+        raise ValidationError(_("An amendment needs a reason."))
+
+
+@transaction.atomic
+def add_terms_version(*, terms: LeaseTerms, actor: Any = None, **detail: Any) -> LeaseTerms:
+    """Save an unsaved, filled LeaseTerms as the lease's next version."""
+    lease = Lease.objects.select_for_update().get(pk=terms.lease_id)
+    validate_new_terms_version(
+        lease=lease, effective_from=terms.effective_from, reason=terms.amendment_reason
+    )
+    latest = lease.terms.order_by("-version").first()
+    terms.version = latest.version + 1 if latest else 1
+    terms.full_clean(exclude=["lease"])
+    terms.save()
+    action = LeaseEvent.Action.AMENDED if latest else LeaseEvent.Action.CREATED
+    _record(
+        lease,
+        action,
+        actor,
+        version=terms.version,
+        effective_from=terms.effective_from.isoformat(),
+        reason=terms.amendment_reason,
+        **detail,
+    )
+    return terms

@@ -1,0 +1,142 @@
+import itertools
+from datetime import datetime
+from decimal import Decimal
+from zoneinfo import ZoneInfo
+
+import factory
+from django.contrib.auth import get_user_model
+
+from leases.choices import BillingMode, GpuModel, LinkLayer, Role, SwitchRole, Technology, Topology
+from leases.models import Fabric, Membership, NicPort, Node, Site, Switch, Tenant
+
+SHANGHAI = ZoneInfo("Asia/Shanghai")
+
+
+def at(text: str) -> datetime:
+    """'2026-11-01 00:00' in Asia/Shanghai, as an aware datetime."""
+    return datetime.fromisoformat(text).replace(tzinfo=SHANGHAI)
+
+
+class UserFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = get_user_model()
+        skip_postgeneration_save = True
+
+    username = factory.Sequence(lambda n: f"user{n}")
+    email = factory.LazyAttribute(lambda user: f"{user.username}@example.cn")
+    password = factory.PostGenerationMethodCall("set_password", "pw-for-tests")
+
+    @factory.post_generation
+    def _save(obj, create, extracted, **kwargs):  # type: ignore[no-untyped-def]
+        if create:
+            obj.save()
+
+
+class StaffFactory(UserFactory):
+    is_staff = True
+    is_superuser = True
+
+
+class TenantFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Tenant
+
+    name = factory.Sequence(lambda n: f"Tenant {n}")
+    slug = factory.Sequence(lambda n: f"tenant-{n}")
+
+
+class MembershipFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Membership
+
+    user = factory.SubFactory(UserFactory)
+    tenant = factory.SubFactory(TenantFactory)
+    role = Role.VIEWER
+
+
+class SiteFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Site
+
+    name = factory.Sequence(lambda n: f"Site {n}")
+    city = "Shenzhen"
+
+
+class FabricFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Fabric
+
+    site = factory.SubFactory(SiteFactory)
+    name = factory.Sequence(lambda n: f"fabric-{n}")
+    technology = Technology.ROCE
+    port_speed_gbps = 100
+    topology = Topology.LEAF_SPINE
+    oversubscription = Decimal("2")
+
+
+class SwitchFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Switch
+
+    fabric = factory.SubFactory(FabricFactory)
+    name = factory.Sequence(lambda n: f"leaf{n}")
+    role = SwitchRole.LEAF
+
+
+class NodeFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Node
+
+    hostname = factory.Sequence(lambda n: f"node-{n:03d}")
+    management_address = factory.Sequence(lambda n: f"198.18.1.{n % 250 + 1}")
+    gpu_model = GpuModel.A100
+    leaf_switch = factory.SubFactory(SwitchFactory)
+
+
+class NicPortFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = NicPort
+
+    node = factory.SubFactory(NodeFactory)
+    device = "mlx5_0"
+    rate_gbps = 100
+    link_layer = LinkLayer.ETHERNET
+
+
+_references = itertools.count(1)
+
+
+def terms(**overrides):  # type: ignore[no-untyped-def]
+    values = {
+        "contracted_bandwidth_gbps": Decimal("100"),
+        "technology": Technology.ROCE,
+        "billing_mode": BillingMode.MONTHLY,
+        "node_rent_per_month": Decimal("45000.00"),
+        "network_fee_per_month": Decimal("6000.00"),
+    }
+    values.update(overrides)
+    return values
+
+
+def make_lease(
+    *,
+    tenant=None,
+    reference=None,
+    starts_at=None,
+    ends_at=None,
+    nodes=(),  # type: ignore[no-untyped-def]
+    **term_overrides,
+):
+    from leases import services
+
+    tenant = tenant or TenantFactory()
+    lease = services.create_lease(
+        tenant=tenant,
+        reference=reference or f"L-{next(_references)}",
+        starts_at=starts_at or at("2026-11-01 00:00"),
+        ends_at=ends_at,
+        terms=terms(**term_overrides),
+    )
+    for node in nodes:
+        services.assign_node(lease=lease, node=node)
+    return lease

@@ -1,0 +1,48 @@
+import pytest
+from django.contrib.auth import authenticate
+from django.core.management import call_command
+
+from leases.choices import BillingMode, LeaseStatus
+from leases.models import Fabric, Lease, LeaseTerms, Node, NodeAssignment, Tenant
+
+pytestmark = pytest.mark.django_db
+
+
+def _counts():
+    return {
+        model.__name__: model.objects.count()
+        for model in (Tenant, Fabric, Node, Lease, LeaseTerms, NodeAssignment)
+    }
+
+
+def test_demo_loads_the_described_world_and_is_idempotent(capsys):
+    call_command("demo")
+    first_output = capsys.readouterr().out
+    counts = _counts()
+    call_command("demo")
+    second_output = capsys.readouterr().out
+    assert _counts() == counts
+    assert "(0 objects created this run)" in second_output
+
+    assert counts["Tenant"] == 2
+    assert counts["Node"] >= 16
+    assert set(Node.objects.values_list("gpu_count", flat=True)) == {8}
+    assert {"A100", "A800", "H800"} <= set(Node.objects.values_list("gpu_model", flat=True))
+    fabrics = {
+        (f.technology, f.port_speed_gbps, f.topology, f.oversubscription_label, f.site.city)
+        for f in Fabric.objects.select_related("site")
+    }
+    assert fabrics == {
+        ("roce", 100, "leaf_spine", "2:1", "Shenzhen"),
+        ("infiniband", 400, "fat_tree", "1:1", "Guangzhou"),
+        ("roce", 25, "leaf_spine", "1:1", "Dongguan"),
+    }
+    assert set(LeaseTerms.objects.values_list("billing_mode", flat=True)) == set(BillingMode.values)
+    assert LeaseTerms.objects.filter(version=2).exists(), "an amended lease"
+    assert Lease.objects.filter(status=LeaseStatus.ACTIVE).count() == 4
+
+    # The logins it prints are the ones that work, the same on both runs.
+    logins = [line.split() for line in first_output.splitlines() if line.startswith("  ")]
+    assert logins == [line.split() for line in second_output.splitlines() if line.startswith("  ")]
+    for *_role, username, password in logins:
+        assert authenticate(username=username, password=password) is not None, username

@@ -136,6 +136,8 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
+    # asyncssh logs every channel at INFO: one line per command of every probe.
+    "loggers": {"asyncssh": {"level": "WARNING"}},
 }
 
 # Celery. The default broker is kombu's filesystem transport: no server to run.
@@ -157,3 +159,37 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+
+# Probes.
+# Each site's probes go to this queue. "probes.{site}" lets a worker in each data centre
+# consume its own site (celery -A config worker -Q probes.sz-ns1); the default sends them
+# all to the default queue, for a single worker (make run, a one-host deployment).
+PROBE_QUEUE_TEMPLATE = env.str("PROBE_QUEUE_TEMPLATE", default="celery")
+PROBE_SSH_KEY = Path(env.str("PROBE_SSH_KEY", default=str(VAR_DIR / "ssh" / "probe_ed25519")))
+PROBE_CONNECT_TIMEOUT_S = env.float("PROBE_CONNECT_TIMEOUT_S", default=10.0)
+PROBE_THROUGHPUT_SECONDS = env.int("PROBE_THROUGHPUT_SECONDS", default=10)
+# How long past its nominal duration a pair's client may run before it counts as hung.
+PROBE_COMMAND_GRACE_S = env.int("PROBE_COMMAND_GRACE_S", default=60)
+# Celery's hard limit on one probe batch; a run "running" longer belongs to a dead worker.
+PROBE_TASK_TIME_LIMIT_S = env.int("PROBE_TASK_TIME_LIMIT_S", default=900)
+# Tries per run when its node cannot be reached (transport faults only).
+PROBE_MAX_ATTEMPTS = env.int("PROBE_MAX_ATTEMPTS", default=3)
+# Self-check: a site where runs fell due in the window but none finished raises an alert.
+PROBE_SELF_CHECK_WINDOW_S = env.int("PROBE_SELF_CHECK_WINDOW_S", default=1800)
+PROBE_SELF_CHECK_GRACE_S = env.int("PROBE_SELF_CHECK_GRACE_S", default=300)
+if CELERY_BROKER_URL.startswith("redis"):
+    # Unacknowledged tasks (a worker killed mid-probe) come back after this; it must
+    # exceed the task time limit so a live worker's task is never handed out twice.
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "visibility_timeout": env.int(
+            "CELERY_VISIBILITY_TIMEOUT_S", default=PROBE_TASK_TIME_LIMIT_S + 300
+        )
+    }
+
+EMAIL_BACKEND = env.str(
+    "EMAIL_BACKEND",
+    default="django.core.mail.backends.console.EmailBackend"
+    if DEBUG
+    else "django.core.mail.backends.smtp.EmailBackend",
+)
+ADMINS = [("gpulease operators", a) for a in env.list("ADMIN_EMAILS", default=[])]

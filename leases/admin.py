@@ -49,9 +49,9 @@ class MembershipAdmin(StampedAdmin):
 
 @admin.register(Site)
 class SiteAdmin(StampedAdmin):
-    list_display = ["name", "city", "region"]
+    list_display = ["name", "code", "city", "region"]
     list_filter = ["region", "city"]
-    search_fields = ["name", "city"]
+    search_fields = ["name", "code", "city"]
 
 
 class SwitchInline(admin.TabularInline):
@@ -128,7 +128,7 @@ class NodeAdmin(StampedAdmin):
 
 @admin.register(NicPort)
 class NicPortAdmin(StampedAdmin):
-    list_display = ["node", "device", "port_number", "netdev", "rate_gbps", "link_layer"]
+    list_display = ["node", "device", "port_number", "netdev", "address", "rate_gbps", "link_layer"]
     list_filter = ["link_layer", "rate_gbps"]
     search_fields = ["node__hostname", "device", "netdev"]
     list_select_related = ["node"]
@@ -254,8 +254,16 @@ def cancel(modeladmin, request, queryset):  # type: ignore[no-untyped-def]
 
 @admin.register(Lease)
 class LeaseAdmin(StampedAdmin):
-    list_display = ["reference", "name", "tenant", "status", "starts_at", "ends_at"]
-    list_filter = ["status", "tenant", "terms__billing_mode", "terms__technology"]
+    list_display = [
+        "reference",
+        "name",
+        "tenant",
+        "status",
+        "starts_at",
+        "ends_at",
+        "probes_enabled",
+    ]
+    list_filter = ["status", "probes_enabled", "tenant", "terms__billing_mode", "terms__technology"]
     search_fields = ["reference", "name", "tenant__name", "assignments__node__hostname"]
     list_select_related = ["tenant"]
     date_hierarchy = "starts_at"

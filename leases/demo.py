@@ -52,7 +52,7 @@ class DemoResult:
 
 @dataclass(frozen=True)
 class FabricPlan:
-    site: tuple[str, str]  # name, city
+    site: tuple[str, str, str]  # name, code, city
     name: str
     technology: str
     speed_gbps: int
@@ -69,7 +69,7 @@ class FabricPlan:
 
 FABRICS = [
     FabricPlan(
-        ("深圳南山智算中心 SZ-NS1", "Shenzhen"),
+        ("深圳南山智算中心 SZ-NS1", "sz-ns1", "Shenzhen"),
         "roce-100g",
         Technology.ROCE,
         100,
@@ -84,7 +84,7 @@ FABRICS = [
         2,
     ),
     FabricPlan(
-        ("广州黄埔智算中心 GZ-HP2", "Guangzhou"),
+        ("广州黄埔智算中心 GZ-HP2", "gz-hp2", "Guangzhou"),
         "ib-400g",
         Technology.INFINIBAND,
         400,
@@ -99,7 +99,7 @@ FABRICS = [
         8,
     ),
     FabricPlan(
-        ("东莞松山湖数据中心 DG-SSL", "Dongguan"),
+        ("东莞松山湖数据中心 DG-SSL", "dg-ssl", "Dongguan"),
         "roce-25g",
         Technology.ROCE,
         25,
@@ -138,7 +138,9 @@ class _Loader:
         nodes: dict[str, list[Node]] = {}
         for plan in FABRICS:
             site = self.get_or_create(
-                Site, name=plan.site[0], defaults={"city": plan.site[1], "region": "Guangdong"}
+                Site,
+                code=plan.site[1],
+                defaults={"name": plan.site[0], "city": plan.site[2], "region": "Guangdong"},
             )
             fabric = self.get_or_create(
                 Fabric,

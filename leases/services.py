@@ -1,7 +1,10 @@
 """Writes to leases. Each service is one transaction that records a LeaseEvent; admin
 actions, commands and (later) the API call these, never model.save() directly."""
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
+from decimal import Decimal
 from typing import Any
 
 from django.core.exceptions import ValidationError
@@ -10,8 +13,19 @@ from django.utils import timezone
 from django.utils.formats import date_format
 from django.utils.translation import gettext as _
 
-from leases.choices import LEASE_TRANSITIONS, LeaseStatus, NodeStatus
-from leases.models import Lease, LeaseEvent, LeaseTerms, Node, NodeAssignment, Tenant
+from leases.choices import LEASE_TRANSITIONS, LeaseStatus, NodeStatus, SwitchRole
+from leases.models import (
+    Fabric,
+    Lease,
+    LeaseEvent,
+    LeaseTerms,
+    NicPort,
+    Node,
+    NodeAssignment,
+    Site,
+    Switch,
+    Tenant,
+)
 
 
 def _when(instant: datetime | None) -> str:
@@ -83,6 +97,7 @@ def create_lease(
     ends_at: datetime | None = None,
     name: str = "",
     notes: str = "",
+    probes_enabled: bool = True,
     actor: Any = None,
 ) -> Lease:
     """A draft lease with its first terms version, in force from the lease's start."""
@@ -93,6 +108,7 @@ def create_lease(
         starts_at=starts_at,
         ends_at=ends_at,
         notes=notes,
+        probes_enabled=probes_enabled,
     )
     lease.full_clean()
     lease.save()
@@ -313,3 +329,93 @@ def add_terms_version(*, terms: LeaseTerms, actor: Any = None, **detail: Any) ->
         **detail,
     )
     return terms
+
+
+@dataclass(frozen=True)
+class PortSpec:
+    device: str
+    netdev: str
+    rate_gbps: int
+    link_layer: str
+    address: str | None = None
+    port_number: int = 1
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    hostname: str
+    leaf: str
+    management_address: str
+    ssh_port: int
+    ssh_user: str
+    ssh_host_key: str
+    gpu_model: str
+    gpu_count: int
+    ports: tuple[PortSpec, ...]
+
+
+@transaction.atomic
+def register_cluster(
+    *,
+    site_code: str,
+    site_name: str,
+    city: str,
+    fabric_name: str,
+    technology: str,
+    port_speed_gbps: int,
+    topology: str,
+    oversubscription: Decimal,
+    spines: Sequence[str],
+    nodes: Sequence[NodeSpec],
+) -> list[Node]:
+    """Create or update a site, its fabric, switches, nodes and NIC ports as described:
+    used to register hosts that announce themselves (the network lab). Host keys and
+    addresses are updated, so a rebuilt host is pinned to its new key."""
+    site, _ = Site.objects.update_or_create(
+        code=site_code, defaults={"name": site_name, "city": city}
+    )
+    fabric, _ = Fabric.objects.update_or_create(
+        site=site,
+        name=fabric_name,
+        defaults={
+            "technology": technology,
+            "port_speed_gbps": port_speed_gbps,
+            "topology": topology,
+            "oversubscription": oversubscription,
+        },
+    )
+    for name in spines:
+        Switch.objects.update_or_create(
+            fabric=fabric, name=name, defaults={"role": SwitchRole.SPINE}
+        )
+    registered = []
+    for spec in nodes:
+        leaf, _ = Switch.objects.update_or_create(
+            fabric=fabric, name=spec.leaf, defaults={"role": SwitchRole.LEAF}
+        )
+        node, _ = Node.objects.update_or_create(
+            hostname=spec.hostname,
+            defaults={
+                "leaf_switch": leaf,
+                "management_address": spec.management_address,
+                "ssh_port": spec.ssh_port,
+                "ssh_user": spec.ssh_user,
+                "ssh_host_key": spec.ssh_host_key,
+                "gpu_model": spec.gpu_model,
+                "gpu_count": spec.gpu_count,
+            },
+        )
+        for port in spec.ports:
+            NicPort.objects.update_or_create(
+                node=node,
+                device=port.device,
+                port_number=port.port_number,
+                defaults={
+                    "netdev": port.netdev,
+                    "rate_gbps": port.rate_gbps,
+                    "link_layer": port.link_layer,
+                    "address": port.address,
+                },
+            )
+        registered.append(node)
+    return registered

@@ -40,3 +40,12 @@ def redis_url() -> str:
 def _private_var_dir(settings, tmp_path):
     """Keep tests from writing into the developer's var/ (demo logins and the like)."""
     settings.VAR_DIR = tmp_path
+
+
+@pytest.fixture(autouse=True)
+def _english():
+    """Messages are asserted in English; pages that test Chinese ask for it explicitly."""
+    from django.utils import translation
+
+    with translation.override("en"):
+        yield

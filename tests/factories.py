@@ -59,6 +59,7 @@ class SiteFactory(factory.django.DjangoModelFactory):
         model = Site
 
     name = factory.Sequence(lambda n: f"Site {n}")
+    code = factory.Sequence(lambda n: f"site-{n}")
     city = "Shenzhen"
 
 

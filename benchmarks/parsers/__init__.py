@@ -17,6 +17,7 @@ from .ibstatus import IbPortsResult, parse_ibstat, parse_ibstatus
 from .iperf3 import Iperf3Result, parse_iperf3
 from .nccl_tests import NcclTestsResult, parse_nccl_tests
 from .perftest import PerftestResult, parse_perftest
+from .ping import PingResult, parse_ping
 from .rdma_link import RdmaLinksResult, parse_rdma_link
 
 ProbeResult = (
@@ -27,6 +28,7 @@ ProbeResult = (
     | RdmaLinksResult
     | EthtoolResult
     | CountersResult
+    | PingResult
 )
 
 PARSERS: dict[str, Callable[[str], Any]] = {
@@ -38,6 +40,7 @@ PARSERS: dict[str, Callable[[str], Any]] = {
     "rdma-link": parse_rdma_link,
     "ethtool": parse_ethtool,
     "counters": parse_counters,
+    "ping": parse_ping,
 }
 
 __all__ = [
@@ -52,6 +55,7 @@ __all__ = [
     "parse_iperf3",
     "parse_nccl_tests",
     "parse_perftest",
+    "parse_ping",
     "parse_rdma_link",
     "to_dict",
 ]

@@ -7,6 +7,9 @@ Input formats:
   several blocks may be concatenated.
 - sysfs: the output of ``grep -H . /sys/class/infiniband/*/ports/*/counters/*`` (hw_counters
   too), one "path:value" line per counter.
+- netdev: the output of ``grep -H . /sys/class/net/IFACE/statistics/* \
+  /sys/class/net/IFACE/carrier_down_count``: the kernel's own counters of any interface
+  (veth, virtio, ...), in bytes; carrier_down_count counts link-down events.
 
 Normalised fields, None when the source has no such counter:
 
@@ -57,6 +60,7 @@ class CountersResult:
 _SYSFS_LINE = re.compile(
     r"^/sys/class/infiniband/([^/\s]+)/ports/(\d+)/(?:hw_)?counters/([^:/\s]+):\s*(.*)$"
 )
+_NETDEV_LINE = re.compile(r"^/sys/class/net/([^/\s]+)/(?:statistics/)?([a-z_]+):\s*(.*)$")
 _ETHTOOL_HEADER = re.compile(r"^\s*NIC statistics:\s*$")
 _ETHTOOL_NAME = re.compile(r"^\s*#?\s*(?:\$\s*)?(?:sudo\s+)?ethtool\s+-S\s+(\S+)\s*$")
 _ETHTOOL_COUNTER = re.compile(r"^\s+([^:]+?):\s*(-?\d+)\s*$")
@@ -85,11 +89,14 @@ def parse_counters(text: str) -> CountersResult:
     lines = text.splitlines()
     if any(_SYSFS_LINE.match(line.strip()) for line in lines):
         return CountersResult(source="sysfs", ports=_sysfs_ports(lines))
+    if any(_NETDEV_LINE.match(line.strip()) for line in lines):
+        return CountersResult(source="netdev", ports=_netdev_ports(lines))
     if any(_ETHTOOL_HEADER.match(line) for line in lines):
         return CountersResult(source="ethtool", ports=_ethtool_ports(lines))
     first = next((line for line in lines if line.strip()), "empty input")
     raise ParseError(
-        f"neither 'ethtool -S' output nor a /sys/class/infiniband counters dump: {one_line(first)}"
+        "neither 'ethtool -S' output nor a /sys/class/infiniband or /sys/class/net counters "
+        f"dump: {one_line(first)}"
     )
 
 
@@ -104,6 +111,35 @@ def _sysfs_ports(lines: list[str]) -> tuple[PortCounters, ...]:
         if _INTEGER.fullmatch(value.strip()):
             table[name] = int(value)
     return tuple(_ib_port(device, port, raw) for (device, port), raw in counters.items())
+
+
+def _netdev_ports(lines: list[str]) -> tuple[PortCounters, ...]:
+    counters: dict[str, dict[str, int]] = {}
+    for line in lines:
+        match = _NETDEV_LINE.match(line.strip())
+        if match and _INTEGER.fullmatch(match.group(3).strip()):
+            counters.setdefault(match.group(1), {})[match.group(2)] = int(match.group(3))
+    if not any(counters.values()):
+        raise ParseError("the /sys/class/net dump holds no counter value")
+    return tuple(
+        PortCounters(
+            name=interface,
+            device=None,
+            port=None,
+            interface=interface,
+            rx_bytes=raw.get("rx_bytes"),
+            tx_bytes=raw.get("tx_bytes"),
+            rx_errors=raw.get("rx_errors"),
+            tx_errors=raw.get("tx_errors"),
+            link_downed=raw.get("carrier_down_count"),
+            rx_pause_frames=None,
+            tx_pause_frames=None,
+            rx_pfc_pause_frames=None,
+            tx_pfc_pause_frames=None,
+            raw=raw,
+        )
+        for interface, raw in counters.items()
+    )
 
 
 def _ib_port(device: str, port: int, raw: dict[str, int]) -> PortCounters:

@@ -1,5 +1,6 @@
 from decimal import Decimal
 
+from django.conf import settings
 from django.core.validators import MinValueValidator
 from django.db import models
 from django.utils.translation import gettext_lazy as _
@@ -14,6 +15,12 @@ class Site(TimeStampedModel):
     """A data centre."""
 
     name = models.CharField(_("name"), max_length=200, unique=True)
+    code = models.SlugField(
+        _("code"),
+        max_length=32,
+        unique=True,
+        help_text=_("Short name; names the Celery queue of this site's probes."),
+    )
     city = models.CharField(_("city"), max_length=100)
     region = models.CharField(_("region"), max_length=100, default="Guangdong")
 
@@ -24,6 +31,11 @@ class Site(TimeStampedModel):
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def probe_queue(self) -> str:
+        """The Celery queue this site's probes go to (settings.PROBE_QUEUE_TEMPLATE)."""
+        return settings.PROBE_QUEUE_TEMPLATE.format(site=self.code)
 
 
 class Fabric(TimeStampedModel):
@@ -142,6 +154,12 @@ class NicPort(TimeStampedModel):
     device = models.CharField(_("device"), max_length=32, help_text=_("For example mlx5_0."))
     port_number = models.PositiveSmallIntegerField(_("port number"), default=1)
     netdev = models.CharField(_("network interface"), max_length=32, blank=True)
+    address = models.GenericIPAddressField(
+        _("data address"),
+        null=True,
+        blank=True,
+        help_text=_("Address on the inter-node fabric that throughput probes target."),
+    )
     rate_gbps = models.PositiveIntegerField(_("rate (Gbps)"))
     link_layer = models.CharField(_("link layer"), max_length=16, choices=LinkLayer.choices)
 

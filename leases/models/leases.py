@@ -34,6 +34,11 @@ class Lease(TimeStampedModel):
         _("status"), max_length=16, choices=LeaseStatus.choices, default=LeaseStatus.DRAFT
     )
     notes = models.TextField(_("notes"), blank=True)
+    probes_enabled = models.BooleanField(
+        _("probes enabled"),
+        default=True,
+        help_text=_("Off: the scheduler leaves this lease's nodes alone (e.g. demo hosts)."),
+    )
 
     objects = LeaseQuerySet.as_manager()
     tenant_path = "tenant"

@@ -6,6 +6,7 @@ import pytest
 from django.apps import apps
 from django.contrib.auth.models import AnonymousUser
 
+from benchmarks import services as probe_services
 from leases import services
 from leases.choices import Role
 from leases.models import Node
@@ -39,7 +40,10 @@ def world():
         membership = MembershipFactory(tenant__slug=name, role=Role.ADMIN)
         node = NodeFactory()
         NicPortFactory(node=node)
-        make_lease(tenant=membership.tenant, nodes=[node])
+        lease = make_lease(tenant=membership.tenant, nodes=[node])
+        probe_services.request_runs(
+            lease=lease, kinds=["link"], now=at("2026-11-02 00:00"), enqueue=False
+        )
         members[name] = membership
     NodeFactory()  # never leased: visible to staff only
     return members

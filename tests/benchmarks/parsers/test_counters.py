@@ -67,3 +67,15 @@ def test_registered_as_counters():
 def test_garbage(garbage):
     with pytest.raises(ParseError):
         parse_counters(garbage)
+
+
+def test_kernel_netdev_statistics_of_any_interface():
+    result = parse_counters(fixture_text("counters", "netdev_sysfs_virtio_capture.txt"))
+    assert result.source == "netdev"
+    (port,) = result.ports
+    assert port.interface == "eth0"
+    # /sys/class/net/*/statistics are plain byte counts: no scaling.
+    assert (port.rx_bytes, port.tx_bytes) == (119430232, 233081)
+    assert (port.rx_errors, port.tx_errors) == (0, 0)
+    assert port.link_downed == 1  # carrier_down_count
+    assert port.raw["rx_packets"] == 3239

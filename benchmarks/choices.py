@@ -1,0 +1,51 @@
+from django.db import models
+from django.utils.translation import gettext_lazy as _
+
+
+class RunState(models.TextChoices):
+    SCHEDULED = "scheduled", _("scheduled")
+    RUNNING = "running", _("running")
+    OK = "ok", _("ok")
+    FAILED = "failed", _("failed")
+    TIMEOUT = "timeout", _("timed out")
+    UNREACHABLE = "unreachable", _("unreachable")
+    UNPARSABLE = "unparsable", _("unparsable")
+    MISSED = "missed", _("missed")
+    SKIPPED = "skipped", _("skipped")
+
+
+# A run in one of these states is over; nothing will change it again.
+FINAL_STATES = frozenset(RunState.values) - {RunState.SCHEDULED, RunState.RUNNING}
+
+
+class Verdict(models.TextChoices):
+    PASS = "pass", _("pass")
+    FAIL = "fail", _("fail")
+    NONE = "none", _("no verdict")
+
+
+class Trigger(models.TextChoices):
+    SCHEDULE = "schedule", _("schedule")
+    MANUAL = "manual", _("run now")
+    ACCEPTANCE = "acceptance", _("acceptance")
+
+
+class Pattern(models.TextChoices):
+    """How the node pairs of a throughput or latency batch were chosen."""
+
+    NODE = "node", _("one node")
+    RING = "ring", _("ring pair")
+    CROSS_LEAF = "cross_leaf", _("concurrent cross-leaf pairs")
+    SAME_LEAF = "same_leaf", _("concurrent same-leaf pairs")
+    ALL_NODES = "all_nodes", _("all nodes")
+
+
+class Tool(models.TextChoices):
+    ETHTOOL = "ethtool", "ethtool"
+    IBSTATUS = "ibstatus", "ibstatus"
+    COUNTERS = "counters", _("NIC counters")
+    IPERF3 = "iperf3", "iperf3"
+    IB_WRITE_BW = "ib_write_bw", "ib_write_bw"
+    PING = "ping", "ping"
+    IB_WRITE_LAT = "ib_write_lat", "ib_write_lat"
+    ALL_REDUCE_PERF = "all_reduce_perf", "all_reduce_perf"

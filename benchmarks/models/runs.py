@@ -1,0 +1,108 @@
+import uuid
+
+from django.db import models
+from django.utils.translation import gettext_lazy as _
+
+from benchmarks.choices import Pattern, RunState, Tool, Trigger, Verdict
+from common.querysets import TenantScopedQuerySet
+from leases.choices import ProbeKind
+from leases.models import Lease, LeaseTerms, Node, Site
+
+
+class ProbeRunQuerySet(TenantScopedQuerySet):
+    def finished(self) -> "ProbeRunQuerySet":
+        return self.filter(finished_at__isnull=False)
+
+
+class ProbeRun(models.Model):
+    """One measurement of one lease: which tool ran where and when, exactly what it printed,
+    what that parsed to, and the verdict against the terms in force at that instant.
+
+    A slot (lease, kind, tool, pattern, target, slot_at, trigger) has one run at most: the scheduler
+    creates it, and a redelivered task finds it instead of making another."""
+
+    lease = models.ForeignKey(
+        Lease, on_delete=models.CASCADE, related_name="probe_runs", verbose_name=_("lease")
+    )
+    kind = models.CharField(_("kind"), max_length=16, choices=ProbeKind.choices)
+    tool = models.CharField(_("tool"), max_length=32, choices=Tool.choices)
+    target = models.CharField(
+        _("target"), max_length=255, help_text=_('A node, a pair "a>b" (client>server), or "all".')
+    )
+    nodes = models.ManyToManyField(Node, related_name="probe_runs", verbose_name=_("nodes"))
+    pattern = models.CharField(_("pattern"), max_length=16, choices=Pattern.choices)
+    batch = models.UUIDField(
+        _("batch"), default=uuid.uuid4, db_index=True, help_text=_("Runs executed together.")
+    )
+    trigger = models.CharField(
+        _("trigger"), max_length=16, choices=Trigger.choices, default=Trigger.SCHEDULE
+    )
+    slot_at = models.DateTimeField(_("slot"))
+    deadline_at = models.DateTimeField(
+        _("deadline"), help_text=_("Not started by then, the run is missed.")
+    )
+    site = models.ForeignKey(
+        Site, on_delete=models.PROTECT, related_name="probe_runs", verbose_name=_("site")
+    )
+    state = models.CharField(
+        _("state"), max_length=16, choices=RunState.choices, default=RunState.SCHEDULED
+    )
+    attempts = models.PositiveSmallIntegerField(_("attempts"), default=0)
+    claimed_at = models.DateTimeField(_("claimed at"), null=True, blank=True)
+    started_at = models.DateTimeField(_("started at"), null=True, blank=True)
+    finished_at = models.DateTimeField(_("finished at"), null=True, blank=True)
+
+    command = models.TextField(_("command"), blank=True)
+    exit_code = models.IntegerField(_("exit code"), null=True, blank=True)
+    raw_output = models.TextField(_("raw output"), blank=True)
+    stderr = models.TextField(_("standard error"), blank=True)
+    raw_sha256 = models.CharField(_("raw output SHA-256"), max_length=64, blank=True)
+    output_truncated = models.BooleanField(_("output truncated"), default=False)
+    parsed = models.JSONField(_("parsed result"), null=True, blank=True)
+
+    # Headline figures, typed so that SLA and billing aggregate without reading JSON.
+    measured_bps = models.BigIntegerField(_("measured bandwidth (bit/s)"), null=True, blank=True)
+    latency_us = models.FloatField(_("latency (µs)"), null=True, blank=True)
+
+    terms = models.ForeignKey(
+        LeaseTerms,
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="probe_runs",
+        verbose_name=_("terms in force"),
+    )
+    verdict = models.CharField(
+        _("verdict"), max_length=8, choices=Verdict.choices, default=Verdict.NONE
+    )
+    rule = models.CharField(_("rule"), max_length=255, blank=True)
+    verdict_reason = models.TextField(_("verdict reason"), blank=True)
+    error = models.TextField(_("error"), blank=True)
+
+    objects = ProbeRunQuerySet.as_manager()
+    tenant_path = "lease__tenant"
+
+    class Meta:
+        verbose_name = _("probe run")
+        verbose_name_plural = _("probe runs")
+        ordering = ["-slot_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["lease", "kind", "tool", "pattern", "target", "slot_at", "trigger"],
+                name="one_run_per_slot",
+            )
+        ]
+        indexes = [
+            models.Index(fields=["lease", "kind", "-slot_at"], name="run_lease_kind_slot"),
+            models.Index(fields=["state", "deadline_at"], name="run_state_deadline"),
+            models.Index(fields=["site", "-finished_at"], name="run_site_finished"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.lease} {self.kind} {self.target} @ {self.slot_at:%Y-%m-%d %H:%M}"
+
+    @property
+    def duration_s(self) -> float | None:
+        if self.started_at and self.finished_at:
+            return (self.finished_at - self.started_at).total_seconds()
+        return None

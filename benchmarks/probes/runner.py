@@ -1,0 +1,233 @@
+"""Execute one batch of runs over the transports, all of its runs at the same time.
+
+Pairs start their servers first, wait until every server listens, then release all
+clients together (a barrier), so concurrent pairs really overlap. Every server is stopped
+whatever happens. The runner returns what happened; parsing and verdicts happen later,
+from the stored raw output, so they can be redone."""
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from benchmarks.choices import RunState, Tool
+from benchmarks.probes import commands
+from benchmarks.probes.plan import PlannedRun, PlanNode
+from benchmarks.transports import (
+    AsyncTransport,
+    BackgroundProcess,
+    CommandResult,
+    CommandTimeout,
+    HostKeyRejected,
+    TransportError,
+)
+
+NODE_CHECK_TIMEOUT_S = 60.0
+SERVER_READY_TIMEOUT_S = 10.0
+
+
+@dataclass(frozen=True)
+class Options:
+    throughput_seconds: int = 10
+    contracted_gbps: float = 100.0
+    max_output_bytes: int = 4 * 1024 * 1024
+    # A pair's client may run this long past its nominal duration before it is killed.
+    grace_seconds: int = 60
+
+
+@dataclass
+class Execution:
+    """What one run did. ``state`` is only a transport-level outcome (ok, timeout,
+    unreachable, failed); parsing may still turn an ok into unparsable."""
+
+    command: str = ""
+    raw_output: str = ""
+    stderr: str = ""
+    exit_code: int | None = None
+    truncated: bool = False
+    state: str = RunState.OK
+    error: str = ""
+    started_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+    finished_at: datetime | None = None
+    seconds: float = 0.0
+
+
+class _Connections:
+    """One transport per node for the whole batch, opened on first use."""
+
+    def __init__(self, connect: Callable[[str], AsyncTransport]):
+        self._connect = connect
+        self._open: dict[str, AsyncTransport] = {}
+
+    def __call__(self, hostname: str) -> AsyncTransport:
+        if hostname not in self._open:
+            self._open[hostname] = self._connect(hostname)
+        return self._open[hostname]
+
+    async def close(self) -> None:
+        for transport in self._open.values():
+            with contextlib.suppress(TransportError):
+                await transport.close()
+
+
+def _outcome(execution: Execution, result: CommandResult) -> Execution:
+    execution.raw_output = result.stdout
+    execution.stderr = result.stderr
+    execution.exit_code = result.exit_code
+    execution.truncated = result.truncated
+    if result.exit_code != 0:
+        execution.state = RunState.FAILED
+        execution.error = f"exit status {result.exit_code}"
+    return execution
+
+
+def _failure(execution: Execution, error: TransportError) -> Execution:
+    if isinstance(error, CommandTimeout):
+        _outcome(execution, error.partial)
+        execution.state = RunState.TIMEOUT
+    elif isinstance(error, HostKeyRejected):
+        execution.state = RunState.FAILED
+    else:
+        execution.state = RunState.UNREACHABLE
+    execution.error = error.reason
+    return execution
+
+
+async def _wait_listening(transport: AsyncTransport, port: int) -> None:
+    check = (
+        f"i=0; while [ $i -lt 200 ]; do ss -Hltn 'sport = :{port}' | grep -q . && exit 0; "
+        "sleep 0.05; i=$((i+1)); done; exit 1"
+    )
+    result = await transport.run(check, timeout_s=SERVER_READY_TIMEOUT_S + 5)
+    if result.exit_code != 0:
+        raise TransportError(f"the server side did not start listening on port {port}")
+
+
+async def run_batch(
+    *,
+    runs: Sequence[PlannedRun],
+    nodes: dict[str, PlanNode],
+    connect: Callable[[str], AsyncTransport],
+    options: Options,
+) -> list[Execution]:
+    connections = _Connections(connect)
+    pairs = [run for run in runs if len(run.nodes) == 2 and run.tool != Tool.ALL_REDUCE_PERF]
+    barrier = asyncio.Barrier(len(pairs)) if pairs else None
+    try:
+        return list(
+            await asyncio.gather(
+                *(
+                    _run_one(run, index, nodes, connections, options, barrier)
+                    for index, run in enumerate(runs)
+                )
+            )
+        )
+    finally:
+        await connections.close()
+
+
+async def _run_one(
+    run: PlannedRun,
+    index: int,
+    nodes: dict[str, PlanNode],
+    connections: _Connections,
+    options: Options,
+    barrier: asyncio.Barrier | None,
+) -> Execution:
+    execution = Execution()
+    started = time.monotonic()
+    try:
+        if run.tool in (Tool.ETHTOOL, Tool.IBSTATUS, Tool.COUNTERS):
+            await _node_check(execution, run, nodes, connections, options)
+        elif run.tool == Tool.ALL_REDUCE_PERF:
+            execution.command = commands.all_reduce([nodes[name] for name in run.nodes])
+            result = await connections(run.nodes[0]).run(
+                execution.command, timeout_s=1800, max_output_bytes=options.max_output_bytes
+            )
+            _outcome(execution, result)
+        else:
+            await _pair(execution, run, index, nodes, connections, options, barrier)
+    except TransportError as error:
+        _failure(execution, error)
+    except asyncio.BrokenBarrierError:
+        execution.state = RunState.FAILED
+        execution.error = "another pair of this batch could not start, so none ran together"
+    finally:
+        execution.finished_at = datetime.now(UTC)
+        execution.seconds = time.monotonic() - started
+    return execution
+
+
+async def _node_check(execution, run, nodes, connections, options) -> None:  # type: ignore[no-untyped-def]
+    node = nodes[run.nodes[0]]
+    build = commands.counters if run.tool == Tool.COUNTERS else commands.link_check
+    execution.command = build(node)
+    result = await connections(node.hostname).run(
+        execution.command,
+        timeout_s=NODE_CHECK_TIMEOUT_S,
+        max_output_bytes=options.max_output_bytes,
+    )
+    _outcome(execution, result)
+    if execution.state == RunState.FAILED and execution.raw_output.strip():
+        # A section may fail (a tool missing) while others printed: parsing decides.
+        execution.state = RunState.OK
+        execution.error = ""
+
+
+async def _pair(execution, run, index, nodes, connections, options, barrier) -> None:  # type: ignore[no-untyped-def]
+    client, server = nodes[run.nodes[0]], nodes[run.nodes[1]]
+    port = commands.IPERF3_BASE_PORT + index
+    if run.tool == Tool.PING:
+        pair_commands = commands.PairCommands(
+            server="", client=commands.ping_pair(client=client, server=server)
+        )
+    elif run.tool == Tool.IPERF3:
+        pair_commands = commands.iperf3_pair(
+            client=client,
+            server=server,
+            seconds=options.throughput_seconds,
+            streams=commands.iperf3_streams(options.contracted_gbps),
+            port=port,
+        )
+    else:
+        pair_commands = commands.perftest_pair(
+            tool=run.tool,
+            client=client,
+            server=server,
+            seconds=options.throughput_seconds,
+            port=18515 + index,
+        )
+    execution.command = (
+        f"on {server.hostname}: {pair_commands.server}\n" if pair_commands.server else ""
+    ) + f"on {client.hostname}: {pair_commands.client}"
+    server_process: BackgroundProcess | None = None
+    released = False
+    try:
+        if pair_commands.server:
+            server_transport = connections(server.hostname)
+            server_process = await server_transport.start(
+                pair_commands.server, max_lifetime_s=options.throughput_seconds + 120
+            )
+            if run.tool == Tool.IPERF3:
+                await _wait_listening(server_transport, port)
+        client_transport = connections(client.hostname)
+        # Log in before the start line, so that concurrent pairs really start together.
+        await client_transport.run("true", timeout_s=SERVER_READY_TIMEOUT_S)
+        if barrier is not None:
+            released = True
+            await barrier.wait()
+        result = await client_transport.run(
+            pair_commands.client,
+            timeout_s=options.throughput_seconds + 60,
+            max_output_bytes=options.max_output_bytes,
+        )
+        _outcome(execution, result)
+    finally:
+        if barrier is not None and not released:
+            # This pair failed before the start line: don't keep the others waiting.
+            await barrier.abort()
+        if server_process is not None:
+            with contextlib.suppress(TransportError):
+                await server_process.stop()

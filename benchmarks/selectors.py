@@ -1,0 +1,79 @@
+"""Reads for probing: a lease's nodes as the planner sees them, and earlier results."""
+
+from collections import defaultdict
+from collections.abc import Iterable
+from datetime import datetime
+
+from benchmarks.choices import RunState, Tool
+from benchmarks.models import ProbeRun
+from benchmarks.probes.plan import PlanNode, PlanPort
+from leases.models import NicPort, Node, NodeAssignment
+
+
+def plan_nodes(nodes: Iterable[Node], ports: Iterable[NicPort]) -> dict[str, PlanNode]:
+    by_node: dict[int, list[PlanPort]] = defaultdict(list)
+    for port in ports:
+        by_node[port.node_id].append(
+            PlanPort(
+                device=port.device,
+                port=port.port_number,
+                netdev=port.netdev,
+                address=port.address,
+                link_layer=port.link_layer,
+                rate_gbps=port.rate_gbps,
+            )
+        )
+    return {
+        node.hostname: PlanNode(
+            hostname=node.hostname,
+            leaf=node.leaf_switch.name,
+            gpus=node.gpu_count,
+            ports=tuple(sorted(by_node[node.pk], key=lambda p: (p.device, p.port))),
+        )
+        for node in nodes
+    }
+
+
+def lease_nodes_at(lease_ids: Iterable[int], at: datetime) -> dict[int, list[Node]]:
+    """The nodes each lease holds at ``at``, with switch, fabric and site: two queries
+    whatever the number of leases (the other is ports_of)."""
+    held: dict[int, list[Node]] = defaultdict(list)
+    assignments = (
+        NodeAssignment.objects.in_force_at(at)
+        .filter(lease_id__in=list(lease_ids))
+        .select_related("node__leaf_switch__fabric__site")
+        .order_by("node__hostname")
+    )
+    for assignment in assignments:
+        held[assignment.lease_id].append(assignment.node)
+    return held
+
+
+def ports_of(nodes: Iterable[Node]) -> list[NicPort]:
+    return list(NicPort.objects.filter(node__in=[node.pk for node in nodes]))
+
+
+def previous_link_down_counts(run: ProbeRun) -> dict[str, int]:
+    """Port label -> link-down counter from the last link check of the same node that
+    parsed, so a counter that moved since then reads as a flap."""
+    previous = (
+        ProbeRun.objects.filter(
+            lease_id=run.lease_id,
+            kind=run.kind,
+            target=run.target,
+            tool__in=[Tool.ETHTOOL, Tool.IBSTATUS],
+            state=RunState.OK,
+            finished_at__isnull=False,
+        )
+        .exclude(pk=run.pk)
+        .order_by("-finished_at")
+        .values_list("parsed", flat=True)
+        .first()
+    )
+    if not previous:
+        return {}
+    return {
+        port["label"]: port["link_down_count"]
+        for port in previous.get("ports", [])
+        if port.get("link_down_count") is not None
+    }

@@ -1,0 +1,584 @@
+"""Writes for probing: scheduling runs, executing a batch, recording what happened.
+
+The flow, learnt from perfSONAR's pScheduler: a dispatcher (Celery beat, every minute)
+finds the slots that are due under each lease's terms and creates their runs, state
+scheduled, in one transaction; after commit it enqueues one task per batch on the site's
+queue. The task claims its runs, holds the nodes if the probe is heavy, runs the batch and
+records each run. A slot has one run (a unique constraint), so a redelivered task finds the
+run it already has instead of making another.
+"""
+
+import asyncio
+import hashlib
+import logging
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from django.conf import settings
+from django.core.mail import mail_admins
+from django.db import IntegrityError, transaction
+from django.db.models import Max, Q
+from django.utils import timezone
+
+from benchmarks import selectors
+from benchmarks.choices import FINAL_STATES, RunState, Trigger, Verdict
+from benchmarks.models import NodeLock, ProbeRun, SiteAlert
+from benchmarks.parsers import ParseError
+from benchmarks.probes import runner
+from benchmarks.probes.interpret import interpret
+from benchmarks.probes.plan import PlannedBatch, PlanNode, plan_batches
+from benchmarks.probes.verdicts import TermsView
+from benchmarks.transports import AsyncTransport, LocalTransport, SSHTarget, SSHTransport
+from leases.choices import HEAVY_PROBE_KINDS, HeavyProbePolicy, ProbeKind
+from leases.contract_rules import in_weekly_windows
+from leases.models import Lease, LeaseTerms, Node, Site
+from leases.selectors import TermsTimeline
+
+log = logging.getLogger(__name__)
+
+EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
+MANUAL_DEADLINE = timedelta(hours=1)
+
+
+def terms_view(terms: LeaseTerms) -> TermsView:
+    return TermsView(
+        version=terms.version,
+        contracted_gbps=terms.contracted_bandwidth_gbps,
+        threshold_percent=terms.sla_threshold_percent,
+        busbw_floor_gbps=terms.collective_busbw_floor_gbps,
+        latency_ceiling_us=terms.latency_ceiling_us,
+    )
+
+
+def slot_start(now: datetime, cadence_s: int) -> datetime:
+    """Slots are aligned on a fixed epoch, so every dispatcher agrees on them."""
+    elapsed = int((now - EPOCH).total_seconds())
+    return EPOCH + timedelta(seconds=elapsed - elapsed % cadence_s)
+
+
+def heavy_probe_allowed(terms: LeaseTerms, kind: str, at: datetime, zone: str) -> bool:
+    if kind not in HEAVY_PROBE_KINDS or terms.heavy_probe_policy == HeavyProbePolicy.ANY_TIME:
+        return True
+    return in_weekly_windows(terms.heavy_probe_windows, at, zone)
+
+
+# --- creating runs ------------------------------------------------------------------
+
+
+@dataclass
+class NewBatch:
+    batch: uuid.UUID
+    site: Site
+    runs: list[ProbeRun] = field(default_factory=list)
+
+
+def _skip_reason(
+    batch: PlannedBatch, nodes: dict[str, PlanNode], terms: LeaseTerms, allowed: bool
+) -> str:
+    if not allowed:
+        return "outside the agreed windows for heavy probes"
+    if batch.kind == ProbeKind.COLLECTIVE and any(nodes[n].gpus == 0 for n in batch.hostnames):
+        return "no GPUs on these nodes, so no NCCL collective can run"
+    if batch.kind in (ProbeKind.THROUGHPUT, ProbeKind.LATENCY) and any(
+        nodes[n].data_address is None for n in batch.hostnames
+    ):
+        return "a node has no data address on the fabric"
+    return ""
+
+
+def _build_runs(
+    *,
+    lease: Lease,
+    kind: str,
+    slot_at: datetime,
+    deadline_at: datetime,
+    trigger: str,
+    terms: LeaseTerms,
+    nodes: list[Node],
+    plan: dict[str, PlanNode],
+    now: datetime,
+) -> list[NewBatch]:
+    by_name = {node.hostname: node for node in nodes}
+    site = nodes[0].leaf_switch.fabric.site
+    # Judged at the moment it would run (now), not at the start of its slot.
+    allowed = heavy_probe_allowed(terms, kind, now, lease.tenant.time_zone)
+    batches = []
+    for planned in plan_batches(kind=kind, nodes=list(plan.values()), technology=terms.technology):
+        new = NewBatch(batch=uuid.uuid4(), site=site)
+        skip = _skip_reason(planned, plan, terms, allowed)
+        for run in planned.runs:
+            probe = ProbeRun(
+                lease=lease,
+                kind=kind,
+                tool=run.tool,
+                target=run.target,
+                pattern=run.pattern,
+                batch=new.batch,
+                trigger=trigger,
+                slot_at=slot_at,
+                deadline_at=deadline_at,
+                site=site,
+                terms=terms,
+                state=RunState.SKIPPED if skip else RunState.SCHEDULED,
+                error=skip,
+            )
+            probe._node_ids = [by_name[name].pk for name in run.nodes]  # type: ignore[attr-defined]
+            new.runs.append(probe)
+        batches.append(new)
+    return batches
+
+
+def _save(batches: Sequence[NewBatch]) -> None:
+    runs = [run for batch in batches for run in batch.runs]
+    ProbeRun.objects.bulk_create(runs, batch_size=1000)
+    Through = ProbeRun.nodes.through
+    Through.objects.bulk_create(
+        [
+            Through(proberun_id=run.pk, node_id=node_id)
+            for run in runs
+            for node_id in run._node_ids  # type: ignore[attr-defined]
+        ],
+        batch_size=2000,
+    )
+
+
+def _enqueue_after_commit(batches: Sequence[NewBatch]) -> None:
+    from benchmarks.tasks import execute_batch
+
+    for batch in batches:
+        if any(run.state == RunState.SCHEDULED for run in batch.runs):
+            transaction.on_commit(
+                lambda b=batch: execute_batch.apply_async(
+                    args=[str(b.batch)], queue=b.site.probe_queue
+                )
+            )
+
+
+@dataclass
+class DispatchResult:
+    leases: int = 0
+    batches: int = 0
+    runs: int = 0
+    skipped: int = 0
+    missed: int = 0
+    batch_ids: list[uuid.UUID] = field(default_factory=list)
+
+
+def dispatch_due(*, now: datetime | None = None, enqueue: bool = True) -> DispatchResult:
+    """One dispatcher cycle: mark missed runs, then create the runs of every slot that is
+    due and not yet created, for every active lease, in a fixed number of queries."""
+    now = now or timezone.now()
+    result = DispatchResult(missed=mark_missed(now=now))
+    leases = list(
+        Lease.objects.active()
+        .filter(probes_enabled=True, starts_at__lte=now)
+        .filter(Q(ends_at__isnull=True) | Q(ends_at__gt=now))
+        .select_related("tenant")
+    )
+    if not leases:
+        return result
+    lease_ids = [lease.pk for lease in leases]
+    timelines: dict[int, list[LeaseTerms]] = {lease_id: [] for lease_id in lease_ids}
+    for terms in LeaseTerms.objects.filter(lease_id__in=lease_ids):
+        timelines[terms.lease_id].append(terms)
+    held = selectors.lease_nodes_at(lease_ids, now)
+    ports = selectors.ports_of(node for nodes in held.values() for node in nodes)
+    latest = {
+        (row["lease_id"], row["kind"]): row["last"]
+        for row in ProbeRun.objects.filter(
+            lease_id__in=lease_ids,
+            trigger=Trigger.SCHEDULE,
+            slot_at__gte=now - timedelta(seconds=max_cadence(timelines)),
+        )
+        .values("lease_id", "kind")
+        .annotate(last=Max("slot_at"))
+    }
+    accepted = set(
+        ProbeRun.objects.filter(lease_id__in=lease_ids, trigger=Trigger.ACCEPTANCE)
+        .values_list("lease_id", flat=True)
+        .distinct()
+    )
+    ports_by_node: dict[int, list] = {}
+    for port in ports:
+        ports_by_node.setdefault(port.node_id, []).append(port)
+
+    batches: list[NewBatch] = []
+    for lease in leases:
+        terms = TermsTimeline(timelines[lease.pk]).at(now)
+        nodes = held.get(lease.pk, [])
+        if terms is None or not nodes:
+            continue
+        result.leases += 1
+        plan = selectors.plan_nodes(nodes, [p for n in nodes for p in ports_by_node.get(n.pk, [])])
+        if lease.pk not in accepted:
+            # The acceptance run: every kind, once, when the lease first goes live.
+            for kind in ProbeKind.values:
+                batches += _build_runs(
+                    lease=lease,
+                    kind=kind,
+                    slot_at=now,
+                    deadline_at=now + MANUAL_DEADLINE,
+                    trigger=Trigger.ACCEPTANCE,
+                    terms=terms,
+                    nodes=nodes,
+                    plan=plan,
+                    now=now,
+                )
+        for kind, cadence in terms.probe_cadence_s.items():
+            slot = slot_start(now, cadence)
+            if latest.get((lease.pk, kind)) is not None and latest[(lease.pk, kind)] >= slot:
+                continue
+            batches += _build_runs(
+                lease=lease,
+                kind=kind,
+                slot_at=slot,
+                deadline_at=slot + timedelta(seconds=cadence),
+                trigger=Trigger.SCHEDULE,
+                terms=terms,
+                nodes=nodes,
+                plan=plan,
+                now=now,
+            )
+    try:
+        with transaction.atomic():
+            _save(batches)
+            if enqueue:
+                _enqueue_after_commit(batches)
+    except IntegrityError:
+        # Another dispatcher created these slots first; its runs stand, ours are dropped.
+        log.warning("dispatcher cycle at %s lost a race for its slots; nothing created", now)
+        return result
+    for batch in batches:
+        result.batches += 1
+        result.runs += len(batch.runs)
+        result.skipped += sum(run.state == RunState.SKIPPED for run in batch.runs)
+        result.batch_ids.append(batch.batch)
+    return result
+
+
+def max_cadence(timelines: dict[int, list[LeaseTerms]]) -> int:
+    cadences = [
+        seconds
+        for versions in timelines.values()
+        for terms in versions
+        for seconds in terms.probe_cadence_s.values()
+    ]
+    return max(cadences, default=3600)
+
+
+def request_runs(
+    *,
+    lease: Lease,
+    kinds: Iterable[str] | None = None,
+    trigger: str = Trigger.MANUAL,
+    now: datetime | None = None,
+    enqueue: bool = True,
+) -> list[uuid.UUID]:
+    """Runs asked for now (by an operator, a tenant or run_probes), outside the schedule.
+    Heavy probes still respect the lease's policy; they are recorded as skipped if not."""
+    now = now or timezone.now()
+    terms = TermsTimeline.for_lease(lease).at(now)
+    if terms is None:
+        raise ValueError(f"lease {lease.reference} has no terms in force now")
+    nodes = selectors.lease_nodes_at([lease.pk], now).get(lease.pk, [])
+    if not nodes:
+        raise ValueError(f"lease {lease.reference} holds no node now")
+    plan = selectors.plan_nodes(nodes, selectors.ports_of(nodes))
+    batches: list[NewBatch] = []
+    for kind in kinds or ProbeKind.values:
+        batches += _build_runs(
+            lease=lease,
+            kind=kind,
+            slot_at=now,
+            deadline_at=now + MANUAL_DEADLINE,
+            trigger=trigger,
+            terms=terms,
+            nodes=nodes,
+            plan=plan,
+            now=now,
+        )
+    with transaction.atomic():
+        _save(batches)
+        if enqueue:
+            _enqueue_after_commit(batches)
+    return [batch.batch for batch in batches]
+
+
+def mark_missed(*, now: datetime) -> int:
+    """Runs whose slot passed without starting are missed: visible, never silently gone."""
+    return ProbeRun.objects.filter(state=RunState.SCHEDULED, deadline_at__lt=now).update(
+        state=RunState.MISSED, error="its slot passed before any worker started it"
+    )
+
+
+# --- executing a batch ---------------------------------------------------------------
+
+
+class NodesBusy(Exception):
+    """Another heavy probe holds one of the nodes; try again a little later."""
+
+
+class StillRunning(Exception):
+    """The batch is being run by a live worker (a duplicate delivery): look again later,
+    once that worker has finished or is known dead."""
+
+    def __init__(self, seconds: float):
+        super().__init__(f"batch is running elsewhere; look again in {seconds:.0f} s")
+        self.seconds = seconds
+
+
+class TransportRetry(Exception):
+    """Some runs could not reach their nodes; they are scheduled again for another try."""
+
+
+def stale_claim_after() -> timedelta:
+    # A live worker's task is killed by Celery's hard time limit before this; so a run
+    # still "running" after it belongs to a worker that died, and may be taken over.
+    return timedelta(seconds=settings.PROBE_TASK_TIME_LIMIT_S + 10)
+
+
+def _claim(batch: uuid.UUID, now: datetime) -> list[ProbeRun]:
+    """Take the batch's runs that nobody is running. Raises StillRunning when a live
+    worker holds some, so a redelivered task comes back instead of dropping them."""
+    held_until = None
+    with transaction.atomic():
+        runs = list(ProbeRun.objects.select_for_update().filter(batch=batch).order_by("pk"))
+        claimable = []
+        for run in runs:
+            if run.state in FINAL_STATES:
+                continue
+            if (
+                run.state == RunState.RUNNING
+                and run.claimed_at
+                and (now - run.claimed_at < stale_claim_after())
+            ):
+                # A live worker has it (or had it, until it died: then it goes stale).
+                held_until = run.claimed_at + stale_claim_after()
+                continue
+            if run.deadline_at < now:
+                run.state, run.error = RunState.MISSED, "its deadline passed before it could run"
+                run.save(update_fields=["state", "error"])
+                continue
+            claimable.append(run)
+        for run in claimable:
+            run.state, run.claimed_at, run.attempts = RunState.RUNNING, now, run.attempts + 1
+            run.save(update_fields=["state", "claimed_at", "attempts"])
+    if not claimable and held_until is not None:
+        raise StillRunning((held_until - now).total_seconds() + 1)
+    return claimable
+
+
+def _lock_nodes(batch: uuid.UUID, node_ids: list[int], now: datetime) -> None:
+    expires = now + stale_claim_after()
+    with transaction.atomic():
+        NodeLock.objects.filter(node_id__in=node_ids, expires_at__lt=now).delete()
+        NodeLock.objects.filter(node_id__in=node_ids, batch=batch).delete()  # our own, retried
+        try:
+            with transaction.atomic():
+                NodeLock.objects.bulk_create(
+                    [
+                        NodeLock(node_id=n, batch=batch, acquired_at=now, expires_at=expires)
+                        for n in node_ids
+                    ]
+                )
+        except IntegrityError:
+            raise NodesBusy(f"nodes of batch {batch} are held by another heavy probe") from None
+
+
+def _release(runs: list[ProbeRun]) -> None:
+    """Put claimed runs back to scheduled (nodes busy: the task will try again)."""
+    ProbeRun.objects.filter(pk__in=[r.pk for r in runs], state=RunState.RUNNING).update(
+        state=RunState.SCHEDULED, claimed_at=None
+    )
+
+
+def transport_for(node: Node) -> AsyncTransport:
+    if node.management_address == "local":
+        return LocalTransport()
+    return SSHTransport(
+        SSHTarget(
+            host=node.management_address,
+            port=node.ssh_port,
+            username=node.ssh_user,
+            host_key=node.ssh_host_key or None,
+            private_key_path=str(settings.PROBE_SSH_KEY),
+            connect_timeout_s=settings.PROBE_CONNECT_TIMEOUT_S,
+        )
+    )
+
+
+def execute_batch(
+    batch: uuid.UUID,
+    *,
+    now: datetime | None = None,
+    connect: Callable[[Node], AsyncTransport] = transport_for,
+    max_attempts: int | None = None,
+) -> list[ProbeRun]:
+    """Claim the batch's runs, run them together, record them. Returns the runs recorded
+    (empty when another worker has them or they are over). Raises NodesBusy when a node is
+    held by another heavy probe, and TransportRetry when a node could not be reached and
+    the run has attempts left: only transport faults are retried, never a tool's failure."""
+    now = now or timezone.now()
+    runs = _claim(batch, now)
+    if not runs:
+        return []
+    lease = Lease.objects.get(pk=runs[0].lease_id)
+    links = list(
+        ProbeRun.nodes.through.objects.filter(proberun__in=runs).values_list(
+            "proberun_id", "node_id"
+        )
+    )
+    nodes = {
+        node.pk: node
+        for node in Node.objects.filter(pk__in={node_id for _, node_id in links}).select_related(
+            "leaf_switch"
+        )
+    }
+    heavy = runs[0].kind in HEAVY_PROBE_KINDS
+    if heavy:
+        try:
+            _lock_nodes(batch, sorted(nodes), now)
+        except NodesBusy:
+            _release(runs)
+            raise
+    try:
+        node_of_run: dict[int, list[str]] = {run.pk: [] for run in runs}
+        for run_id, node_id in links:
+            node_of_run[run_id].append(nodes[node_id].hostname)
+        plan = selectors.plan_nodes(nodes.values(), selectors.ports_of(nodes.values()))
+        terms = runs[0].terms or LeaseTerms.objects.in_force(lease.pk, now)
+        planned = [_planned(run, node_of_run[run.pk], plan) for run in runs]
+        by_name = {node.hostname: node for node in nodes.values()}
+        started = timezone.now()
+        ProbeRun.objects.filter(pk__in=[r.pk for r in runs]).update(started_at=started)
+        executions = asyncio.run(
+            runner.run_batch(
+                runs=planned,
+                nodes=plan,
+                connect=lambda hostname: connect(by_name[hostname]),
+                options=runner.Options(
+                    throughput_seconds=settings.PROBE_THROUGHPUT_SECONDS,
+                    grace_seconds=settings.PROBE_COMMAND_GRACE_S,
+                    contracted_gbps=float(terms.contracted_bandwidth_gbps) if terms else 100.0,
+                ),
+            )
+        )
+        for run, execution in zip(runs, executions, strict=True):
+            run.started_at = started
+            record_execution(
+                run=run, execution=execution, terms=terms, plan=plan, hostnames=node_of_run[run.pk]
+            )
+    finally:
+        if heavy:
+            NodeLock.objects.filter(batch=batch).delete()
+    attempts = settings.PROBE_MAX_ATTEMPTS if max_attempts is None else max_attempts
+    again = [
+        run
+        for run in runs
+        if run.state == RunState.UNREACHABLE
+        and run.attempts < attempts
+        and run.deadline_at > timezone.now()
+    ]
+    if again:
+        ProbeRun.objects.filter(pk__in=[run.pk for run in again]).update(
+            state=RunState.SCHEDULED, claimed_at=None
+        )
+        raise TransportRetry(f"{len(again)} run(s) of batch {batch} could not reach a node")
+    return runs
+
+
+def _planned(run: ProbeRun, hostnames: list[str], plan: dict[str, PlanNode]):  # type: ignore[no-untyped-def]
+    from benchmarks.probes.plan import PlannedRun
+
+    # A pair's target is "client>server": keep that order, whatever the database returned.
+    ordered = tuple(run.target.split(">")) if ">" in run.target else tuple(sorted(hostnames))
+    return PlannedRun(run.kind, run.tool, run.pattern, ordered)
+
+
+def record_execution(
+    *,
+    run: ProbeRun,
+    execution: runner.Execution,
+    terms: LeaseTerms | None,
+    plan: dict[str, PlanNode],
+    hostnames: list[str],
+) -> ProbeRun:
+    """Store what the tool printed (always), then what it parsed to and the verdict."""
+    run.command = execution.command
+    run.raw_output = execution.raw_output
+    run.stderr = execution.stderr
+    run.raw_sha256 = hashlib.sha256(execution.raw_output.encode()).hexdigest()
+    run.output_truncated = execution.truncated
+    run.exit_code = execution.exit_code
+    run.finished_at = execution.finished_at or timezone.now()
+    run.terms = terms
+    run.state = execution.state
+    run.error = execution.error
+    if execution.state == RunState.OK and terms is not None:
+        try:
+            result = interpret(
+                tool=run.tool,
+                raw_output=execution.raw_output,
+                terms=terms_view(terms),
+                node=plan.get(run.target),
+                previous_link_down=selectors.previous_link_down_counts(run),
+            )
+        except ParseError as error:
+            run.state, run.error = RunState.UNPARSABLE, str(error)
+        else:
+            run.parsed = result.parsed
+            run.measured_bps = result.measured_bps
+            run.latency_us = result.latency_us
+            run.verdict = result.judgement.verdict
+            run.rule = result.judgement.rule
+            run.verdict_reason = result.judgement.reason
+    if run.state != RunState.OK:
+        run.verdict = Verdict.NONE
+    run.save()
+    return run
+
+
+# --- the self-check ------------------------------------------------------------------
+
+
+def check_results_arriving(*, now: datetime | None = None) -> list[SiteAlert]:
+    """Raise an alert for each site whose results stopped arriving: runs fell due there in
+    the window, yet none finished. Clear it once results arrive again."""
+    now = now or timezone.now()
+    window = timedelta(seconds=settings.PROBE_SELF_CHECK_WINDOW_S)
+    grace = timedelta(seconds=settings.PROBE_SELF_CHECK_GRACE_S)
+    due = set(
+        ProbeRun.objects.filter(slot_at__gte=now - window, slot_at__lte=now - grace)
+        .exclude(state=RunState.SKIPPED)
+        .values_list("site_id", flat=True)
+        .distinct()
+    )
+    arriving = set(
+        ProbeRun.objects.filter(finished_at__gte=now - window)
+        .values_list("site_id", flat=True)
+        .distinct()
+    )
+    SiteAlert.objects.filter(
+        kind=SiteAlert.Kind.RESULTS_STOPPED, cleared_at__isnull=True, site_id__in=arriving
+    ).update(cleared_at=now)
+    raised = []
+    open_alerts = set(
+        SiteAlert.objects.filter(
+            kind=SiteAlert.Kind.RESULTS_STOPPED, cleared_at__isnull=True
+        ).values_list("site_id", flat=True)
+    )
+    for site in Site.objects.filter(pk__in=due - arriving - open_alerts):
+        message = (
+            f"No probe result has arrived from site {site.code} for "
+            f"{int(window.total_seconds() // 60)} minutes although runs were due: is the "
+            f"worker for queue {site.probe_queue} running?"
+        )
+        alert = SiteAlert.objects.create(
+            site=site, kind=SiteAlert.Kind.RESULTS_STOPPED, message=message, raised_at=now
+        )
+        log.error(message)
+        mail_admins(f"gpulease: probe results stopped at {site.code}", message, fail_silently=True)
+        raised.append(alert)
+    return raised

@@ -1,0 +1,45 @@
+"""Celery tasks: thin adapters that take ids and call a service."""
+
+import logging
+import uuid
+
+from celery import shared_task
+from django.conf import settings
+
+from benchmarks import services
+
+log = logging.getLogger(__name__)
+
+
+@shared_task(name="benchmarks.dispatch", ignore_result=True)
+def dispatch() -> dict[str, int]:
+    result = services.dispatch_due()
+    return {"batches": result.batches, "runs": result.runs, "missed": result.missed}
+
+
+@shared_task(
+    name="benchmarks.execute_batch",
+    bind=True,
+    acks_late=True,
+    reject_on_worker_lost=True,
+    max_retries=None,
+    time_limit=settings.PROBE_TASK_TIME_LIMIT_S,
+    soft_time_limit=settings.PROBE_TASK_TIME_LIMIT_S - 30,
+)
+def execute_batch(self, batch: str) -> int:  # type: ignore[no-untyped-def]
+    try:
+        runs = services.execute_batch(uuid.UUID(batch))
+    except services.StillRunning as running:
+        # Delivered twice: the other copy is running it; look again once it must be over.
+        raise self.retry(countdown=running.seconds) from None
+    except (services.NodesBusy, services.TransportRetry) as again:
+        # A node is held by another heavy probe, or could not be reached: come back with
+        # backoff; past the run's deadline the claim marks it missed.
+        log.info("%s; retrying", again)
+        raise self.retry(countdown=min(300, 15 * 2 ** min(self.request.retries, 4))) from None
+    return len(runs)
+
+
+@shared_task(name="benchmarks.self_check", ignore_result=True)
+def self_check() -> int:
+    return len(services.check_results_arriving())

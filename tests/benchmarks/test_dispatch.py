@@ -1,0 +1,177 @@
+"""The dispatcher: which runs it creates, when, and at what cost."""
+
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from benchmarks import services
+from benchmarks.choices import RunState, Trigger
+from benchmarks.models import NodeLock, ProbeRun, SiteAlert
+from leases import services as lease_services
+from leases.choices import HeavyProbePolicy, LeaseStatus
+from tests.factories import NicPortFactory, NodeFactory, SiteFactory, SwitchFactory, at, make_lease
+
+pytestmark = pytest.mark.django_db
+
+NOW = at("2026-11-29 10:02")  # a Sunday in Asia/Shanghai
+
+
+def active_lease(nodes=2, site=None, **terms):
+    leaf = SwitchFactory(fabric__site=site or SiteFactory(code="sz"))
+    members = NodeFactory.create_batch(nodes, leaf_switch=leaf)
+    for index, node in enumerate(members):
+        NicPortFactory(node=node, device="data0", netdev="data0", address=f"198.18.0.{index + 11}")
+    lease = make_lease(nodes=members, starts_at=at("2026-11-01 00:00"), **terms)
+    lease_services.transition_lease(lease=lease, to=LeaseStatus.ACTIVE, at=NOW)
+    return lease
+
+
+def test_first_cycle_runs_acceptance_and_every_due_slot_once():
+    lease = active_lease(technology="ethernet")
+    first = services.dispatch_due(now=NOW, enqueue=False)
+    runs = ProbeRun.objects.filter(lease=lease)
+    acceptance = runs.filter(trigger=Trigger.ACCEPTANCE)
+    # 2 nodes: link x2, counters x2, throughput 1 ring pair, latency 1, collective 1.
+    assert sorted(acceptance.values_list("kind", flat=True)) == [
+        "collective",
+        "counters",
+        "counters",
+        "latency",
+        "link",
+        "link",
+        "throughput",
+    ]
+    scheduled = runs.filter(trigger=Trigger.SCHEDULE)
+    assert scheduled.count() == 7
+    # Slots align on the cadence: the 5-minute checks at 10:00, the hourly ones at 10:00,
+    # the daily collective at 08:00 Shanghai (00:00 UTC).
+    slots = dict(scheduled.values_list("kind", "slot_at").distinct())
+    assert slots["link"] == at("2026-11-29 10:00")
+    assert slots["throughput"] == at("2026-11-29 10:00")
+    assert slots["collective"] == at("2026-11-29 08:00")
+    assert first.runs == 14
+
+    again = services.dispatch_due(now=NOW + timedelta(seconds=50), enqueue=False)
+    assert again.runs == 0
+    later = services.dispatch_due(now=NOW + timedelta(minutes=4), enqueue=False)
+    # 10:06 is in the 10:05 slot of the two 5-minute kinds only.
+    assert sorted(
+        set(ProbeRun.objects.filter(slot_at=at("2026-11-29 10:05")).values_list("kind", flat=True))
+    ) == ["counters", "link"]
+    assert later.runs == 4
+
+
+def test_lab_hosts_without_gpus_skip_the_collective_with_a_reason():
+    lease = active_lease()
+    services.dispatch_due(now=NOW, enqueue=False)
+    collective = ProbeRun.objects.filter(lease=lease, kind="collective")
+    assert set(collective.values_list("state", flat=True)) == {RunState.SCHEDULED}
+    lease.assignments.first().node.__class__.objects.filter(
+        pk__in=lease.assignments.values("node")
+    ).update(gpu_count=0)
+    ProbeRun.objects.all().delete()
+    services.dispatch_due(now=NOW, enqueue=False)
+    run = ProbeRun.objects.filter(lease=lease, kind="collective").first()
+    assert run.state == RunState.SKIPPED
+    assert run.error == "no GPUs on these nodes, so no NCCL collective can run"
+
+
+def test_heavy_probes_outside_the_agreed_windows_are_skipped_not_run():
+    # Windows: Sunday 01:00-05:00 Shanghai. At 10:02 heavy probes are skipped; light run.
+    lease = active_lease(
+        heavy_probe_policy=HeavyProbePolicy.WINDOWS_ONLY,
+        heavy_probe_windows=[{"weekday": 6, "start": "01:00", "end": "05:00"}],
+    )
+    services.dispatch_due(now=NOW, enqueue=False)
+    states = dict(
+        ProbeRun.objects.filter(lease=lease, trigger=Trigger.SCHEDULE).values_list("kind", "state")
+    )
+    assert states["throughput"] == RunState.SKIPPED
+    assert states["link"] == RunState.SCHEDULED
+    inside = services.dispatch_due(now=at("2026-11-29 03:30") + timedelta(days=7), enqueue=False)
+    assert inside.skipped == 0
+
+
+def test_a_slot_nobody_ran_becomes_missed():
+    active_lease()
+    services.dispatch_due(now=NOW, enqueue=False)
+    result = services.dispatch_due(now=NOW + timedelta(minutes=10), enqueue=False)
+    missed = ProbeRun.objects.filter(state=RunState.MISSED)
+    assert result.missed == missed.count() > 0
+    assert set(missed.values_list("kind", flat=True)) == {"link", "counters"}
+    assert missed.first().error == "its slot passed before any worker started it"
+
+
+def test_dispatcher_queries_do_not_grow_with_leases():
+    def cycle_queries(now):
+        with CaptureQueriesContext(connection) as captured:
+            services.dispatch_due(now=now, enqueue=False)
+        return len(captured)
+
+    site = SiteFactory(code="q")
+    for _ in range(2):
+        active_lease(site=site)
+    few = cycle_queries(NOW)
+    for _ in range(8):
+        active_lease(site=site)
+    many = cycle_queries(NOW + timedelta(minutes=5))
+    assert many == few
+
+
+def test_redelivered_batch_runs_nothing_twice():
+    lease = active_lease()
+    services.dispatch_due(now=NOW, enqueue=False)
+    run = ProbeRun.objects.filter(lease=lease, kind="link", trigger=Trigger.SCHEDULE).first()
+    claimed = services._claim(run.batch, NOW)
+    assert [r.pk for r in claimed] == [run.pk]
+    # The same message delivered again while the first worker still has it: nothing is run
+    # twice; the second copy is told when to look again (once the first must be over).
+    with pytest.raises(services.StillRunning) as still:
+        services._claim(run.batch, NOW + timedelta(seconds=30))
+    assert still.value.seconds == (services.stale_claim_after() - timedelta(seconds=30)).seconds + 1
+    # Long after the task's hard time limit the first worker must be dead: take it over.
+    later = NOW + services.stale_claim_after() + timedelta(seconds=1)
+    ProbeRun.objects.filter(pk=run.pk).update(deadline_at=later + timedelta(minutes=5))
+    retaken = services._claim(run.batch, later)
+    assert [r.attempts for r in retaken] == [2]
+
+
+def test_two_heavy_batches_never_share_a_node():
+    lease = active_lease()
+    first, second = (
+        services.request_runs(lease=lease, kinds=["throughput"], now=NOW, enqueue=False)[0],
+        services.request_runs(
+            lease=lease, kinds=["throughput"], now=NOW + timedelta(seconds=1), enqueue=False
+        )[0],
+    )
+    nodes = list(lease.assignments.values_list("node_id", flat=True))
+    services._lock_nodes(first, nodes, NOW)
+    with pytest.raises(services.NodesBusy):
+        services._lock_nodes(second, nodes, NOW)
+    assert set(NodeLock.objects.values_list("batch", flat=True)) == {first}
+    # A lock left by a dead worker expires and is taken over.
+    services._lock_nodes(second, nodes, NOW + services.stale_claim_after() + timedelta(seconds=1))
+    assert set(NodeLock.objects.values_list("batch", flat=True)) == {second}
+
+
+def test_self_check_raises_when_a_site_goes_quiet_and_clears_when_results_return(
+    mailoutbox, settings
+):
+    settings.PROBE_QUEUE_TEMPLATE = "probes.{site}"
+    settings.ADMINS = [("ops", "ops@example.cn")]
+    lease = active_lease()
+    services.dispatch_due(now=NOW, enqueue=False)
+    quiet = NOW + timedelta(minutes=20)
+    (alert,) = services.check_results_arriving(now=quiet)
+    assert alert.site.code == "sz"
+    assert "is the worker for queue probes.sz running?" in alert.message
+    assert [mail.subject for mail in mailoutbox] == [
+        "[Django] gpulease: probe results stopped at sz"
+    ]
+    assert services.check_results_arriving(now=quiet + timedelta(minutes=1)) == []
+    assert SiteAlert.objects.filter(cleared_at__isnull=True).count() == 1
+    ProbeRun.objects.filter(lease=lease).update(finished_at=quiet, state=RunState.OK)
+    services.check_results_arriving(now=quiet + timedelta(minutes=2))
+    assert SiteAlert.objects.get().cleared_at == quiet + timedelta(minutes=2)

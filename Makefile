@@ -45,7 +45,7 @@ typecheck: $(STAMP)
 	$(VENV)/bin/mypy common leases billing benchmarks config
 
 bench: setup
-	DATABASE_URL=$(TEST_DATABASE_URL) $(PY) -m perf
+	$(PY) -m perf
 
 clean:
 	rm -rf $(VENV) var .pytest_cache .mypy_cache .ruff_cache

@@ -25,7 +25,7 @@ from django.utils import timezone
 from benchmarks import selectors
 from benchmarks.choices import FINAL_STATES, RunState, Trigger, Verdict
 from benchmarks.models import NodeLock, ProbeRun, SiteAlert
-from benchmarks.parsers import ParseError
+from benchmarks.parsers import ParseError, RunFailed
 from benchmarks.probes import runner
 from benchmarks.probes.interpret import interpret
 from benchmarks.probes.plan import PlannedBatch, PlanNode, plan_batches
@@ -525,6 +525,8 @@ def record_execution(
                 node=plan.get(run.target),
                 previous_link_down=selectors.previous_link_down_counts(run),
             )
+        except RunFailed as error:
+            run.state, run.error = RunState.FAILED, str(error)
         except ParseError as error:
             run.state, run.error = RunState.UNPARSABLE, str(error)
         else:

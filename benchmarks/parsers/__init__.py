@@ -10,7 +10,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from .base import ParseError
+from .base import ParseError, RunFailed
 from .counters import CountersResult, parse_counters
 from .ethtool import EthtoolResult, parse_ethtool
 from .ibstatus import IbPortsResult, parse_ibstat, parse_ibstatus
@@ -47,6 +47,7 @@ __all__ = [
     "PARSERS",
     "ParseError",
     "ProbeResult",
+    "RunFailed",
     "parse",
     "parse_counters",
     "parse_ethtool",

@@ -25,6 +25,11 @@ class ParseError(ValueError):
         super().__init__(one_line(reason))
 
 
+class RunFailed(ParseError):
+    """The output is readable and says the run itself failed (iperf3's error JSON, an NCCL
+    failure with no result table): a failed measurement, not a garbled one."""
+
+
 def one_line(text: str, limit: int = 300) -> str:
     """Collapse whitespace so a reason always fits on one line."""
     flat = " ".join(str(text).split())

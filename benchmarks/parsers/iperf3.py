@@ -19,7 +19,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from .base import Number, ParseError, one_line
+from .base import Number, ParseError, RunFailed, one_line
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,7 @@ def parse_iperf3(text: str) -> Iperf3Result:
     document = _load_json(text)
     error = document.get("error")
     if error:
-        raise ParseError(f"iperf3 reported an error: {error}")
+        raise RunFailed(f"iperf3 reported an error: {error}")
     test_start = _member(_member(document, "start"), "test_start")
     end = _member(document, "end")
     if not end:

@@ -21,7 +21,17 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .base import BITS_PER_BYTE, GIGA, Number, ParseError, decimal, exact, integer, one_line
+from .base import (
+    BITS_PER_BYTE,
+    GIGA,
+    Number,
+    ParseError,
+    RunFailed,
+    decimal,
+    exact,
+    integer,
+    one_line,
+)
 
 _GIGABYTES_TO_BITS = GIGA * BITS_PER_BYTE
 
@@ -111,7 +121,7 @@ def parse_nccl_tests(text: str) -> NcclTestsResult:
     lines = [_strip_prefix(line) for line in text.splitlines()]
     failure = next((line for line in lines if _FAILURE.search(line)), None)
     if failure is not None:
-        raise ParseError(f"nccl-tests failed: {one_line(failure.lstrip('# .'))}")
+        raise RunFailed(f"nccl-tests failed: {one_line(failure.lstrip('# .'))}")
     ranks = _ranks(lines)
     rows, uses_error_column = _table(lines)
     if not rows:

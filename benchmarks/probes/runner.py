@@ -220,7 +220,7 @@ async def _pair(execution, run, index, nodes, connections, options, barrier) -> 
             await barrier.wait()
         result = await client_transport.run(
             pair_commands.client,
-            timeout_s=options.throughput_seconds + 60,
+            timeout_s=options.throughput_seconds + options.grace_seconds,
             max_output_bytes=options.max_output_bytes,
         )
         _outcome(execution, result)

@@ -1,0 +1,1 @@
+"""Benchmarks of gpulease itself (`make bench`): not tests, measurements."""

@@ -1,8 +1,11 @@
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.utils.translation import gettext_lazy as _
 
+from benchmarks import services
 from benchmarks.models import NodeLock, ProbeRun, SiteAlert
 from common.units import format_bps
+from leases.admin import LeaseAdmin
+from leases.models import Lease
 
 
 @admin.register(ProbeRun)
@@ -122,3 +125,28 @@ class SiteAlertAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request):  # type: ignore[no-untyped-def]
         return False
+
+
+@admin.action(description=_("Run all probes now"))
+def run_probes_now(modeladmin, request, queryset):  # type: ignore[no-untyped-def]
+    queued = 0
+    for lease in queryset:
+        try:
+            queued += len(services.request_runs(lease=lease))
+        except ValueError as error:
+            modeladmin.message_user(request, str(error), messages.ERROR)
+    if queued:
+        modeladmin.message_user(
+            request,
+            _("%(n)d probe batches queued; their runs appear under probe runs.") % {"n": queued},
+            messages.SUCCESS,
+        )
+
+
+# Probes extend the lease page of the leases app (which cannot know about them).
+admin.site.unregister(Lease)
+
+
+@admin.register(Lease)
+class LeaseWithProbesAdmin(LeaseAdmin):
+    actions = [*LeaseAdmin.actions, run_probes_now]

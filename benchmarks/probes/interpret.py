@@ -146,5 +146,10 @@ def _counters(raw_output: str, node: PlanNode) -> Interpretation:
             ports.append(entry)
     if not ports:
         raise ParseError("the counters probe printed no counter")
-    judgement = verdicts.Judgement(Verdict.NONE, "counters are recorded for metering", "")
+    traffic = ", ".join(
+        f"{port['name']}: rx {port['rx_bytes']} B, tx {port['tx_bytes']} B"
+        for port in ports
+        if port.get("rx_bytes") is not None
+    )
+    judgement = verdicts.Judgement(Verdict.NONE, "counters are recorded for metering", traffic)
     return Interpretation({"ports": ports}, judgement)

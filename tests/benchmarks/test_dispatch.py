@@ -175,3 +175,29 @@ def test_self_check_raises_when_a_site_goes_quiet_and_clears_when_results_return
     ProbeRun.objects.filter(lease=lease).update(finished_at=quiet, state=RunState.OK)
     services.check_results_arriving(now=quiet + timedelta(minutes=2))
     assert SiteAlert.objects.get().cleared_at == quiet + timedelta(minutes=2)
+
+
+def test_operators_can_ask_for_a_run_now_from_the_admin(client, django_capture_on_commit_callbacks):
+    from tests.factories import StaffFactory
+
+    lease = active_lease()
+    client.force_login(StaffFactory())
+    url = "/admin/leases/lease/"
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        response = client.post(
+            url,
+            {"action": "run_probes_now", "_selected_action": [lease.pk]},
+            follow=True,
+            HTTP_ACCEPT_LANGUAGE="en",
+        )
+    assert "probe batches queued" in response.content.decode()
+    manual = ProbeRun.objects.filter(lease=lease, trigger=Trigger.MANUAL)
+    assert set(manual.values_list("kind", flat=True)) == {
+        "link",
+        "counters",
+        "throughput",
+        "latency",
+        "collective",
+    }
+    # One Celery message per batch, sent only after the runs are committed.
+    assert len(callbacks) == manual.values("batch").distinct().count()

@@ -123,6 +123,7 @@ def _build_runs(
                 terms=terms,
                 state=RunState.SKIPPED if skip else RunState.SCHEDULED,
                 error=skip,
+                finished_at=now if skip else None,
             )
             probe._node_ids = [by_name[name].pk for name in run.nodes]  # type: ignore[attr-defined]
             new.runs.append(probe)
@@ -309,7 +310,9 @@ def request_runs(
 def mark_missed(*, now: datetime) -> int:
     """Runs whose slot passed without starting are missed: visible, never silently gone."""
     return ProbeRun.objects.filter(state=RunState.SCHEDULED, deadline_at__lt=now).update(
-        state=RunState.MISSED, error="its slot passed before any worker started it"
+        state=RunState.MISSED,
+        error="its slot passed before any worker started it",
+        finished_at=now,
     )
 
 
@@ -359,7 +362,8 @@ def _claim(batch: uuid.UUID, now: datetime) -> list[ProbeRun]:
                 continue
             if run.deadline_at < now:
                 run.state, run.error = RunState.MISSED, "its deadline passed before it could run"
-                run.save(update_fields=["state", "error"])
+                run.finished_at = now
+                run.save(update_fields=["state", "error", "finished_at"])
                 continue
             claimable.append(run)
         for run in claimable:
@@ -558,7 +562,7 @@ def check_results_arriving(*, now: datetime | None = None) -> list[SiteAlert]:
         .distinct()
     )
     arriving = set(
-        ProbeRun.objects.filter(finished_at__gte=now - window)
+        ProbeRun.objects.filter(finished_at__gte=now - window, started_at__isnull=False)
         .values_list("site_id", flat=True)
         .distinct()
     )

@@ -282,7 +282,7 @@ class _Loader:
                 "contracted_bandwidth_gbps": Decimal("100"),
                 "billing_mode": BillingMode.MONTHLY,
                 "node_rent_per_month": Decimal("45000.00"),
-                "network_fee_per_month": Decimal("6000.00"),
+                "network_fee_per_month": Decimal("22000.00"),
                 "collective_busbw_floor_gbps": Decimal("90"),
                 "heavy_probe_policy": HeavyProbePolicy.WINDOWS_ONLY,
                 "heavy_probe_windows": [
@@ -295,7 +295,7 @@ class _Loader:
                     last_month + timedelta(days=14),
                     {
                         "contracted_bandwidth_gbps": Decimal("200"),
-                        "network_fee_per_month": Decimal("10000.00"),
+                        "network_fee_per_month": Decimal("30000.00"),
                     },
                     "Upgraded to dual-port 2x100G RoCE (双口 200G) for the 70B run.",
                 )

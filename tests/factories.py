@@ -141,3 +141,55 @@ def make_lease(
     for node in nodes:
         services.assign_node(lease=lease, node=node)
     return lease
+
+
+def make_run(
+    lease,
+    *,
+    kind="throughput",
+    slot=None,
+    state="ok",
+    verdict="pass",  # type: ignore[no-untyped-def]
+    measured_bps=None,
+    target="n1>n2",
+    pattern="ring",
+    tool=None,
+    parsed=None,
+    cadence_s=3600,
+    finished=None,
+    trigger="schedule",
+    latency_us=None,
+    nodes=(),
+):
+    """A finished probe run as the probes would have stored it (no tool is run)."""
+    from datetime import timedelta
+
+    from benchmarks.models import ProbeRun
+
+    slot = slot or at("2026-11-02 10:00")
+    site = SiteFactory() if not nodes else nodes[0].leaf_switch.fabric.site
+    terms = lease.terms.filter(effective_from__lte=slot).order_by("-effective_from").first()
+    run = ProbeRun.objects.create(
+        lease=lease,
+        kind=kind,
+        tool=tool
+        or {"throughput": "iperf3", "link": "ethtool", "counters": "counters"}.get(kind, "ping"),
+        target=target,
+        pattern=pattern,
+        trigger=trigger,
+        slot_at=slot,
+        deadline_at=slot + timedelta(seconds=cadence_s),
+        site=site,
+        state=state,
+        started_at=slot + timedelta(seconds=5),
+        finished_at=finished or slot + timedelta(seconds=20),
+        verdict=verdict if state == "ok" else "none",
+        measured_bps=measured_bps,
+        latency_us=latency_us,
+        parsed=parsed,
+        terms=terms,
+        rule="throughput >= 95% of 100 Gbps contracted (terms v1)" if kind == "throughput" else "",
+    )
+    if nodes:
+        run.nodes.set(nodes)
+    return run

@@ -1,3 +1,4 @@
+import secrets
 from zoneinfo import available_timezones
 
 from django.conf import settings
@@ -21,6 +22,10 @@ def validate_time_zone(value: str) -> None:
         )
 
 
+def new_webhook_secret() -> str:
+    return secrets.token_hex(32)
+
+
 class Tenant(TimeStampedModel):
     """A customer organisation that leases clusters."""
 
@@ -38,6 +43,17 @@ class Tenant(TimeStampedModel):
     )
     currency = models.CharField(
         _("currency"), max_length=3, choices=[(CURRENCY, "CNY (¥)")], default=CURRENCY
+    )
+    webhook_url = models.URLField(
+        _("incident webhook URL"),
+        blank=True,
+        help_text=_("Incidents opening and closing are POSTed here, signed with the secret."),
+    )
+    webhook_secret = models.CharField(
+        _("webhook signing secret"),
+        max_length=64,
+        default=new_webhook_secret,
+        help_text=_("HMAC-SHA256 key of the X-Gpulease-Signature header."),
     )
 
     objects = TenantScopedQuerySet.as_manager()

@@ -172,7 +172,9 @@ def test_self_check_raises_when_a_site_goes_quiet_and_clears_when_results_return
     ]
     assert services.check_results_arriving(now=quiet + timedelta(minutes=1)) == []
     assert SiteAlert.objects.filter(cleared_at__isnull=True).count() == 1
-    ProbeRun.objects.filter(lease=lease).update(finished_at=quiet, state=RunState.OK)
+    ProbeRun.objects.filter(lease=lease).update(
+        started_at=quiet, finished_at=quiet, state=RunState.OK
+    )
     services.check_results_arriving(now=quiet + timedelta(minutes=2))
     assert SiteAlert.objects.get().cleared_at == quiet + timedelta(minutes=2)
 

@@ -41,20 +41,18 @@ def celery_lab(lab, settings, redis_url, tmp_path):
         "CELERY_BROKER_URL": redis_url,
         "PROBE_SSH_KEY": lab.state.client_key_path,
         "PROBE_QUEUE_TEMPLATE": queue,
-        "PROBE_THROUGHPUT_SECONDS": "6",
-        "PROBE_TASK_TIME_LIMIT_S": "15",
-        "CELERY_VISIBILITY_TIMEOUT_S": "5",
+        "PROBE_THROUGHPUT_SECONDS": "2",
         "GPULEASE_VAR_DIR": str(tmp_path),
     }
     started: list[subprocess.Popen] = []
     logs = []
 
-    def start(*args: str) -> subprocess.Popen:
+    def start(*args: str, **overrides: str) -> subprocess.Popen:
         logs.append((tmp_path / f"celery-{len(started)}.log").open("w"))
         process = subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "config", *args, "--loglevel=WARNING"],
             cwd=ROOT,
-            env=env,
+            env={**env, **overrides},
             start_new_session=True,
             stdout=logs[-1],
             stderr=subprocess.STDOUT,
@@ -104,7 +102,7 @@ def test_worker_and_beat_on_redis_run_probes_on_schedule(celery_lab):
                 lease=lease, kind="link", trigger=Trigger.SCHEDULE, state=RunState.OK
             )
         ),
-        seconds=120,
+        seconds=180,
         what="scheduled link checks run by the worker",
     )
     assert {run.verdict for run in scheduled} == {"pass"}
@@ -122,7 +120,14 @@ def test_a_worker_killed_mid_probe_loses_no_run_and_duplicates_none(celery_lab):
     ProbeRun.objects.exclude(batch=batch).delete()
     execute_batch.apply_async(args=[str(batch)], queue=queue)
 
-    first = start("worker", "-Q", queue, "--concurrency=1", "--without-gossip")
+    # A short hard time limit, so the dead worker's claim goes stale quickly, and a short
+    # Redis visibility timeout, so the unacknowledged task comes back quickly.
+    fast = {
+        "PROBE_THROUGHPUT_SECONDS": "6",
+        "PROBE_TASK_TIME_LIMIT_S": "15",
+        "CELERY_VISIBILITY_TIMEOUT_S": "5",
+    }
+    first = start("worker", "-Q", queue, "--concurrency=1", "--without-gossip", **fast)
     wait_for(
         lambda: ProbeRun.objects.filter(
             batch=batch, state=RunState.RUNNING, started_at__isnull=False
@@ -135,7 +140,7 @@ def test_a_worker_killed_mid_probe_loses_no_run_and_duplicates_none(celery_lab):
     first.wait(timeout=30)
     assert ProbeRun.objects.get(batch=batch).state == RunState.RUNNING
 
-    start("worker", "-Q", queue, "--concurrency=1", "--without-gossip")
+    start("worker", "-Q", queue, "--concurrency=1", "--without-gossip", **fast)
     run = wait_for(
         lambda: ProbeRun.objects.filter(batch=batch, state=RunState.OK).first(),
         seconds=120,

@@ -7,8 +7,10 @@ from django.apps import apps
 from django.contrib.auth.models import AnonymousUser
 
 from benchmarks import services as probe_services
+from billing import invoicing
+from billing.models import HourlyRollup, Incident, TrafficSample
 from leases import services
-from leases.choices import Role
+from leases.choices import LeaseStatus, Role
 from leases.models import Node
 from tests.factories import (
     MembershipFactory,
@@ -17,6 +19,7 @@ from tests.factories import (
     StaffFactory,
     at,
     make_lease,
+    make_run,
 )
 
 pytestmark = pytest.mark.django_db
@@ -41,8 +44,26 @@ def world():
         node = NodeFactory()
         NicPortFactory(node=node)
         lease = make_lease(tenant=membership.tenant, nodes=[node])
+        services.transition_lease(lease=lease, to=LeaseStatus.ACTIVE, at=at("2026-11-01 00:00"))
         probe_services.request_runs(
             lease=lease, kinds=["link"], now=at("2026-11-02 00:00"), enqueue=False
+        )
+        run = make_run(lease, slot=at("2026-11-02 10:00"), verdict="fail", measured_bps=1)
+        HourlyRollup.objects.create(lease=lease, kind="throughput", hour=run.slot_at, failed=1)
+        TrafficSample.objects.create(
+            lease=lease, slot_at=run.slot_at, seconds=300, tx_bytes=1, nodes=1
+        )
+        Incident.objects.create(
+            lease=lease,
+            kind="throughput",
+            target=run.target,
+            pattern=run.pattern,
+            opened_at=run.slot_at,
+            rule=run.rule,
+            terms=run.terms,
+        )
+        invoicing.draft_invoice(
+            tenant=membership.tenant, period="2026-11", now=at("2026-12-02 00:00")
         )
         members[name] = membership
     NodeFactory()  # never leased: visible to staff only

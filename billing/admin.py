@@ -1,0 +1,275 @@
+from django.contrib import admin, messages
+from django.core.exceptions import ValidationError
+from django.urls import reverse
+from django.utils.html import format_html, format_html_join
+from django.utils.translation import gettext_lazy as _
+from django.utils.translation import ngettext
+
+from billing import invoicing
+from billing.models import HourlyRollup, Incident, Invoice, InvoiceLine, TrafficSample
+from common.admin import StampedAdmin
+from common.units import format_bps
+
+LINE_FIELDS = (
+    "position",
+    "lease",
+    "kind",
+    "description",
+    "quantity",
+    "unit",
+    "unit_price",
+    "amount",
+    "detail",
+)
+
+INVOICE_FIELDS = (
+    "tenant",
+    "period",
+    "period_start",
+    "period_end",
+    "status",
+    "currency",
+    "subtotal",
+    "tax_rate_percent",
+    "tax",
+    "total",
+    "network_cost_share",
+    "finalised_at",
+)
+
+INCIDENT_FIELDS = (
+    "lease",
+    "kind",
+    "target",
+    "pattern",
+    "state",
+    "opened_at",
+    "closed_at",
+    "violations",
+    "worst_bps",
+    "worst_latency_us",
+    "rule",
+    "terms",
+    "evidence",
+    "notified_open_at",
+    "notified_close_at",
+)
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Measurements and computed figures: shown, never added or edited here."""
+
+    def has_add_permission(self, request, obj=None):  # type: ignore[no-untyped-def]
+        return False
+
+    def has_change_permission(self, request, obj=None):  # type: ignore[no-untyped-def]
+        return False
+
+    def has_delete_permission(self, request, obj=None):  # type: ignore[no-untyped-def]
+        return False
+
+
+class InvoiceLineInline(admin.TabularInline):
+    """Lines come from billing.invoicing; a draft is changed by recomputing it."""
+
+    model = InvoiceLine
+    extra = 0
+    can_delete = False
+    fields = LINE_FIELDS
+    readonly_fields = LINE_FIELDS
+    ordering = ["position"]
+
+    def has_add_permission(self, request, obj=None):  # type: ignore[no-untyped-def]
+        return False
+
+    def has_change_permission(self, request, obj=None):  # type: ignore[no-untyped-def]
+        return False
+
+
+def _each(modeladmin, request, queryset, service, done_message) -> None:  # type: ignore[no-untyped-def]
+    done = 0
+    for invoice in queryset.select_related("tenant"):
+        try:
+            service(invoice)
+            done += 1
+        except ValidationError as error:
+            modeladmin.message_user(request, " ".join(error.messages), messages.ERROR)
+    if done:
+        modeladmin.message_user(request, done_message(done), messages.SUCCESS)
+
+
+@admin.action(description=_("Finalise selected invoices"))
+def finalise(modeladmin, request, queryset):  # type: ignore[no-untyped-def]
+    _each(
+        modeladmin,
+        request,
+        queryset,
+        lambda invoice: invoicing.finalise_invoice(invoice=invoice),
+        lambda n: ngettext("%(n)d invoice finalised.", "%(n)d invoices finalised.", n) % {"n": n},
+    )
+
+
+@admin.action(description=_("Recompute drafts"))
+def recompute(modeladmin, request, queryset):  # type: ignore[no-untyped-def]
+    _each(
+        modeladmin,
+        request,
+        queryset,
+        lambda invoice: invoicing.draft_invoice(tenant=invoice.tenant, period=invoice.period),
+        lambda n: ngettext("%(n)d draft recomputed.", "%(n)d drafts recomputed.", n) % {"n": n},
+    )
+
+
+@admin.register(Invoice)
+class InvoiceAdmin(StampedAdmin):
+    """Invoices are made by the bill command or the actions here, never typed in."""
+
+    list_display = [
+        "tenant",
+        "period",
+        "status",
+        "subtotal",
+        "tax",
+        "total",
+        "network_share",
+        "finalised_at",
+    ]
+    list_filter = ["status", "period", "tenant"]
+    search_fields = ["tenant__name", "tenant__slug", "period", "lines__lease__reference"]
+    list_select_related = ["tenant"]
+    ordering = ["-period", "tenant__name"]
+    fields = INVOICE_FIELDS
+    readonly_fields = INVOICE_FIELDS
+    actions = [finalise, recompute]
+    inlines = [InvoiceLineInline]
+
+    def get_search_results(self, request, queryset, search_term):  # type: ignore[no-untyped-def]
+        queryset, _may_have_duplicates = super().get_search_results(request, queryset, search_term)
+        return queryset.distinct(), False
+
+    def has_add_permission(self, request):  # type: ignore[no-untyped-def]
+        return False
+
+    def has_delete_permission(self, request, obj=None):  # type: ignore[no-untyped-def]
+        return False
+
+    @admin.display(description=_("network cost share"), ordering="network_cost_share")
+    def network_share(self, invoice: Invoice) -> str:
+        if invoice.network_cost_share is None:
+            return "-"
+        return f"{invoice.network_cost_share * 100:.2f}%"
+
+
+@admin.register(InvoiceLine)
+class InvoiceLineAdmin(ReadOnlyAdmin):
+    list_display = ["invoice", "position", "lease", "kind", "quantity", "unit", "amount"]
+    list_filter = ["kind", "invoice__status", "invoice__period"]
+    search_fields = ["invoice__tenant__name", "lease__reference", "description"]
+    list_select_related = ["invoice__tenant", "lease"]
+    readonly_fields = [
+        "invoice",
+        "position",
+        "lease",
+        "kind",
+        "description",
+        "quantity",
+        "unit",
+        "unit_price",
+        "amount",
+        "detail",
+    ]
+
+
+@admin.register(HourlyRollup)
+class HourlyRollupAdmin(ReadOnlyAdmin):
+    list_display = [
+        "hour",
+        "lease",
+        "kind",
+        "passed",
+        "failed",
+        "unknown",
+        "excluded",
+        "informational",
+        "mean",
+        "available_minutes",
+        "unavailable_minutes",
+        "unknown_minutes",
+    ]
+    list_filter = ["kind"]
+    search_fields = ["lease__reference"]
+    list_select_related = ["lease"]
+    date_hierarchy = "hour"
+    show_full_result_count = False  # a year of hours per lease and kind
+
+    @admin.display(description=_("mean bandwidth"))
+    def mean(self, rollup: HourlyRollup) -> str:
+        if not rollup.measured:
+            return "-"
+        return format_bps(rollup.sum_bps / rollup.measured)
+
+
+@admin.register(TrafficSample)
+class TrafficSampleAdmin(ReadOnlyAdmin):
+    list_display = ["slot_at", "lease", "seconds", "tx_bytes", "rate", "nodes", "resets", "wraps"]
+    search_fields = ["lease__reference"]
+    list_select_related = ["lease"]
+    date_hierarchy = "slot_at"
+    show_full_result_count = False
+
+    @admin.display(description=_("rate"))
+    def rate(self, sample: TrafficSample) -> str:
+        if not sample.seconds:
+            return "-"
+        return format_bps(sample.tx_bytes * 8 / sample.seconds)
+
+
+@admin.register(Incident)
+class IncidentAdmin(ReadOnlyAdmin):
+    list_display = [
+        "opened_at",
+        "lease",
+        "kind",
+        "target",
+        "state",
+        "closed_at",
+        "violations",
+        "worst",
+        "rule",
+    ]
+    list_filter = ["state", "kind"]
+    search_fields = ["lease__reference", "target", "rule"]
+    list_select_related = ["lease"]
+    date_hierarchy = "opened_at"
+    fields = INCIDENT_FIELDS
+    readonly_fields = INCIDENT_FIELDS
+
+    @admin.display(description=_("worst"))
+    def worst(self, incident: Incident) -> str:
+        if incident.worst_bps is not None:
+            return format_bps(incident.worst_bps)
+        if incident.worst_latency_us is not None:
+            return f"{incident.worst_latency_us:.1f} µs"
+        return "-"
+
+    @admin.display(description=_("evidence runs"))
+    def evidence(self, incident: Incident) -> str:
+        runs = incident.runs.order_by("slot_at", "pk")
+        if not runs:
+            return "-"
+        return format_html(
+            "<ul>{}</ul>",
+            format_html_join(
+                "",
+                '<li><a href="{}">{}</a> {} {}</li>',
+                (
+                    (
+                        reverse("admin:benchmarks_proberun_change", args=[run.pk]),
+                        str(run),
+                        run.state,
+                        run.verdict,
+                    )
+                    for run in runs
+                ),
+            ),
+        )

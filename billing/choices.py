@@ -1,0 +1,21 @@
+from django.db import models
+from django.utils.translation import gettext_lazy as _
+
+
+class InvoiceStatus(models.TextChoices):
+    DRAFT = "draft", _("draft")
+    FINAL = "final", _("finalised")
+
+
+class LineKind(models.TextChoices):
+    NODE_RENT = "node_rent", _("node rent")
+    NETWORK_FEE = "network_fee", _("network fee")
+    USAGE_GB = "usage_gb", _("traffic (per GB)")
+    USAGE_P95 = "usage_p95", _("95th percentile bandwidth")
+    SLA_CREDIT = "sla_credit", _("SLA credit")
+    ADJUSTMENT = "adjustment", _("adjustment for an earlier period")
+
+
+class IncidentState(models.TextChoices):
+    OPEN = "open", _("open")
+    CLOSED = "closed", _("closed")

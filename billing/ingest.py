@@ -1,0 +1,376 @@
+"""From finished probe runs to what SLA reports and billing read: hourly rollups, traffic
+samples and incidents.
+
+A Celery beat task reads the runs that finished since its cursor, in order, and
+recomputes only what they touch: the hour of each run's slot, the traffic sample of each
+counter run's slot (and the next one, whose delta starts from it), and the incident state
+of each judged target. A late result is just a run that finishes late: it touches its own
+hour and nothing else. Only scheduled runs are SLA samples; acceptance and manual runs are
+evidence, not samples.
+"""
+
+import logging
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from decimal import Decimal
+
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from benchmarks.choices import RunState, Tool, Trigger, Verdict
+from benchmarks.models import ProbeRun
+from billing.calculations import DeltaKind, counter_deltas
+from billing.choices import IncidentState
+from billing.models import HourlyRollup, Incident, IngestCursor, TrafficSample
+from leases.choices import ProbeKind
+from leases.contract_rules import in_weekly_windows
+from leases.models import Lease
+
+log = logging.getLogger(__name__)
+
+HOUR = timedelta(hours=1)
+COUNTER_BITS = 64
+CURSOR = "runs"
+BATCH = 5000
+# A run that measured nothing: an unknown sample, never a compliant one.
+UNKNOWN_STATES = frozenset(
+    {RunState.FAILED, RunState.TIMEOUT, RunState.UNREACHABLE, RunState.UNPARSABLE, RunState.MISSED}
+)
+FINAL = [*UNKNOWN_STATES, RunState.OK, RunState.SKIPPED]
+
+
+def hour_of(instant: datetime) -> datetime:
+    return instant.replace(minute=0, second=0, microsecond=0)
+
+
+@dataclass
+class IngestResult:
+    runs: int = 0
+    hours: int = 0
+    traffic_samples: int = 0
+    opened: list[int] = field(default_factory=list)
+    closed: list[int] = field(default_factory=list)
+
+
+# --- classifying one run --------------------------------------------------------------
+
+
+def in_maintenance(run: ProbeRun, zone: str) -> bool:
+    return bool(
+        run.terms
+        and run.terms.maintenance_windows
+        and in_weekly_windows(run.terms.maintenance_windows, run.slot_at, zone)
+    )
+
+
+def classify(run: ProbeRun, zone: str) -> str:
+    """passed, failed, unknown, excluded or informational."""
+    if run.state == RunState.SKIPPED or in_maintenance(run, zone):
+        return "excluded"
+    if run.state in UNKNOWN_STATES:
+        return "unknown"
+    if run.verdict == Verdict.PASS:
+        return "passed"
+    if run.verdict == Verdict.FAIL:
+        return "failed"
+    return "informational"
+
+
+# --- hourly rollups ---------------------------------------------------------------------
+
+
+def recompute_hour(*, lease: Lease, kind: str, hour: datetime) -> HourlyRollup:
+    runs = list(
+        ProbeRun.objects.filter(
+            lease=lease,
+            kind=kind,
+            trigger=Trigger.SCHEDULE,
+            state__in=FINAL,
+            slot_at__gte=hour,
+            slot_at__lt=hour + HOUR,
+        ).select_related("terms")
+    )
+    zone = lease.tenant.time_zone
+    counts: dict[str, int] = defaultdict(int)
+    figures = [run.measured_bps for run in runs if run.state == RunState.OK and run.measured_bps]
+    slots: dict[datetime, list[str]] = defaultdict(list)
+    minutes_of: dict[datetime, int] = {}
+    for run in runs:
+        outcome = classify(run, zone)
+        counts[outcome] += 1
+        if kind == ProbeKind.LINK:
+            slots[run.slot_at].append(outcome)
+            minutes_of[run.slot_at] = int((run.deadline_at - run.slot_at).total_seconds() // 60)
+    minutes = {"available": 0, "unavailable": 0, "unknown": 0}
+    for slot, outcomes in slots.items():
+        if "excluded" in outcomes:
+            continue
+        if "failed" in outcomes:
+            minutes["unavailable"] += minutes_of[slot]
+        elif all(outcome == "passed" for outcome in outcomes):
+            minutes["available"] += minutes_of[slot]
+        else:
+            minutes["unknown"] += minutes_of[slot]
+    rollup, _ = HourlyRollup.objects.update_or_create(
+        lease=lease,
+        kind=kind,
+        hour=hour,
+        defaults={
+            "passed": counts["passed"],
+            "failed": counts["failed"],
+            "unknown": counts["unknown"],
+            "excluded": counts["excluded"],
+            "informational": counts["informational"],
+            "measured": len(figures),
+            "sum_bps": Decimal(sum(figures)),
+            "min_bps": min(figures, default=None),
+            "max_bps": max(figures, default=None),
+            "sum_latency_us": sum(run.latency_us or 0.0 for run in runs if run.state == "ok"),
+            "available_minutes": minutes["available"],
+            "unavailable_minutes": minutes["unavailable"],
+            "unknown_minutes": minutes["unknown"],
+        },
+    )
+    return rollup
+
+
+# --- traffic samples ----------------------------------------------------------------------
+
+
+def _readings(run: ProbeRun) -> dict[str, int]:
+    """Port -> bytes sent, from a parsed counters run. The kernel's netdev statistics,
+    ethtool -S and the extended InfiniBand counters are all 64 bits wide."""
+    return {
+        f"{port.get('section')}/{port.get('name')}": port["tx_bytes"]
+        for port in (run.parsed or {}).get("ports", [])
+        if port.get("tx_bytes") is not None
+    }
+
+
+def recompute_traffic(*, lease: Lease, slot_at: datetime) -> TrafficSample | None:
+    """The bytes every node sent between its previous counter reading and the one of this
+    slot. A node without a previous reading is not counted in this sample."""
+    current = list(
+        ProbeRun.objects.filter(
+            lease=lease,
+            kind=ProbeKind.COUNTERS,
+            trigger=Trigger.SCHEDULE,
+            state=RunState.OK,
+            slot_at=slot_at,
+        )
+    )
+    total, nodes, resets, wraps, seconds = 0, 0, 0, 0, 0
+    rates = lease.assignments.filter(node__nic_ports__isnull=False).values_list(
+        "node__nic_ports__rate_gbps", flat=True
+    )
+    max_rate_bps = (max(rates, default=0) or 400) * 10**9
+    for run in current:
+        previous = (
+            ProbeRun.objects.filter(
+                lease=lease,
+                kind=ProbeKind.COUNTERS,
+                trigger=Trigger.SCHEDULE,
+                state=RunState.OK,
+                target=run.target,
+                slot_at__lt=slot_at,
+            )
+            .order_by("-slot_at")
+            .first()
+        )
+        if previous is None:
+            continue
+        before, after = _readings(previous), _readings(run)
+        counted = False
+        for port, value in after.items():
+            if port not in before:
+                continue
+            (delta,) = counter_deltas(
+                [(previous.slot_at, before[port]), (run.slot_at, value)],
+                counter_bits=COUNTER_BITS,
+                max_rate_bps=max_rate_bps,
+            )
+            total += delta.bytes
+            resets += delta.kind == DeltaKind.RESET
+            wraps += delta.kind == DeltaKind.WRAP
+            counted = True
+        if counted:
+            nodes += 1
+            seconds = max(seconds, int((run.slot_at - previous.slot_at).total_seconds()))
+    if nodes == 0:
+        TrafficSample.objects.filter(lease=lease, slot_at=slot_at).delete()
+        return None
+    sample, _ = TrafficSample.objects.update_or_create(
+        lease=lease,
+        slot_at=slot_at,
+        defaults={
+            "seconds": seconds,
+            "tx_bytes": Decimal(total),
+            "nodes": nodes,
+            "resets": resets,
+            "wraps": wraps,
+        },
+    )
+    return sample
+
+
+# --- incidents ------------------------------------------------------------------------------
+
+
+def _judged_until(run: ProbeRun):  # type: ignore[no-untyped-def]
+    """The judged samples of the run's target up to and including its slot, newest first."""
+    return ProbeRun.objects.filter(
+        lease_id=run.lease_id,
+        kind=run.kind,
+        pattern=run.pattern,
+        target=run.target,
+        trigger=Trigger.SCHEDULE,
+        state=RunState.OK,
+        verdict__in=[Verdict.PASS, Verdict.FAIL],
+        slot_at__lte=run.slot_at,
+    ).order_by("-slot_at")
+
+
+def _worse(incident: Incident, run: ProbeRun) -> None:
+    if run.measured_bps is not None and (
+        incident.worst_bps is None or run.measured_bps < incident.worst_bps
+    ):
+        incident.worst_bps = run.measured_bps
+    if run.latency_us is not None and (
+        incident.worst_latency_us is None or run.latency_us > incident.worst_latency_us
+    ):
+        incident.worst_latency_us = run.latency_us
+
+
+def track_incident(run: ProbeRun) -> tuple[Incident | None, str]:
+    """Open, extend or close the incident of the run's target. Returns (incident, event)
+    with event "opened", "closed" or ""."""
+    key = {"lease_id": run.lease_id, "kind": run.kind, "pattern": run.pattern, "target": run.target}
+    open_incident = Incident.objects.filter(state=IncidentState.OPEN, **key).first()
+    if open_incident is not None:
+        if run.verdict == Verdict.PASS:
+            open_incident.state = IncidentState.CLOSED
+            open_incident.closed_at = run.finished_at or run.slot_at
+            open_incident.save()
+            return open_incident, "closed"
+        if not open_incident.runs.filter(pk=run.pk).exists():
+            open_incident.runs.add(run)
+            open_incident.violations += 1
+            _worse(open_incident, run)
+            open_incident.save()
+        return open_incident, ""
+    needed = run.terms.incident_after_violations if run.terms else 3
+    recent = list(_judged_until(run)[:needed])
+    if len(recent) < needed or any(r.verdict != Verdict.FAIL for r in recent):
+        return None, ""
+    first = recent[-1]
+    incident = Incident(
+        state=IncidentState.OPEN,
+        opened_at=first.slot_at,
+        violations=len(recent),
+        rule=first.rule,
+        terms=run.terms or first.terms,
+        **key,
+    )
+    for violating in recent:
+        _worse(incident, violating)
+    incident.save()
+    incident.runs.set(recent)
+    return incident, "opened"
+
+
+def _notify_after_commit(incident: Incident, event: str) -> None:
+    from billing.tasks import notify_incident
+
+    transaction.on_commit(lambda: notify_incident.delay(incident.pk, event))
+
+
+# --- the job --------------------------------------------------------------------------------
+
+
+def ingest(*, limit: int = BATCH, notify: bool = True) -> IngestResult:
+    """Process the next runs that finished since the cursor. Returns what it touched."""
+    result = IngestResult()
+    with transaction.atomic():
+        cursor, _ = IngestCursor.objects.select_for_update().get_or_create(name=CURSOR)
+        runs = ProbeRun.objects.filter(finished_at__isnull=False).order_by("finished_at", "pk")
+        if cursor.finished_at is not None:
+            runs = runs.filter(
+                Q(finished_at__gt=cursor.finished_at)
+                | Q(finished_at=cursor.finished_at, pk__gt=cursor.run_id)
+            )
+        batch = list(runs.select_related("lease__tenant", "terms")[:limit])
+        if not batch:
+            return result
+        hours: set[tuple[int, str, datetime]] = set()
+        traffic: set[tuple[int, datetime]] = set()
+        leases = {run.lease_id: run.lease for run in batch}
+        for run in batch:
+            if run.trigger != Trigger.SCHEDULE:
+                continue
+            hours.add((run.lease_id, run.kind, hour_of(run.slot_at)))
+            if run.kind == ProbeKind.COUNTERS and run.state == RunState.OK:
+                traffic.add((run.lease_id, run.slot_at))
+        for lease_id, kind, hour in sorted(hours, key=lambda h: (h[0], h[1], h[2])):
+            recompute_hour(lease=leases[lease_id], kind=kind, hour=hour)
+        for lease_id, slot_at in sorted(traffic):
+            recompute_traffic(lease=leases[lease_id], slot_at=slot_at)
+            following = (
+                TrafficSample.objects.filter(lease_id=lease_id, slot_at__gt=slot_at)
+                .order_by("slot_at")
+                .values_list("slot_at", flat=True)
+                .first()
+            )
+            if following is not None and (lease_id, following) not in traffic:
+                recompute_traffic(lease=leases[lease_id], slot_at=following)
+        judged = [
+            run
+            for run in batch
+            if run.trigger == Trigger.SCHEDULE
+            and run.state == RunState.OK
+            and run.verdict in (Verdict.PASS, Verdict.FAIL)
+            and run.tool != Tool.COUNTERS
+        ]
+        for run in sorted(judged, key=lambda r: r.slot_at):
+            incident, event = track_incident(run)
+            if incident is not None and event:
+                (result.opened if event == "opened" else result.closed).append(incident.pk)
+                if notify:
+                    _notify_after_commit(incident, event)
+        last = batch[-1]
+        cursor.finished_at, cursor.run_id = last.finished_at, last.pk
+        cursor.save()
+        result.runs, result.hours, result.traffic_samples = len(batch), len(hours), len(traffic)
+    return result
+
+
+def ingest_all(*, notify: bool = True) -> IngestResult:
+    """Ingest until caught up (commands and tests; the beat task takes one batch a time)."""
+    total = IngestResult()
+    while True:
+        step = ingest(notify=notify)
+        if not step.runs:
+            return total
+        total.runs += step.runs
+        total.hours += step.hours
+        total.traffic_samples += step.traffic_samples
+        total.opened += step.opened
+        total.closed += step.closed
+
+
+def recompute_window(*, lease: Lease, start: datetime, end: datetime) -> int:
+    """Recompute every hourly rollup of the lease in [start, end): after its terms were
+    corrected for a past window and its runs re-judged. Returns the rollups written."""
+    written = 0
+    hour = hour_of(start)
+    while hour < end:
+        for kind in ProbeKind.values:
+            recompute_hour(lease=lease, kind=kind, hour=hour)
+            written += 1
+        hour += HOUR
+    return written
+
+
+def now_hour() -> datetime:
+    return hour_of(timezone.now())

@@ -1,0 +1,81 @@
+import json
+import re
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError
+
+from billing.ingest import ingest_all
+from billing.reports import sla_report
+from common.units import format_bps
+from leases.models import Lease
+
+PERIOD = re.compile(r"^\d{4}-(0[1-9]|1[0-2])$")
+
+
+def _figure(bps: int | None) -> str:
+    return format_bps(bps) if bps is not None else "-"
+
+
+class Command(BaseCommand):
+    help = "A lease's SLA over a billing period: compliance, availability, incidents, credit."
+
+    def add_arguments(self, parser):  # type: ignore[no-untyped-def]
+        parser.add_argument("--lease", required=True, help="contract reference")
+        parser.add_argument("--period", required=True, help="YYYY-MM, in the tenant's zone")
+        parser.add_argument("--json", action="store_true", help="one JSON document")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        if not PERIOD.match(options["period"]):
+            raise CommandError(f"period must be YYYY-MM, got {options['period']!r}")
+        lease = Lease.objects.select_related("tenant").filter(reference=options["lease"]).first()
+        if lease is None:
+            raise CommandError(f"no lease with reference {options['lease']!r}")
+        ingest_all()  # the report reads rollups: bring them up to date first
+        report = sla_report(lease=lease, period=options["period"])
+        if options["json"]:
+            self.stdout.write(json.dumps(report, indent=2, ensure_ascii=False))
+            return
+        self.stdout.write(self._text(report))
+
+    def _text(self, report: dict[str, Any]) -> str:
+        t, a = report["throughput"], report["availability"]
+        lines = [
+            f"SLA report {report['lease']} ({report['tenant']}), {report['period']} "
+            f"({report['time_zone']}): {report['billed_from']} .. {report['billed_until']}",
+            "terms: "
+            + "; ".join(
+                f"v{v['version']} from {v['effective_from']}: {v['contracted_bandwidth_gbps']} "
+                f"Gbps, threshold {v['sla_threshold_percent']}%, {v['billing_mode']}"
+                for v in report["terms_versions"]
+            ),
+            f"throughput: {t['passed']} passed, {t['failed']} failed, {t['unknown']} unknown, "
+            f"{t['excluded']} excluded -> compliance {t['compliance_percent']}% "
+            f"(measured only {t['measured_compliance_percent']}%), mean {_figure(t['mean_bps'])}, "
+            f"lowest {_figure(t['min_bps'])}",
+            f"availability: {a['available_minutes']} min up, {a['unavailable_minutes']} min down, "
+            f"{a['unknown_minutes']} min unknown -> {a['percent']}%",
+            f"credit compliance: {report['credit_compliance_percent']}%",
+        ]
+        credit = report["credit"]
+        if credit:
+            lines.append(
+                f"credit: {credit['percent_applied']}% of the monthly network fee "
+                f"¥{credit['on_monthly_network_fee']} = ¥{credit['amount']} ({credit['reason']})"
+            )
+        lines.append(f"incidents: {len(report['incidents'])}")
+        for incident in report["incidents"]:
+            cost = (incident["training_impact"] or {}).get("cost_lost", "-")
+            lines.append(
+                f"  #{incident['id']} {incident['kind']} {incident['target']} "
+                f"{incident['opened_at']} .. {incident['closed_at'] or 'open'}: "
+                f"{incident['violations']} violations, worst {_figure(incident['worst_bps'])}, "
+                f"training impact ¥{cost}; runs {incident['evidence_run_ids']}"
+            )
+        if report["training_impact"]:
+            ti = report["training_impact"]
+            lines.append(
+                f"training impact ({ti['model']} on {ti['gpus']} GPUs): "
+                f"{ti['gpu_hours_lost']} GPU-hours, ¥{ti['cost_lost']} lost vs contracted"
+            )
+        lines.append(f"policy: {report['policy']}")
+        return "\n".join(lines)

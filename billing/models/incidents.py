@@ -1,0 +1,56 @@
+from django.db import models
+from django.utils.translation import gettext_lazy as _
+
+from billing.choices import IncidentState
+from common.querysets import TenantScopedQuerySet
+from leases.choices import ProbeKind
+from leases.models import Lease, LeaseTerms
+
+
+class Incident(models.Model):
+    """A breach that lasted: K violating samples in a row (K from the terms) of one lease,
+    kind and target open it; the next passing sample closes it. The runs that prove it are
+    linked, so the customer can open the raw evidence behind every figure."""
+
+    lease = models.ForeignKey(
+        Lease, on_delete=models.CASCADE, related_name="incidents", verbose_name=_("lease")
+    )
+    kind = models.CharField(_("kind"), max_length=16, choices=ProbeKind.choices)
+    target = models.CharField(_("affected nodes or pair"), max_length=255)
+    pattern = models.CharField(_("pattern"), max_length=16)
+    state = models.CharField(
+        _("state"), max_length=8, choices=IncidentState.choices, default=IncidentState.OPEN
+    )
+    opened_at = models.DateTimeField(_("started at"))
+    closed_at = models.DateTimeField(_("ended at"), null=True, blank=True)
+    violations = models.PositiveIntegerField(_("violating samples"), default=0)
+    worst_bps = models.BigIntegerField(_("worst bandwidth (bit/s)"), null=True, blank=True)
+    worst_latency_us = models.FloatField(_("worst latency (µs)"), null=True, blank=True)
+    rule = models.CharField(_("rule"), max_length=255)
+    terms = models.ForeignKey(
+        LeaseTerms, on_delete=models.PROTECT, related_name="incidents", verbose_name=_("terms")
+    )
+    runs = models.ManyToManyField(
+        "benchmarks.ProbeRun", related_name="incidents", verbose_name=_("evidence runs")
+    )
+    notified_open_at = models.DateTimeField(_("opening notified at"), null=True, blank=True)
+    notified_close_at = models.DateTimeField(_("closing notified at"), null=True, blank=True)
+
+    objects = TenantScopedQuerySet.as_manager()
+    tenant_path = "lease__tenant"
+
+    class Meta:
+        verbose_name = _("incident")
+        verbose_name_plural = _("incidents")
+        ordering = ["-opened_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["lease", "kind", "pattern", "target"],
+                condition=models.Q(state="open"),
+                name="one_open_incident_per_target",
+            )
+        ]
+        indexes = [models.Index(fields=["lease", "opened_at"], name="incident_lease_opened")]
+
+    def __str__(self) -> str:
+        return f"{self.lease} {self.kind} {self.target} from {self.opened_at:%Y-%m-%d %H:%M}"

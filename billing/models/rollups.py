@@ -1,0 +1,96 @@
+from django.db import models
+from django.utils.translation import gettext_lazy as _
+
+from common.querysets import TenantScopedQuerySet
+from leases.choices import ProbeKind
+from leases.models import Lease
+
+
+class HourlyRollup(models.Model):
+    """Every finished run of a lease and kind, counted per UTC hour of its slot, so that
+    reports and billing never rescan raw runs. A late run recomputes only its hour.
+
+    Verdict counts: passed and failed are measured samples; unknown are samples that should
+    exist but measured nothing (probe failed, timed out, unreachable, unparsable, missed);
+    excluded fell inside a maintenance window; informational had no rule to judge by.
+    For link checks, the minute counts are per slot of every node together: available when
+    every node's links passed, unavailable when any failed, unknown otherwise."""
+
+    lease = models.ForeignKey(
+        Lease, on_delete=models.CASCADE, related_name="hourly_rollups", verbose_name=_("lease")
+    )
+    kind = models.CharField(_("kind"), max_length=16, choices=ProbeKind.choices)
+    hour = models.DateTimeField(_("hour (UTC)"))
+    passed = models.PositiveIntegerField(_("passed"), default=0)
+    failed = models.PositiveIntegerField(_("failed"), default=0)
+    unknown = models.PositiveIntegerField(_("unknown"), default=0)
+    excluded = models.PositiveIntegerField(_("excluded (maintenance)"), default=0)
+    informational = models.PositiveIntegerField(_("informational"), default=0)
+    measured = models.PositiveIntegerField(_("samples with a figure"), default=0)
+    sum_bps = models.DecimalField(
+        _("sum of measured bit/s"), max_digits=30, decimal_places=0, default=0
+    )
+    min_bps = models.BigIntegerField(_("lowest bit/s"), null=True, blank=True)
+    max_bps = models.BigIntegerField(_("highest bit/s"), null=True, blank=True)
+    sum_latency_us = models.FloatField(_("sum of latencies (µs)"), default=0)
+    available_minutes = models.PositiveIntegerField(_("available minutes"), default=0)
+    unavailable_minutes = models.PositiveIntegerField(_("unavailable minutes"), default=0)
+    unknown_minutes = models.PositiveIntegerField(_("unknown minutes"), default=0)
+    computed_at = models.DateTimeField(_("computed at"), auto_now=True)
+
+    objects = TenantScopedQuerySet.as_manager()
+    tenant_path = "lease__tenant"
+
+    class Meta:
+        verbose_name = _("hourly rollup")
+        verbose_name_plural = _("hourly rollups")
+        constraints = [
+            models.UniqueConstraint(fields=["lease", "kind", "hour"], name="one_rollup_per_hour")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.lease} {self.kind} {self.hour:%Y-%m-%d %H}:00Z"
+
+
+class TrafficSample(models.Model):
+    """Bytes the lease's nodes sent in one counter interval (every node's tx counters,
+    deltas across wraps and resets): the 5-minute bandwidth samples of 95th-percentile
+    billing and the traffic of per-GB billing."""
+
+    lease = models.ForeignKey(
+        Lease, on_delete=models.CASCADE, related_name="traffic_samples", verbose_name=_("lease")
+    )
+    slot_at = models.DateTimeField(_("slot"))
+    seconds = models.PositiveIntegerField(_("seconds"))
+    tx_bytes = models.DecimalField(_("bytes sent"), max_digits=30, decimal_places=0)
+    nodes = models.PositiveSmallIntegerField(_("nodes counted"))
+    resets = models.PositiveSmallIntegerField(_("counter resets"), default=0)
+    wraps = models.PositiveSmallIntegerField(_("counter wraps"), default=0)
+
+    objects = TenantScopedQuerySet.as_manager()
+    tenant_path = "lease__tenant"
+
+    class Meta:
+        verbose_name = _("traffic sample")
+        verbose_name_plural = _("traffic samples")
+        constraints = [
+            models.UniqueConstraint(fields=["lease", "slot_at"], name="one_traffic_sample_per_slot")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.lease} {self.slot_at:%Y-%m-%d %H:%M} {self.tx_bytes} B"
+
+
+class IngestCursor(models.Model):
+    """How far the rollup job has read finished runs (by finished_at, then id)."""
+
+    name = models.CharField(max_length=32, unique=True)
+    finished_at = models.DateTimeField(null=True)
+    run_id = models.BigIntegerField(default=0)
+
+    class Meta:
+        verbose_name = _("ingest cursor")
+        verbose_name_plural = _("ingest cursors")
+
+    def __str__(self) -> str:
+        return f"{self.name} at {self.finished_at} #{self.run_id}"

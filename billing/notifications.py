@@ -1,0 +1,250 @@
+"""Telling a tenant that an incident opened or closed: a signed webhook and an email.
+
+Delivery is at least once. The email goes first, so that a tenant whose webhook endpoint
+is broken still hears about the incident. An incident's notified_open_at or
+notified_close_at is set once every channel has delivered; after that, notify sends
+nothing for that event again. When the email went out and the webhook then failed, notify
+raises PartlyDelivered naming the channels still pending, and the Celery task retries
+only those (see billing.tasks). A webhook delivery keeps its X-Gpulease-Delivery id across
+retries, so the receiver can drop a repeat.
+"""
+
+import hashlib
+import hmac
+import http.client
+import json
+import urllib.error
+import urllib.request
+import uuid
+from datetime import UTC, datetime
+from decimal import Decimal
+from enum import StrEnum
+from typing import Any
+from urllib.parse import urlsplit
+from zoneinfo import ZoneInfo
+
+from django.core.mail import send_mail
+from django.template.loader import render_to_string
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from billing.models import Incident
+from common.units import format_bps, one_decimal, plain
+
+WEBHOOK_TIMEOUT_S = 10
+EVENTS = ("opened", "closed")
+_NOTIFIED_FIELD = {"opened": "notified_open_at", "closed": "notified_close_at"}
+_DELIVERY_NAMESPACE = uuid.UUID("5f6c7a0e-2b1d-4c47-9a0e-6b7f3d2c9e41")
+
+
+class Channel(StrEnum):
+    EMAIL = "email"
+    WEBHOOK = "webhook"
+
+
+class WebhookFailed(Exception):
+    """The tenant's endpoint did not take the delivery: a network error or a non-2xx answer."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class PartlyDelivered(Exception):
+    """Some channels delivered and one failed: only `pending` still has to be sent."""
+
+    def __init__(self, *, pending: list[str], failure: Exception) -> None:
+        super().__init__(f"still pending: {', '.join(pending)} ({failure})")
+        self.pending = pending
+        self.failure = failure
+
+
+def incident_payload(*, incident: Incident, event: str) -> dict[str, Any]:
+    _check_event(event)
+    return {
+        "event": f"incident.{event}",
+        "incident": {
+            "id": incident.pk,
+            "lease": incident.lease.reference,
+            "tenant": incident.lease.tenant.slug,
+            "kind": incident.kind,
+            "target": incident.target,
+            "pattern": incident.pattern,
+            "state": incident.state,
+            "opened_at": _utc_iso(incident.opened_at),
+            "closed_at": _utc_iso(incident.closed_at),
+            "violations": incident.violations,
+            "worst_bps": incident.worst_bps,
+            "worst_latency_us": incident.worst_latency_us,
+            "rule": incident.rule,
+            "terms_version": incident.terms.version,
+            "evidence_run_ids": sorted(incident.runs.values_list("pk", flat=True)),
+        },
+        "sent_at": _utc_iso(timezone.now()),
+    }
+
+
+def encode_payload(payload: dict[str, Any]) -> bytes:
+    """The exact bytes that are sent and signed: UTF-8, sorted keys, no spaces."""
+    text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return text.encode("utf-8")
+
+
+def sign(*, body: bytes, secret: str) -> str:
+    """The X-Gpulease-Signature value: HMAC-SHA256 of the body, keyed by the secret's text."""
+    digest = hmac.new(secret.encode("utf-8"), body, hashlib.sha256).hexdigest()
+    return f"sha256={digest}"
+
+
+def delivery_id(*, incident: Incident, event: str) -> str:
+    """The same for every attempt at one incident's event, different for anything else."""
+    name = f"incident/{incident.pk}/{_utc_iso(incident.opened_at)}/{event}"
+    return str(uuid.uuid5(_DELIVERY_NAMESPACE, name))
+
+
+def send_webhook(*, incident: Incident, event: str) -> None:
+    tenant = incident.lease.tenant
+    if urlsplit(tenant.webhook_url).scheme not in ("http", "https"):
+        raise WebhookFailed(f"{tenant.webhook_url!r} is not an http(s) URL")
+    body = encode_payload(incident_payload(incident=incident, event=event))
+    request = urllib.request.Request(
+        tenant.webhook_url,
+        data=body,
+        method="POST",
+        headers={
+            "Content-Type": "application/json",
+            "User-Agent": "gpulease-webhook",
+            "X-Gpulease-Event": f"incident.{event}",
+            "X-Gpulease-Delivery": delivery_id(incident=incident, event=event),
+            "X-Gpulease-Signature": sign(body=body, secret=tenant.webhook_secret),
+        },
+    )
+    _post(request)
+
+
+def send_email(*, incident: Incident, event: str) -> None:
+    _check_event(event)
+    context = _email_context(incident, event)
+    send_mail(
+        subject=_email_subject(incident, event),
+        message=render_to_string("billing/incident_email.txt", context).strip() + "\n",
+        from_email=None,
+        recipient_list=[incident.lease.tenant.contact_email],
+        html_message=render_to_string("billing/incident_email.html", context),
+    )
+
+
+def notify(*, incident_id: int, event: str, channels: list[str] | None = None) -> list[str]:
+    """Send the event on every channel the tenant has. A retry passes `channels`, the ones
+    still pending: the others have delivered, so once these do (or the tenant has dropped
+    them) the incident is marked notified. Returns the channels that delivered now."""
+    _check_event(event)
+    incident = _incident_for_provider(incident_id)
+    if getattr(incident, _NOTIFIED_FIELD[event]) is not None:
+        return []
+    pending = [c for c in _channels_of(incident) if channels is None or c in channels]
+    delivered: list[str] = []
+    for channel in pending:
+        try:
+            _SENDERS[channel](incident=incident, event=event)
+        except Exception as failure:
+            if not delivered:
+                raise
+            still = [str(channel) for channel in pending[len(delivered) :]]
+            raise PartlyDelivered(pending=still, failure=failure) from failure
+        delivered.append(str(channel))
+    if delivered or channels is not None:
+        _mark_notified(incident_id=incident.pk, event=event)
+    return delivered
+
+
+_SENDERS = {Channel.EMAIL: send_email, Channel.WEBHOOK: send_webhook}
+
+
+def _incident_for_provider(incident_id: int) -> Incident:
+    return Incident.objects.select_related("lease__tenant", "terms").get(pk=incident_id)
+
+
+def _channels_of(incident: Incident) -> list[Channel]:
+    tenant = incident.lease.tenant
+    wanted = {Channel.EMAIL: tenant.contact_email, Channel.WEBHOOK: tenant.webhook_url}
+    return [channel for channel, address in wanted.items() if address]
+
+
+def _mark_notified(*, incident_id: int, event: str) -> None:
+    field = _NOTIFIED_FIELD[event]
+    Incident.objects.filter(pk=incident_id, **{f"{field}__isnull": True}).update(
+        **{field: timezone.now()}
+    )
+
+
+def _post(request: urllib.request.Request) -> None:
+    opener = urllib.request.build_opener(_RefuseRedirects)
+    try:
+        with opener.open(request, timeout=WEBHOOK_TIMEOUT_S) as response:
+            response.read(4096)
+            status = response.status
+    except urllib.error.HTTPError as error:
+        raise WebhookFailed(f"{request.full_url} answered HTTP {error.code}") from error
+    except (OSError, http.client.HTTPException, ValueError) as error:
+        raise WebhookFailed(f"{request.full_url} could not be reached: {error}") from error
+    if not 200 <= status < 300:
+        raise WebhookFailed(f"{request.full_url} answered HTTP {status}")
+
+
+class _RefuseRedirects(urllib.request.HTTPRedirectHandler):
+    """A redirect is an answer other than 2xx: the body and signature go nowhere else."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+def _email_subject(incident: Incident, event: str) -> str:
+    values = {
+        "lease": incident.lease.reference,
+        "kind": incident.kind,
+        "target": incident.target,
+    }
+    if event == "opened":
+        return _("[gpulease] Incident opened: %(lease)s %(kind)s %(target)s") % values
+    return _("[gpulease] Incident closed: %(lease)s %(kind)s %(target)s") % values
+
+
+def _email_context(incident: Incident, event: str) -> dict[str, Any]:
+    zone = incident.lease.tenant.time_zone
+    return {
+        "event": event,
+        "incident": incident,
+        "lease": incident.lease.reference,
+        "tenant": incident.lease.tenant.name,
+        "kind": incident.get_kind_display(),
+        "worst_bandwidth": None if incident.worst_bps is None else format_bps(incident.worst_bps),
+        "worst_latency": _format_us(incident.worst_latency_us),
+        "opened_at": _in_zone(incident.opened_at, zone),
+        "closed_at": _in_zone(incident.closed_at, zone),
+        "terms_version": incident.terms.version,
+        "evidence_run_ids": ", ".join(map(str, sorted(incident.runs.values_list("pk", flat=True)))),
+    }
+
+
+def _in_zone(instant: datetime | None, zone: str) -> str | None:
+    if instant is None:
+        return None
+    return f"{instant.astimezone(ZoneInfo(zone)):%Y-%m-%d %H:%M} ({zone})"
+
+
+def _format_us(value: float | None) -> str | None:
+    if value is None:
+        return None
+    return f"{plain(one_decimal(Decimal(str(value))))} µs"
+
+
+def _utc_iso(instant: datetime | None) -> str | None:
+    if instant is None:
+        return None
+    return instant.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def _check_event(event: str) -> None:
+    if event not in EVENTS:
+        raise ValueError(f"unknown incident event {event!r}; expected one of {EVENTS}")

@@ -1,0 +1,164 @@
+"""The SLA report of a lease for a billing period: one JSON-ready document for the
+sla_report command, the API and the customer's pages."""
+
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from billing import calculations, impact, sla
+from billing.models import Incident
+from leases.contract_rules import credit_tiers
+from leases.models import Lease, LeaseTerms
+
+POLICY = (
+    "Samples that measured nothing (failed, timed out, unreachable, unparsable or missed "
+    "probes) are unknown and count against the provider: compliance = passed / (passed + "
+    "failed + unknown). Samples inside maintenance windows are excluded. Credits use the "
+    "lower of throughput compliance and availability."
+)
+
+
+def _iso(instant: datetime | None) -> str | None:
+    return instant.isoformat() if instant else None
+
+
+def _compliance(figures: sla.Compliance) -> dict[str, Any]:
+    return {
+        "passed": figures.passed,
+        "failed": figures.failed,
+        "unknown": figures.unknown,
+        "excluded": figures.excluded,
+        "informational": figures.informational,
+        "compliance_percent": str(figures.percent) if figures.percent is not None else None,
+        "measured_compliance_percent": (
+            str(figures.measured_percent) if figures.measured_percent is not None else None
+        ),
+        "mean_bps": int(figures.mean_bps) if figures.mean_bps is not None else None,
+        "min_bps": figures.min_bps,
+        "max_bps": figures.max_bps,
+    }
+
+
+def billed_window(lease: Lease, start: datetime, end: datetime) -> tuple[datetime, datetime]:
+    window_start = max(start, lease.starts_at)
+    window_end = min(end, lease.ends_at) if lease.ends_at else end
+    return window_start, max(window_start, window_end)
+
+
+def sla_report(*, lease: Lease, period: str, model: impact.Model | None = None) -> dict[str, Any]:
+    model = model or impact.Model()
+    start, end = calculations.month_bounds(period, lease.tenant.time_zone)
+    window_start, window_end = billed_window(lease, start, end)
+    summary = sla.evaluate(lease=lease, start=window_start, end=window_end)
+    versions = list(
+        LeaseTerms.objects.filter(lease=lease, effective_from__lt=window_end).order_by(
+            "effective_from"
+        )
+    )
+    in_force = [
+        version
+        for index, version in enumerate(versions)
+        if index + 1 == len(versions) or versions[index + 1].effective_from > window_start
+    ]
+    terms = in_force[-1] if in_force else None
+    compliance = summary.credit_compliance_percent
+    credit = None
+    if terms is not None:
+        fee = terms.network_fee_per_month
+        result = calculations.sla_credit(
+            network_fee=fee,
+            compliance_percent=compliance,
+            tiers=credit_tiers(terms.credit_tiers),
+            cap_percent=terms.credit_cap_percent,
+        )
+        credit = {
+            "on_monthly_network_fee": str(fee),
+            "tier_percent": str(result.tier_percent),
+            "percent_applied": str(result.percent_applied),
+            "capped": result.capped,
+            "amount": str(result.amount),
+            "reason": str(result.reason),
+        }
+    gpus, per_node = impact.lease_gpus(lease, window_end - (window_end - window_start) / 2)
+    hours = Decimal((window_end - window_start).total_seconds()) / 3600
+    measured = impact.measured_busbw_bps(summary)
+    incidents = []
+    for incident in (
+        Incident.objects.filter(lease=lease, opened_at__lt=window_end)
+        .exclude(closed_at__lt=window_start)
+        .select_related("terms")
+        .prefetch_related("runs")
+    ):
+        duration_end = incident.closed_at or window_end
+        incidents.append(
+            {
+                "id": incident.pk,
+                "kind": incident.kind,
+                "target": incident.target,
+                "pattern": incident.pattern,
+                "state": incident.state,
+                "opened_at": _iso(incident.opened_at),
+                "closed_at": _iso(incident.closed_at),
+                "violations": incident.violations,
+                "worst_bps": incident.worst_bps,
+                "worst_latency_us": incident.worst_latency_us,
+                "rule": incident.rule,
+                "evidence_run_ids": sorted(run.pk for run in incident.runs.all()),
+                "training_impact": impact.estimate(
+                    terms=incident.terms,
+                    gpus=gpus,
+                    gpus_per_node=per_node,
+                    measured_bps=incident.worst_bps or 0,
+                    wall_hours=Decimal((duration_end - incident.opened_at).total_seconds()) / 3600,
+                    model=model,
+                ),
+            }
+        )
+    return {
+        "lease": lease.reference,
+        "tenant": lease.tenant.slug,
+        "period": period,
+        "time_zone": lease.tenant.time_zone,
+        "period_start": _iso(start),
+        "period_end": _iso(end),
+        "billed_from": _iso(window_start),
+        "billed_until": _iso(window_end),
+        "terms_versions": [
+            {
+                "version": version.version,
+                "effective_from": _iso(version.effective_from),
+                "contracted_bandwidth_gbps": str(version.contracted_bandwidth_gbps),
+                "sla_threshold_percent": str(version.sla_threshold_percent),
+                "billing_mode": version.billing_mode,
+            }
+            for version in in_force
+        ],
+        "throughput": _compliance(summary.throughput),
+        "link": _compliance(summary.kind("link")),
+        "latency": _compliance(summary.kind("latency")),
+        "collective": _compliance(summary.kind("collective")),
+        "availability": {
+            "available_minutes": summary.availability.available_minutes,
+            "unavailable_minutes": summary.availability.unavailable_minutes,
+            "unknown_minutes": summary.availability.unknown_minutes,
+            "percent": (
+                str(summary.availability.percent)
+                if summary.availability.percent is not None
+                else None
+            ),
+        },
+        "credit_compliance_percent": str(compliance) if compliance is not None else None,
+        "credit": credit,
+        "incidents": incidents,
+        "training_impact": impact.estimate(
+            terms=terms,
+            gpus=gpus,
+            gpus_per_node=per_node,
+            measured_bps=measured or 0,
+            wall_hours=hours,
+            model=model,
+        )
+        if terms is not None
+        else None,
+        "policy": POLICY,
+    }

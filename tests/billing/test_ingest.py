@@ -1,0 +1,173 @@
+"""From finished runs to rollups, traffic samples and incidents, with hand-checked counts."""
+
+from datetime import timedelta
+from decimal import Decimal
+
+import pytest
+
+from billing import ingest, sla
+from billing.models import HourlyRollup, Incident, TrafficSample
+from tests.factories import NodeFactory, at, make_lease, make_run
+
+pytestmark = pytest.mark.django_db
+
+HOUR = at("2026-11-02 10:00")
+
+
+@pytest.fixture
+def lease():
+    return make_lease(
+        starts_at=at("2026-11-01 00:00"),
+        nodes=NodeFactory.create_batch(2),
+        # Mondays 10:40-11:00 Shanghai are maintenance.
+        maintenance_windows=[{"weekday": 0, "start": "10:40", "end": "11:00"}],
+    )
+
+
+def test_an_hour_counts_pass_fail_unknown_and_excluded(lease):
+    # 2026-11-02 is a Monday. Six throughput samples in the 10:00 hour (Shanghai):
+    make_run(lease, slot=HOUR, measured_bps=98 * 10**9)  # pass
+    make_run(lease, slot=HOUR + timedelta(minutes=10), measured_bps=97 * 10**9)  # pass
+    make_run(lease, slot=HOUR + timedelta(minutes=20), measured_bps=96 * 10**9)  # pass
+    make_run(lease, slot=HOUR + timedelta(minutes=30), verdict="fail", measured_bps=40 * 10**9)
+    make_run(lease, slot=HOUR + timedelta(minutes=35), state="unreachable")  # unknown
+    make_run(
+        lease,
+        slot=HOUR + timedelta(minutes=45),
+        verdict="fail",  # in maintenance
+        measured_bps=10**9,
+    )
+    ingest.ingest_all(notify=False)
+    rollup = HourlyRollup.objects.get(lease=lease, kind="throughput")
+    assert (rollup.passed, rollup.failed, rollup.unknown, rollup.excluded) == (3, 1, 1, 1)
+    # The figures keep every measured sample, maintenance ones too: 98+97+96+40+1 Gbit/s.
+    assert rollup.measured == 5
+    assert rollup.sum_bps == Decimal(332 * 10**9)
+    assert (rollup.min_bps, rollup.max_bps) == (10**9, 98 * 10**9)
+    summary = sla.evaluate(lease=lease, start=at("2026-11-01 00:00"), end=at("2026-12-01 00:00"))
+    # Unknown counts against the provider: 3 / (3 + 1 + 1) = 60%; measured only: 3/4.
+    assert summary.throughput.percent == Decimal("60.000")
+    assert summary.throughput.measured_percent == Decimal("75.000")
+
+
+def test_a_late_result_recomputes_only_its_own_hour(lease):
+    make_run(lease, slot=HOUR, measured_bps=98 * 10**9)
+    make_run(lease, slot=HOUR + timedelta(hours=1), measured_bps=98 * 10**9)
+    ingest.ingest_all(notify=False)
+    untouched = HourlyRollup.objects.get(lease=lease, hour=HOUR + timedelta(hours=1))
+    # A run of 10:00 that finished an hour late (a worker came back) fails.
+    make_run(
+        lease,
+        slot=HOUR + timedelta(minutes=5),
+        verdict="fail",
+        measured_bps=10**9,
+        finished=HOUR + timedelta(hours=2),
+    )
+    result = ingest.ingest_all(notify=False)
+    assert (result.runs, result.hours) == (1, 1)
+    assert HourlyRollup.objects.get(lease=lease, hour=HOUR).failed == 1
+    later = HourlyRollup.objects.get(pk=untouched.pk)
+    assert later.computed_at == untouched.computed_at
+
+
+def test_availability_counts_minutes_when_every_node_is_up(lease):
+    for slot, outcomes in (
+        (HOUR, ("pass", "pass")),  # 5 minutes available
+        (HOUR + timedelta(minutes=5), ("pass", "fail")),  # 5 unavailable
+        (HOUR + timedelta(minutes=10), ("pass", None)),  # one node unreachable: unknown
+        (HOUR + timedelta(minutes=15), ("pass", "pass")),  # 5 available
+    ):
+        for node, outcome in zip(("n1", "n2"), outcomes, strict=True):
+            make_run(
+                lease,
+                kind="link",
+                target=node,
+                pattern="node",
+                slot=slot,
+                cadence_s=300,
+                state="ok" if outcome else "unreachable",
+                verdict=outcome or "none",
+            )
+    ingest.ingest_all(notify=False)
+    availability = sla.evaluate(lease=lease, start=HOUR, end=HOUR + timedelta(hours=1)).availability
+    assert (
+        availability.available_minutes,
+        availability.unavailable_minutes,
+        availability.unknown_minutes,
+    ) == (10, 5, 5)
+    assert availability.percent == Decimal("50.000")  # 10 of 20 minutes
+
+
+def counters(tx_by_node):
+    return {
+        node: {
+            "ports": [{"section": "counters data0", "name": "data0", "tx_bytes": tx, "rx_bytes": 0}]
+        }
+        for node, tx in tx_by_node.items()
+    }
+
+
+def test_traffic_samples_add_nodes_across_a_reset_and_a_wrap(lease):
+    top = 2**64
+    readings = [
+        {"n1": 1_000, "n2": top - 500},  # first reading: no sample yet
+        {"n1": 301_000, "n2": 700},  # n1 +300,000; n2 wrapped: 500 + 700 = 1,200
+        {"n1": 2_000, "n2": 10_700},  # n1 restarted from 0: +2,000; n2 +10,000
+    ]
+    for index, values in enumerate(readings):
+        slot = HOUR + timedelta(minutes=5 * index)
+        for node, parsed in counters(values).items():
+            make_run(
+                lease,
+                kind="counters",
+                target=node,
+                pattern="node",
+                slot=slot,
+                cadence_s=300,
+                verdict="none",
+                parsed=parsed,
+            )
+    ingest.ingest_all(notify=False)
+    samples = list(TrafficSample.objects.filter(lease=lease).order_by("slot_at"))
+    assert [(s.tx_bytes, s.nodes, s.seconds, s.resets, s.wraps) for s in samples] == [
+        (Decimal(301_200), 2, 300, 0, 1),
+        (Decimal(12_000), 2, 300, 1, 0),
+    ]
+
+
+def test_three_violations_in_a_row_open_an_incident_and_a_pass_closes_it(
+    lease, django_capture_on_commit_callbacks
+):
+    figures = [98, 40, 38, 41, 97]  # Gbit/s, one sample an hour
+    runs = [
+        make_run(
+            lease,
+            target="n1>n2",
+            slot=HOUR + timedelta(hours=i),
+            verdict="pass" if gbps >= 95 else "fail",
+            measured_bps=gbps * 10**9,
+        )
+        for i, gbps in enumerate(figures)
+    ]
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        result = ingest.ingest_all()
+    (incident,) = Incident.objects.all()
+    assert result.opened == result.closed == [incident.pk]
+    assert incident.opened_at == runs[1].slot_at
+    assert incident.closed_at == runs[4].finished_at
+    assert incident.violations == 3
+    assert incident.worst_bps == 38 * 10**9
+    assert sorted(incident.runs.values_list("pk", flat=True)) == [r.pk for r in runs[1:4]]
+    assert len(callbacks) == 2  # opened, closed: sent after commit
+
+
+def test_two_violations_are_not_an_incident(lease):
+    for i, gbps in enumerate([40, 41, 97]):
+        make_run(
+            lease,
+            slot=HOUR + timedelta(hours=i),
+            verdict="pass" if gbps > 95 else "fail",
+            measured_bps=gbps * 10**9,
+        )
+    ingest.ingest_all(notify=False)
+    assert not Incident.objects.exists()

@@ -88,6 +88,14 @@ def register_lab(state: LabState) -> Lease:
             name="network lab: 4 hosts, 2 leaves, 2:1",
             starts_at=timezone.now(),
             terms={
+                # A lab is for watching probes work: check often, measure every 10 minutes.
+                "probe_cadence_s": {
+                    "link": 60,
+                    "counters": 60,
+                    "throughput": 600,
+                    "latency": 600,
+                    "collective": 3600,
+                },
                 "contracted_bandwidth_gbps": contracted,
                 "technology": Technology.ETHERNET,
                 "billing_mode": BillingMode.MONTHLY,

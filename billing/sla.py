@@ -14,8 +14,10 @@ the lease has."""
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import ROUND_HALF_UP, Decimal
+from zoneinfo import ZoneInfo
 
 from django.db.models import Max, Min, Sum
+from django.db.models.functions import TruncDate
 
 from billing.models import HourlyRollup
 from leases.choices import ProbeKind
@@ -143,3 +145,38 @@ def evaluate(*, lease: Lease | int, start: datetime, end: datetime) -> SlaSummar
         unknown_minutes=minutes["unknown"] or 0,
     )
     return SlaSummary(lease_id, start, end, by_kind, availability)
+
+
+def daily(*, lease: Lease, start: datetime, end: datetime) -> dict[tuple[str, str], Compliance]:
+    """(local day "YYYY-MM-DD" in the tenant's zone, kind) -> that day's figures, summed
+    from the hourly rollups in one query (the daily aggregate of SLA history)."""
+    zone = ZoneInfo(lease.tenant.time_zone)
+    rows = (
+        HourlyRollup.objects.filter(lease=lease, hour__gte=start, hour__lt=end)
+        .annotate(day=TruncDate("hour", tzinfo=zone))
+        .values("day", "kind")
+        .annotate(
+            passed=Sum("passed"),
+            failed=Sum("failed"),
+            unknown=Sum("unknown"),
+            excluded=Sum("excluded"),
+            measured=Sum("measured"),
+            sum_bps=Sum("sum_bps"),
+            min_bps=Min("min_bps"),
+            max_bps=Max("max_bps"),
+        )
+        .order_by("day", "kind")
+    )
+    return {
+        (row["day"].isoformat(), row["kind"]): Compliance(
+            passed=row["passed"],
+            failed=row["failed"],
+            unknown=row["unknown"],
+            excluded=row["excluded"],
+            measured=row["measured"],
+            sum_bps=row["sum_bps"] or Decimal(0),
+            min_bps=row["min_bps"],
+            max_bps=row["max_bps"],
+        )
+        for row in rows
+    }

@@ -2,9 +2,10 @@
 
 import os
 
-from perf import bench_dispatcher, bench_probe_overhead
+from perf import bench_billing, bench_dispatcher, bench_probe_overhead
 
 bench_dispatcher.main()
+bench_billing.main()
 if os.geteuid() == 0:
     bench_probe_overhead.main()
 else:

@@ -96,6 +96,8 @@ class ProbeRun(models.Model):
             models.Index(fields=["lease", "kind", "-slot_at"], name="run_lease_kind_slot"),
             models.Index(fields=["state", "deadline_at"], name="run_state_deadline"),
             models.Index(fields=["site", "-finished_at"], name="run_site_finished"),
+            # The rollup job reads finished runs in (finished_at, id) order from a cursor.
+            models.Index(fields=["finished_at", "id"], name="run_finished_cursor"),
         ]
 
     def __str__(self) -> str:

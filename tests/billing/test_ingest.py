@@ -171,3 +171,18 @@ def test_two_violations_are_not_an_incident(lease):
         )
     ingest.ingest_all(notify=False)
     assert not Incident.objects.exists()
+
+
+def test_daily_aggregates_follow_the_tenant_day(lease):
+    # 07:00 and 09:00 Shanghai fall on two different UTC days but one local day.
+    make_run(lease, slot=at("2026-11-03 07:00"), measured_bps=98 * 10**9)
+    make_run(lease, slot=at("2026-11-03 09:00"), verdict="fail", measured_bps=10**9)
+    make_run(lease, slot=at("2026-11-04 07:00"), measured_bps=97 * 10**9)
+    ingest.ingest_all(notify=False)
+    days = sla.daily(lease=lease, start=at("2026-11-01 00:00"), end=at("2026-12-01 00:00"))
+    assert sorted(days) == [("2026-11-03", "throughput"), ("2026-11-04", "throughput")]
+    assert (days["2026-11-03", "throughput"].passed, days["2026-11-03", "throughput"].failed) == (
+        1,
+        1,
+    )
+    assert days["2026-11-04", "throughput"].percent == Decimal("100.000")

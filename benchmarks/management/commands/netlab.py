@@ -75,4 +75,16 @@ class Command(BaseCommand):
         self.stdout.write(f"Lab down: removed {len(removed)} item(s).")
 
     def status(self, options: dict[str, Any]) -> None:
-        self.stdout.write(str(netlab.status(lab_dir())))
+        status = netlab.status(lab_dir())
+        if status.state is None:
+            self.stdout.write("Lab down: nothing is built.")
+            return
+        for host in status.hosts:
+            lab_host = status.state.host(host.name)
+            self.stdout.write(
+                f"{host.name:<8} namespace {'present' if host.namespace_present else 'MISSING'}"
+                f"  sshd {host.sshd_pid or 'STOPPED'}"
+                f"  ssh {'open' if host.ssh_port_open else 'CLOSED'}"
+                f"  data {lab_host.data_address}  link {format_bps(lab_host.rate_bps)}"
+            )
+        self.stdout.write(f"Lab {'up' if status.up else 'DEGRADED'}.")

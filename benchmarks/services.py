@@ -22,7 +22,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Max, Q
 from django.utils import timezone
 
-from benchmarks import selectors
+from benchmarks import chain, selectors
 from benchmarks.choices import FINAL_STATES, RunState, Trigger, Verdict
 from benchmarks.models import NodeLock, ProbeRun, SiteAlert
 from benchmarks.parsers import ParseError, RunFailed
@@ -543,6 +543,15 @@ def record_execution(
     if run.state != RunState.OK:
         run.verdict = Verdict.NONE
     run.save()
+    # The run is over: append it (and any other finished run of the lease not yet linked)
+    # to the lease's hash chain. A run that will be retried is left out until it is over.
+    for linked in chain.link_pending(lease_id=run.lease_id):
+        if linked.pk == run.pk:
+            run.chain_index, run.prev_hash, run.run_hash = (
+                linked.chain_index,
+                linked.prev_hash,
+                linked.run_hash,
+            )
     return run
 
 

@@ -24,6 +24,7 @@ from benchmarks.models import ProbeRun
 from billing.calculations import DeltaKind, counter_deltas
 from billing.choices import IncidentState
 from billing.models import HourlyRollup, Incident, IngestCursor, TrafficSample
+from billing.samples import classify_sample, link_slot_outcome
 from leases.choices import ProbeKind
 from leases.contract_rules import in_weekly_windows
 from leases.models import Lease
@@ -66,16 +67,15 @@ def in_maintenance(run: ProbeRun, zone: str) -> bool:
 
 
 def classify(run: ProbeRun, zone: str) -> str:
-    """passed, failed, unknown, excluded or informational."""
-    if run.state == RunState.SKIPPED or in_maintenance(run, zone):
-        return "excluded"
-    if run.state in UNKNOWN_STATES:
-        return "unknown"
-    if run.verdict == Verdict.PASS:
-        return "passed"
-    if run.verdict == Verdict.FAIL:
-        return "failed"
-    return "informational"
+    """passed, failed, unknown, excluded or informational (``billing.samples``, the rule
+    an audit bundle is recomputed with)."""
+    return classify_sample(
+        state=run.state,
+        verdict=run.verdict,
+        slot_at=run.slot_at,
+        maintenance_windows=run.terms.maintenance_windows if run.terms else None,
+        zone=zone,
+    )
 
 
 # --- hourly rollups ---------------------------------------------------------------------
@@ -105,14 +105,9 @@ def recompute_hour(*, lease: Lease, kind: str, hour: datetime) -> HourlyRollup:
             minutes_of[run.slot_at] = int((run.deadline_at - run.slot_at).total_seconds() // 60)
     minutes = {"available": 0, "unavailable": 0, "unknown": 0}
     for slot, outcomes in slots.items():
-        if "excluded" in outcomes:
-            continue
-        if "failed" in outcomes:
-            minutes["unavailable"] += minutes_of[slot]
-        elif all(outcome == "passed" for outcome in outcomes):
-            minutes["available"] += minutes_of[slot]
-        else:
-            minutes["unknown"] += minutes_of[slot]
+        given = link_slot_outcome(outcomes)
+        if given is not None:
+            minutes[given] += minutes_of[slot]
     rollup, _ = HourlyRollup.objects.update_or_create(
         lease=lease,
         kind=kind,

@@ -40,7 +40,9 @@ The rules, in the order an invoice is built:
    lease lines are recomputed now, in memory, by the same code; every (lease, kind) whose
    amount changed gives one adjustment line of the difference. A finalised invoice never
    changes. Only the immediately previous month is looked at: a change to an older month
-   after the next one was finalised is not carried.
+   after the next one was finalised is not carried. An accepted dispute's credit
+   (``billing.evidence``) is one more adjustment line, minus the credit, on the invoice of
+   the month it was accepted in.
 7. **Tax and totals.** One tax rate per invoice: the highest rate among the terms versions
    billed on it (lines record their own version's rate, and ``invoice_summary`` says so
    when they differ). ``invoice_totals`` rounds the tax once, on the subtotal.
@@ -728,13 +730,50 @@ def _adjustments(tenant: Tenant, period: str) -> list[ComputedLine]:
     return result
 
 
+# --- accepted disputes (billing.evidence) ---------------------------------------------
+
+
+def _dispute_credits(tenant: Tenant, period: str) -> list[ComputedLine]:
+    """One negative adjustment line per accepted dispute whose credit goes on this
+    month's invoice (its ``credit_period``, the month it was accepted in). A redraft finds
+    the same disputes, so the credit is on this invoice once and on no other."""
+    from billing.evidence import accepted_credits
+
+    return [
+        ComputedLine(
+            lease=dispute.lease,
+            kind=LineKind.ADJUSTMENT,
+            description=(
+                f"Credit for dispute #{dispute.pk} on {dispute.lease.reference}, accepted "
+                f"{_local(dispute.decided_at, tenant.time_zone)}"
+                if dispute.decided_at
+                else f"Credit for dispute #{dispute.pk} on {dispute.lease.reference}"
+            ),
+            quantity=Decimal(1),
+            unit="adjustment",
+            unit_price=-dispute.credit_cny,
+            amount=-dispute.credit_cny,
+            detail={
+                "lease": dispute.lease.reference,
+                "dispute": dispute.pk,
+                "credit_cny": _money(dispute.credit_cny),
+                "credit_period": dispute.credit_period,
+                "accepted_at": _iso(dispute.decided_at),
+                "decision_reason": dispute.decision_reason,
+                "rule": "accepted dispute: minus the credit the provider granted",
+            },
+        )
+        for dispute in accepted_credits(tenant_id=tenant.pk, period=period)
+    ]
+
+
 def compute_invoice(*, tenant: Tenant, period: str) -> ComputedInvoice:
     """What the tenant's invoice for the month says now: lease lines, adjustments for the
     previous finalised month, totals. Reads only; nothing is saved."""
     _check_period(period)
     start, end = month_bounds(period, tenant.time_zone)
     lease_part = _lease_part(tenant, period)
-    lines = lease_part + _adjustments(tenant, period)
+    lines = lease_part + _adjustments(tenant, period) + _dispute_credits(tenant, period)
     rates = {line.tax_rate_percent for line in lease_part if line.tax_rate_percent is not None}
     rate = max(rates) if rates else LeaseTerms._meta.get_field("tax_rate_percent").default
     totals = invoice_totals(lines=[line.amount for line in lines], tax_rate_percent=rate)
@@ -842,6 +881,7 @@ def _candidate_tenants(period: str, tenant: Tenant | None) -> list[Tenant]:
     tenants = Tenant.objects.filter(
         Q(pk__in=near.values("tenant"))
         | Q(invoices__period=previous_period(period), invoices__status=InvoiceStatus.FINAL)
+        | Q(leases__disputes__state="accepted", leases__disputes__credit_period=period)
     ).distinct()
     if tenant is not None:
         tenants = tenants.filter(pk=tenant.pk)
@@ -867,6 +907,7 @@ def draft_period(
             existing is None
             and not billed_leases(tenant=candidate, period=period)
             and not _adjustments(candidate, period)
+            and not _dispute_credits(candidate, period)
         ):
             continue  # nothing to bill and nothing to carry
         invoices.append(draft_invoice(tenant=candidate, period=period, now=now))

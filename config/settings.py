@@ -51,10 +51,16 @@ INSTALLED_APPS = [
     "leases",
     "benchmarks",
     "billing",
+    "rest_framework",
+    "django_filters",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "api",
 ]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "api.middleware.ApiBodySizeLimitMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",
@@ -89,7 +95,11 @@ DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'g
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("DB_CONN_MAX_AGE", default=0)
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Several processes (web, worker, beat) share the file: wait for locks, don't fail.
-    DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
+    # IMMEDIATE takes the write lock when a transaction begins, so a reader never has to
+    # upgrade (SQLite refuses that at once with "database is locked" instead of waiting).
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {"timeout": 20, "transaction_mode": "IMMEDIATE"}
+    )
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -177,6 +187,10 @@ PROBE_MAX_ATTEMPTS = env.int("PROBE_MAX_ATTEMPTS", default=3)
 # Self-check: a site where runs fell due in the window but none finished raises an alert.
 PROBE_SELF_CHECK_WINDOW_S = env.int("PROBE_SELF_CHECK_WINDOW_S", default=1800)
 PROBE_SELF_CHECK_GRACE_S = env.int("PROBE_SELF_CHECK_GRACE_S", default=300)
+
+# The provider's Ed25519 key that signs contract audit bundles (billing.audit). Empty:
+# VAR_DIR/audit/ed25519.pem, created on first use.
+AUDIT_SIGNING_KEY = env.str("AUDIT_SIGNING_KEY", default="")
 if CELERY_BROKER_URL.startswith("redis"):
     # Unacknowledged tasks (a worker killed mid-probe) come back after this; it must
     # exceed the task time limit so a live worker's task is never handed out twice.
@@ -193,3 +207,60 @@ EMAIL_BACKEND = env.str(
     else "django.core.mail.backends.smtp.EmailBackend",
 )
 ADMINS = [("gpulease operators", a) for a in env.list("ADMIN_EMAILS", default=[])]
+
+# REST API (api/). Token or session authentication; every 4xx answers
+# {"error": {"code", "message", "fields"}}; one rate per token (else per user, else per IP).
+API_RATE_LIMIT = env.str("API_RATE_LIMIT", default="600/min")
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "api.authentication.ApiTokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["api.permissions.RolePermission"],
+    "DEFAULT_THROTTLE_CLASSES": ["api.throttling.TokenRateThrottle"],
+    "DEFAULT_THROTTLE_RATES": {"api": API_RATE_LIMIT},
+    "DEFAULT_PARSER_CLASSES": ["api.parsers.StrictJSONParser"],
+    "DEFAULT_RENDERER_CLASSES": [
+        "rest_framework.renderers.JSONRenderer",
+        "rest_framework.renderers.BrowsableAPIRenderer",
+    ],
+    "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
+    "DEFAULT_PAGINATION_CLASS": "api.pagination.PagePagination",
+    "PAGE_SIZE": 50,
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "api.exceptions.exception_handler",
+    "DATETIME_FORMAT": "iso-8601",
+    "COERCE_DECIMAL_TO_STRING": True,
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "gpulease API",
+    "DESCRIPTION": (
+        "Leases of multi-node GPU clusters, the probes of their inter-node network, SLA "
+        "reports and invoices. Authenticate with `Authorization: Bearer gpl_...`."
+    ),
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SCHEMA_PATH_PREFIX": "/api/v1",
+    "COMPONENT_SPLIT_REQUEST": True,
+    "ENUM_NAME_OVERRIDES": {
+        "ProbeKindEnum": "leases.choices.ProbeKind",
+        "LeaseStatusEnum": "leases.choices.LeaseStatus",
+        "NodeStatusEnum": "leases.choices.NodeStatus",
+        "RunStateEnum": "benchmarks.choices.RunState",
+        "IncidentStateEnum": "billing.choices.IncidentState",
+        "InvoiceStatusEnum": "billing.choices.InvoiceStatus",
+        "LineKindEnum": "billing.choices.LineKind",
+        "TokenStateEnum": "api.models.TokenState",
+        "ProbeToolEnum": "benchmarks.choices.Tool",
+        "EvidenceToolEnum": "billing.models.evidence.EvidenceTool",
+    },
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "api.schema.add_error_responses",
+    ],
+    # Swagger UI and ReDoc assets come from drf-spectacular-sidecar: served by gpulease.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+}

@@ -12,4 +12,5 @@ urlpatterns = [
     path("i18n/", include("django.conf.urls.i18n")),
     path("healthz", health, name="health"),
     path("admin/", admin.site.urls),
+    path("api/", include("api.urls")),
 ]

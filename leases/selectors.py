@@ -7,9 +7,10 @@ from datetime import datetime
 from django.db.models import QuerySet
 from django.utils.translation import gettext as _
 
+from common.querysets import is_provider_staff
 from common.units import plain
 from leases.contract_rules import MULTI_NODE_FLOOR_GBPS
-from leases.models import Lease, LeaseTerms, NodeAssignment
+from leases.models import Fabric, Lease, LeaseTerms, Node, NodeAssignment, Site
 
 
 def terms_in_force(*, lease: Lease, at: datetime) -> LeaseTerms | None:
@@ -61,3 +62,20 @@ def contract_warnings(*, lease: Lease, terms: LeaseTerms | None = None) -> list[
                     % {"v": version.version, "bw": plain(version.contracted_bandwidth_gbps)}
                 )
     return warnings
+
+
+def sites_visible_to(user) -> QuerySet[Site]:  # type: ignore[no-untyped-def]
+    """Provider staff see every site; a tenant member sees the sites of their leases' nodes."""
+    if is_provider_staff(user):
+        return Site.objects.all()
+    return Site.objects.filter(
+        pk__in=Node.objects.visible_to(user).values("leaf_switch__fabric__site")
+    )
+
+
+def fabrics_visible_to(user) -> QuerySet[Fabric]:  # type: ignore[no-untyped-def]
+    """Provider staff see every fabric; a tenant member sees the fabrics of their leases'
+    nodes."""
+    if is_provider_staff(user):
+        return Fabric.objects.all()
+    return Fabric.objects.filter(pk__in=Node.objects.visible_to(user).values("leaf_switch__fabric"))

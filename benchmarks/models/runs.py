@@ -79,6 +79,11 @@ class ProbeRun(models.Model):
     verdict_reason = models.TextField(_("verdict reason"), blank=True)
     error = models.TextField(_("error"), blank=True)
 
+    # The lease's hash chain (benchmarks.chain): set once, when the run is over.
+    chain_index = models.PositiveIntegerField(_("chain index"), null=True, blank=True)
+    prev_hash = models.CharField(_("previous run's hash"), max_length=64, blank=True)
+    run_hash = models.CharField(_("run hash (SHA-256)"), max_length=64, blank=True)
+
     objects = ProbeRunQuerySet.as_manager()
     tenant_path = "lease__tenant"
 
@@ -90,7 +95,12 @@ class ProbeRun(models.Model):
             models.UniqueConstraint(
                 fields=["lease", "kind", "tool", "pattern", "target", "slot_at", "trigger"],
                 name="one_run_per_slot",
-            )
+            ),
+            models.UniqueConstraint(
+                fields=["lease", "chain_index"],
+                name="one_run_per_chain_index",
+                violation_error_message=_("This lease's chain already has a run at this index."),
+            ),
         ]
         indexes = [
             models.Index(fields=["lease", "kind", "-slot_at"], name="run_lease_kind_slot"),

@@ -686,6 +686,9 @@ def test_admin_shows_invoices_and_measurements_and_its_actions_call_the_services
     october.refresh_from_db()
     assert october.status == InvoiceStatus.FINAL
     response = client.post(
-        changelist, {"action": "recompute", "_selected_action": [october.pk]}, follow=True
+        changelist,
+        {"action": "recompute", "_selected_action": [october.pk]},
+        follow=True,
+        HTTP_ACCEPT_LANGUAGE="en",
     )
     assert "is finalised; it cannot change" in response.content.decode()

@@ -2,12 +2,14 @@
 their tenant's rows, anyone else sees none. Checked for every model that declares a
 tenant_path, so a new tenant-owned model is covered (or this test fails) automatically."""
 
+from pathlib import Path
+
 import pytest
 from django.apps import apps
 from django.contrib.auth.models import AnonymousUser
 
 from benchmarks import services as probe_services
-from billing import invoicing
+from billing import evidence, invoicing
 from billing.models import HourlyRollup, Incident, TrafficSample
 from leases import services
 from leases.choices import LeaseStatus, Role
@@ -23,6 +25,15 @@ from tests.factories import (
 )
 
 pytestmark = pytest.mark.django_db
+
+# Customer evidence (billing.models.Evidence): a published ping output (SOURCES.md there).
+PING = (
+    Path(__file__).parent.parent
+    / "benchmarks"
+    / "fixtures"
+    / "ping"
+    / "iputils_20221126_loopback.txt"
+)
 
 
 def tenant_owned_models():
@@ -41,9 +52,9 @@ def world():
     members = {}
     for name in ("alpha", "beta"):
         membership = MembershipFactory(tenant__slug=name, role=Role.ADMIN)
-        node = NodeFactory()
+        node, second = NodeFactory(), NodeFactory()
         NicPortFactory(node=node)
-        lease = make_lease(tenant=membership.tenant, nodes=[node])
+        lease = make_lease(tenant=membership.tenant, nodes=[node, second])
         services.transition_lease(lease=lease, to=LeaseStatus.ACTIVE, at=at("2026-11-01 00:00"))
         probe_services.request_runs(
             lease=lease, kinds=["link"], now=at("2026-11-02 00:00"), enqueue=False
@@ -64,6 +75,18 @@ def world():
         )
         invoicing.draft_invoice(
             tenant=membership.tenant, period="2026-11", now=at("2026-12-02 00:00")
+        )
+        proof = evidence.submit_evidence(
+            lease=lease,
+            user=membership.user,
+            tool="ping",
+            raw_output=PING.read_text(),
+            nodes=[node.hostname, second.hostname],
+            measured_at=at("2026-11-03 09:00"),
+            now=at("2026-11-03 10:00"),
+        )
+        evidence.open_dispute(
+            lease=lease, user=membership.user, reason="slow", probe_run=run, evidence=[proof]
         )
         members[name] = membership
     NodeFactory()  # never leased: visible to staff only

@@ -1,0 +1,26 @@
+from django.contrib import admin
+
+from api.models import ApiToken
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    """Read-only: tokens are issued by create_api_token or the API, never typed in."""
+
+    list_display = ["prefix", "name", "user", "scopes", "created_at", "expires_at", "revoked_at"]
+    list_filter = ["revoked_at"]
+    search_fields = ["prefix", "name", "user__username"]
+    readonly_fields = [
+        "user",
+        "name",
+        "prefix",
+        "scopes",
+        "created_at",
+        "expires_at",
+        "revoked_at",
+        "last_used_at",
+    ]
+    exclude = ["secret_hash"]
+
+    def has_add_permission(self, request) -> bool:  # type: ignore[no-untyped-def]
+        return False

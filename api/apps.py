@@ -1,0 +1,12 @@
+from django.apps import AppConfig
+from django.utils.translation import gettext_lazy as _
+
+
+class ApiConfig(AppConfig):
+    default_auto_field = "django.db.models.BigAutoField"
+    name = "api"
+    verbose_name = _("REST API")
+
+    def ready(self) -> None:
+        # The OpenAPI description of token authentication (drf-spectacular extension).
+        from api import schema  # noqa: F401

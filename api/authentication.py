@@ -1,0 +1,52 @@
+"""`Authorization: Bearer gpl_...` (or `Token gpl_...`). A header that names a token
+must carry a good one: unknown, malformed, expired and revoked tokens answer 401 with the
+reason. Without such a header, the next class (session) is tried."""
+
+from typing import Any
+
+from django.utils.translation import gettext as _
+from rest_framework import authentication, exceptions
+from rest_framework.request import Request
+
+from api import tokens
+from api.models import ApiToken, split_token
+
+KEYWORDS = ("bearer", "token")
+
+
+class ApiTokenAuthentication(authentication.BaseAuthentication):
+    def authenticate(self, request: Request) -> tuple[Any, ApiToken] | None:
+        header = authentication.get_authorization_header(request).split()
+        if not header or header[0].decode(errors="replace").lower() not in KEYWORDS:
+            return None
+        if len(header) != 2:
+            raise exceptions.AuthenticationFailed(
+                _("The Authorization header must be 'Bearer gpl_<prefix>_<secret>'.")
+            )
+        try:
+            raw = header[1].decode("ascii")
+        except UnicodeDecodeError:
+            raise exceptions.AuthenticationFailed(_("The API token is malformed.")) from None
+        prefix = split_token(raw)
+        if prefix is None:
+            raise exceptions.AuthenticationFailed(
+                _("The API token is malformed: tokens read gpl_<prefix>_<secret>.")
+            )
+        token = ApiToken.objects.select_related("user").filter(prefix=prefix).first()
+        if token is None or not token.matches(raw):
+            raise exceptions.AuthenticationFailed(_("Unknown API token."))
+        if token.revoked_at is not None:
+            raise exceptions.AuthenticationFailed(
+                _("This API token was revoked at %(at)s.") % {"at": token.revoked_at.isoformat()}
+            )
+        if token.is_expired():
+            raise exceptions.AuthenticationFailed(
+                _("This API token expired at %(at)s.") % {"at": token.expires_at.isoformat()}  # type: ignore[union-attr]
+            )
+        if not token.user.is_active:
+            raise exceptions.AuthenticationFailed(_("The user of this API token is inactive."))
+        tokens.touch(token)
+        return token.user, token
+
+    def authenticate_header(self, request: Request) -> str:
+        return 'Bearer realm="gpulease"'

@@ -1,0 +1,132 @@
+"""Query filters of the list endpoints (django-filter). Ids are plain numbers, matched
+inside the rows the user may see: another tenant's id simply matches nothing."""
+
+import django_filters as filters
+from django import forms
+
+from api.models import ApiToken
+from benchmarks.choices import RunState, Trigger, Verdict
+from benchmarks.models import ProbeRun
+from billing.choices import IncidentState, InvoiceStatus
+from billing.models import Incident, Invoice
+from leases.choices import GpuModel, LeaseStatus, NodeStatus, ProbeKind
+from leases.models import Fabric, Lease, Node
+
+
+class IdFilter(filters.NumberFilter):
+    """A row id: a whole number within the range of a database id."""
+
+    field_class = forms.IntegerField
+
+    def __init__(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        kwargs.setdefault("min_value", 1)
+        kwargs.setdefault("max_value", 2**63 - 1)
+        super().__init__(*args, **kwargs)
+
+
+class _BoundedIsoDateTimeField(filters.fields.IsoDateTimeField):
+    """An ISO 8601 instant the database can hold: years 1970-9999, offsets within ±14:00."""
+
+    def to_python(self, value):  # type: ignore[no-untyped-def]
+        instant = super().to_python(value)
+        if instant is None:
+            return None
+        offset = instant.utcoffset()
+        if offset is not None and abs(offset.total_seconds()) > 14 * 3600:
+            raise forms.ValidationError("A UTC offset is at most ±14:00.", code="invalid")
+        if not 1970 <= instant.year <= 9999:
+            raise forms.ValidationError("Give an instant between 1970 and 9999.", code="invalid")
+        return instant
+
+
+class _BoundedIsoDateTimeRangeField(filters.fields.RangeField):
+    widget = filters.widgets.DateRangeWidget
+
+    def __init__(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        super().__init__((_BoundedIsoDateTimeField(), _BoundedIsoDateTimeField()), *args, **kwargs)
+
+
+class InstantRangeFilter(filters.IsoDateTimeFromToRangeFilter):
+    """`<name>_after` / `<name>_before` as ISO 8601 instants; out-of-range ones are a 400
+    before any query (PostgreSQL would refuse them mid-request)."""
+
+    field_class = _BoundedIsoDateTimeRangeField
+
+
+class FabricFilterSet(filters.FilterSet):
+    site = filters.CharFilter(field_name="site__code", help_text="Site code.")
+
+    class Meta:
+        model = Fabric
+        fields = ["site", "technology"]
+
+
+class NodeFilterSet(filters.FilterSet):
+    site = filters.CharFilter(field_name="leaf_switch__fabric__site__code", help_text="Site code.")
+    fabric = IdFilter(field_name="leaf_switch__fabric_id")
+    gpu_model = filters.ChoiceFilter(choices=GpuModel.choices)
+    status = filters.ChoiceFilter(choices=NodeStatus.choices)
+    lease = IdFilter(
+        field_name="assignments__lease_id", distinct=True, help_text="Nodes that served a lease."
+    )
+
+    class Meta:
+        model = Node
+        fields = ["site", "fabric", "gpu_model", "status", "lease"]
+
+
+class LeaseFilterSet(filters.FilterSet):
+    tenant = filters.CharFilter(field_name="tenant__slug", help_text="Tenant slug.")
+    status = filters.ChoiceFilter(choices=LeaseStatus.choices)
+    reference = filters.CharFilter()
+
+    class Meta:
+        model = Lease
+        fields = ["tenant", "status", "reference"]
+
+
+class ProbeRunFilterSet(filters.FilterSet):
+    lease = IdFilter(field_name="lease_id")
+    kind = filters.ChoiceFilter(choices=ProbeKind.choices)
+    state = filters.ChoiceFilter(choices=RunState.choices)
+    trigger = filters.ChoiceFilter(choices=Trigger.choices)
+    verdict = filters.ChoiceFilter(choices=Verdict.choices)
+    node = IdFilter(field_name="nodes", help_text="Runs that involved this node.")
+    batch = filters.UUIDFilter()
+    slot_at = InstantRangeFilter(
+        help_text="slot_at_after / slot_at_before: ISO 8601 instants, both inclusive."
+    )
+
+    class Meta:
+        model = ProbeRun
+        fields = ["lease", "kind", "state", "trigger", "verdict", "node", "batch", "slot_at"]
+
+
+class IncidentFilterSet(filters.FilterSet):
+    lease = IdFilter(field_name="lease_id")
+    state = filters.ChoiceFilter(choices=IncidentState.choices)
+    kind = filters.ChoiceFilter(choices=ProbeKind.choices)
+    opened_at = InstantRangeFilter()
+
+    class Meta:
+        model = Incident
+        fields = ["lease", "state", "kind", "opened_at"]
+
+
+class InvoiceFilterSet(filters.FilterSet):
+    tenant = filters.CharFilter(field_name="tenant__slug", help_text="Tenant slug.")
+    period = filters.CharFilter(help_text="YYYY-MM.")
+    status = filters.ChoiceFilter(choices=InvoiceStatus.choices)
+
+    class Meta:
+        model = Invoice
+        fields = ["tenant", "period", "status"]
+
+
+class ApiTokenFilterSet(filters.FilterSet):
+    prefix = filters.CharFilter()
+    user = filters.CharFilter(field_name="user__username", help_text="Username.")
+
+    class Meta:
+        model = ApiToken
+        fields = ["prefix", "user"]

@@ -1,0 +1,47 @@
+from datetime import timedelta
+
+from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.utils import timezone
+
+from api import tokens
+
+
+class Command(BaseCommand):
+    help = "Issue an API token for a user and print it once (it is stored only hashed)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("username")
+        parser.add_argument(
+            "--scopes", default="read", help="comma-separated: read, write, audit (default read)"
+        )
+        parser.add_argument("--name", default="", help="a label to tell tokens apart")
+        parser.add_argument(
+            "--expires-days", type=int, default=None, help="days until it expires (default never)"
+        )
+
+    def handle(self, *args, **options) -> None:  # type: ignore[no-untyped-def]
+        user = get_user_model()._default_manager.filter(username=options["username"]).first()
+        if user is None:
+            raise CommandError(f"No user {options['username']!r}.")
+        days = options["expires_days"]
+        if days is not None and days < 1:
+            raise CommandError("--expires-days must be 1 or more.")
+        expires_at = timezone.now() + timedelta(days=days) if days else None
+        try:
+            issued = tokens.issue_token(
+                user=user,
+                scopes=options["scopes"].split(","),
+                name=options["name"],
+                expires_at=expires_at,
+            )
+        except ValidationError as exc:
+            raise CommandError(" ".join(exc.messages)) from None
+        self.stdout.write(issued.secret)
+        token = issued.token
+        self.stderr.write(
+            f"Token {token.prefix} for {user.get_username()}, scopes {','.join(token.scopes)}, "
+            f"expires {token.expires_at.isoformat() if token.expires_at else 'never'}. "
+            "It is shown this once; only its SHA-256 is kept."
+        )

@@ -1,0 +1,119 @@
+"""API tokens: per user, stored hashed (SHA-256 of the whole token), shown once.
+
+A token reads ``gpl_<prefix>_<secret>``. The prefix (8 characters) is kept in clear so a
+person can tell their tokens apart and so the lookup is one indexed row; the secret is
+never stored. Scopes (read, write, audit) narrow what the token may do; the user's role
+narrows it further."""
+
+import hashlib
+import hmac
+import secrets
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+
+from common.querysets import is_provider_staff
+from leases.choices import Role
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+
+TOKEN_MARK = "gpl"
+PREFIX_LENGTH = 8
+
+
+class Scope(models.TextChoices):
+    READ = "read", _("read")
+    WRITE = "write", _("write")
+    AUDIT = "audit", _("audit")
+
+
+class TokenState(models.TextChoices):
+    ACTIVE = "active", _("active")
+    EXPIRED = "expired", _("expired")
+    REVOKED = "revoked", _("revoked")
+
+
+def hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def new_token_parts() -> tuple[str, str]:
+    """(prefix, whole token). The prefix is lowercase hex, so it never holds the "_" that
+    separates the parts; the secret is 43 URL-safe characters (256 bits)."""
+    prefix = secrets.token_hex(PREFIX_LENGTH // 2)
+    return prefix, f"{TOKEN_MARK}_{prefix}_{secrets.token_urlsafe(32)}"
+
+
+def split_token(token: str) -> str | None:
+    """The prefix of a well-formed token, else None."""
+    parts = token.split("_", 2)
+    if len(parts) != 3 or parts[0] != TOKEN_MARK or len(parts[1]) != PREFIX_LENGTH:
+        return None
+    if not parts[2]:
+        return None
+    return parts[1]
+
+
+class ApiTokenQuerySet(models.QuerySet):
+    def visible_to(self, user: "AbstractBaseUser | AnonymousUser") -> "ApiTokenQuerySet":
+        """Staff see every token; a user sees their own, and a tenant admin also sees the
+        tokens of their tenant's members. Anybody else sees none."""
+        if not user.is_authenticated or not user.is_active:
+            return self.none()
+        if is_provider_staff(user):
+            return self
+        from leases.models import Membership
+
+        administered = Membership.objects.filter(user_id=user.pk, role=Role.ADMIN).values("tenant")
+        members = Membership.objects.filter(tenant__in=administered).values("user")
+        return self.filter(Q(user=user) | Q(user__in=members))
+
+
+class ApiToken(models.Model):
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        related_name="api_tokens",
+        verbose_name=_("user"),
+    )
+    name = models.CharField(_("name"), max_length=100, blank=True)
+    prefix = models.CharField(_("prefix"), max_length=PREFIX_LENGTH, unique=True)
+    secret_hash = models.CharField(_("SHA-256 of the token"), max_length=64)
+    scopes = models.JSONField(_("scopes"), default=list)
+    created_at = models.DateTimeField(_("created at"), auto_now_add=True)
+    expires_at = models.DateTimeField(_("expires at"), null=True, blank=True)
+    revoked_at = models.DateTimeField(_("revoked at"), null=True, blank=True)
+    last_used_at = models.DateTimeField(_("last used at"), null=True, blank=True)
+
+    objects = ApiTokenQuerySet.as_manager()
+
+    class Meta:
+        verbose_name = _("API token")
+        verbose_name_plural = _("API tokens")
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{TOKEN_MARK}_{self.prefix}… ({self.user})"
+
+    def matches(self, token: str) -> bool:
+        return hmac.compare_digest(self.secret_hash, hash_token(token))
+
+    def is_expired(self, now: datetime | None = None) -> bool:
+        return self.expires_at is not None and self.expires_at <= (now or timezone.now())
+
+    def has_scope(self, scope: str) -> bool:
+        return scope in self.scopes
+
+    @property
+    def state(self) -> str:
+        if self.revoked_at is not None:
+            return TokenState.REVOKED
+        if self.is_expired():
+            return TokenState.EXPIRED
+        return TokenState.ACTIVE

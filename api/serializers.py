@@ -1,0 +1,441 @@
+"""Representations of the API. Reads are plain ModelSerializers over rows the view set
+has already scoped; writes are strict (unknown keys are refused) and go through the
+domain's services."""
+
+import copy
+from typing import Any
+
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.core.validators import RegexValidator
+from django.urls import reverse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+from rest_framework.serializers import as_serializer_error
+
+from api.base import StrictModelSerializer, StrictSerializer
+from api.models import ApiToken, Scope, TokenState
+from benchmarks.models import ProbeRun
+from billing.models import Incident, Invoice, InvoiceLine
+from leases.choices import ProbeKind
+from leases.contract_rules import MIN_CADENCE_S
+from leases.models import Fabric, Lease, LeaseTerms, Node, NodeAssignment, Site, Tenant
+
+# --- inventory and tenants --------------------------------------------------------------
+
+
+class TenantSerializer(serializers.ModelSerializer):
+    # Plain strings: blank is "", which is no e-mail address or URL for the schema.
+    contact_email = serializers.CharField(read_only=True, help_text="E-mail address, or blank.")
+    webhook_url = serializers.CharField(read_only=True, help_text="URL, or blank.")
+
+    class Meta:
+        model = Tenant
+        fields = [
+            "id",
+            "name",
+            "slug",
+            "contact_name",
+            "contact_email",
+            "contact_phone",
+            "time_zone",
+            "currency",
+            "webhook_url",
+            "created_at",
+        ]
+        read_only_fields = fields
+
+
+class SiteSerializer(StrictModelSerializer):
+    class Meta:
+        model = Site
+        fields = ["id", "name", "code", "city", "region", "created_at"]
+        read_only_fields = ["id", "created_at"]
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        _full_clean(Site, self.instance, attrs)
+        return attrs
+
+
+class FabricSerializer(StrictModelSerializer):
+    site = serializers.SlugRelatedField(slug_field="code", queryset=Site.objects.all())
+
+    class Meta:
+        model = Fabric
+        fields = [
+            "id",
+            "site",
+            "name",
+            "technology",
+            "port_speed_gbps",
+            "topology",
+            "oversubscription",
+            "adaptive_routing",
+            "created_at",
+        ]
+        read_only_fields = ["id", "created_at"]
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        _full_clean(Fabric, self.instance, attrs)
+        return attrs
+
+
+def _full_clean(model: Any, instance: Any, attrs: dict[str, Any]) -> None:
+    """The model's own validation (constraints included) before anything is saved; its
+    sentences become a 400."""
+    candidate = copy.copy(instance) if instance is not None else model()
+    for name, value in attrs.items():
+        setattr(candidate, name, value)
+    try:
+        candidate.full_clean()
+    except DjangoValidationError as exc:
+        raise serializers.ValidationError(as_serializer_error(exc)) from None
+
+
+class NodeSerializer(serializers.ModelSerializer):
+    leaf_switch = serializers.CharField(source="leaf_switch.name", read_only=True)
+    fabric = serializers.IntegerField(source="leaf_switch.fabric_id", read_only=True)
+    site = serializers.CharField(source="leaf_switch.fabric.site.code", read_only=True)
+
+    class Meta:
+        model = Node
+        fields = [
+            "id",
+            "hostname",
+            "gpu_model",
+            "gpu_count",
+            "status",
+            "leaf_switch",
+            "fabric",
+            "site",
+        ]
+        read_only_fields = fields
+
+
+# --- leases ----------------------------------------------------------------------------
+
+
+class WindowSerializer(StrictSerializer):
+    weekday = serializers.IntegerField(min_value=0, max_value=6, help_text="Monday is 0.")
+    start = serializers.RegexField(r"^([01]\d|2[0-3]):[0-5]\d$", help_text="HH:MM")
+    end = serializers.RegexField(r"^(([01]\d|2[0-3]):[0-5]\d|24:00)$", help_text="HH:MM")
+    note = serializers.CharField(required=False, allow_blank=True, max_length=200)
+
+
+_PERCENT = RegexValidator(r"^\d{1,3}(\.\d{1,4})?$", "Give a percentage such as 99.5.")
+
+
+class CreditTierSerializer(StrictSerializer):
+    below_percent = serializers.CharField(validators=[_PERCENT], max_length=8)
+    credit_percent = serializers.CharField(validators=[_PERCENT], max_length=8)
+
+
+TERMS_FIELDS = [
+    "contracted_bandwidth_gbps",
+    "technology",
+    "sla_threshold_percent",
+    "collective_busbw_floor_gbps",
+    "latency_ceiling_us",
+    "probe_cadence_s",
+    "heavy_probe_policy",
+    "heavy_probe_windows",
+    "maintenance_windows",
+    "incident_after_violations",
+    "credit_tiers",
+    "credit_cap_percent",
+    "billing_mode",
+    "node_rent_per_month",
+    "network_fee_per_month",
+    "price_per_gb",
+    "price_per_mbps_p95",
+    "tax_rate_percent",
+    "billing_starts_on_acceptance",
+]
+
+
+class TermsSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = LeaseTerms
+        fields = ["id", "version", "effective_from", "amendment_reason", *TERMS_FIELDS]
+        read_only_fields = fields
+
+
+class TermsInputSerializer(StrictModelSerializer):
+    """The first terms version of a new lease; it takes effect when the lease starts."""
+
+    probe_cadence_s = serializers.DictField(
+        child=serializers.IntegerField(min_value=MIN_CADENCE_S, max_value=10**9),
+        required=False,
+        help_text=f"Seconds between probes, per kind ({', '.join(ProbeKind.values)}).",
+    )
+    heavy_probe_windows = WindowSerializer(many=True, required=False)
+    maintenance_windows = WindowSerializer(many=True, required=False)
+    credit_tiers = CreditTierSerializer(many=True, required=False)
+
+    class Meta:
+        model = LeaseTerms
+        fields = TERMS_FIELDS
+
+
+class AssignmentSerializer(serializers.ModelSerializer):
+    hostname = serializers.CharField(source="node.hostname", read_only=True)
+
+    class Meta:
+        model = NodeAssignment
+        fields = ["id", "node", "hostname", "assigned_from", "assigned_until", "void"]
+        read_only_fields = fields
+
+
+class LeaseSerializer(serializers.ModelSerializer):
+    tenant = serializers.CharField(source="tenant.slug", read_only=True)
+
+    class Meta:
+        model = Lease
+        fields = [
+            "id",
+            "reference",
+            "name",
+            "tenant",
+            "status",
+            "starts_at",
+            "ends_at",
+            "probes_enabled",
+            "created_at",
+        ]
+        read_only_fields = fields
+
+
+class LeaseDetailSerializer(LeaseSerializer):
+    terms = TermsSerializer(many=True, read_only=True)
+    assignments = AssignmentSerializer(many=True, read_only=True)
+
+    class Meta(LeaseSerializer.Meta):
+        fields = [*LeaseSerializer.Meta.fields, "notes", "terms", "assignments"]
+        read_only_fields = fields
+
+
+class LeaseCreateSerializer(StrictSerializer):
+    tenant = serializers.SlugRelatedField(slug_field="slug", queryset=Tenant.objects.all())
+    reference = serializers.CharField(max_length=64)
+    name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+    notes = serializers.CharField(required=False, allow_blank=True, default="", max_length=10000)
+    starts_at = serializers.DateTimeField()
+    ends_at = serializers.DateTimeField(required=False, allow_null=True, default=None)
+    probes_enabled = serializers.BooleanField(required=False, default=True)
+    terms = TermsInputSerializer()
+    nodes = serializers.PrimaryKeyRelatedField(
+        many=True, queryset=Node.objects.all(), required=False, default=list
+    )
+
+
+class RunNowSerializer(StrictSerializer):
+    kinds = serializers.ListField(
+        child=serializers.ChoiceField(choices=ProbeKind.choices),
+        required=False,
+        allow_empty=False,
+        help_text="Probe kinds to run; all kinds when omitted.",
+    )
+
+
+class RunNowResultSerializer(serializers.Serializer):
+    lease = serializers.CharField()
+    batches = serializers.ListField(child=serializers.UUIDField())
+    runs = serializers.IntegerField()
+
+
+class PeriodSerializer(StrictSerializer):
+    period = serializers.RegexField(
+        r"^\d{4}-(0[1-9]|1[0-2])$",
+        help_text="A calendar month in the tenant's time zone: YYYY-MM.",
+        error_messages={"invalid": "The period must be written YYYY-MM, for example 2026-11."},
+    )
+
+
+# --- probe runs, incidents, invoices ---------------------------------------------------
+
+
+class ProbeRunSerializer(serializers.ModelSerializer):
+    lease_reference = serializers.CharField(source="lease.reference", read_only=True)
+    terms_version = serializers.IntegerField(
+        source="terms.version", read_only=True, allow_null=True
+    )
+    nodes = serializers.SerializerMethodField()
+    duration_s = serializers.FloatField(read_only=True, allow_null=True)
+    raw_url = serializers.SerializerMethodField()
+
+    class Meta:
+        model = ProbeRun
+        fields = [
+            "id",
+            "lease",
+            "lease_reference",
+            "kind",
+            "tool",
+            "target",
+            "pattern",
+            "nodes",
+            "batch",
+            "trigger",
+            "slot_at",
+            "deadline_at",
+            "state",
+            "attempts",
+            "started_at",
+            "finished_at",
+            "duration_s",
+            "exit_code",
+            "raw_sha256",
+            "output_truncated",
+            "measured_bps",
+            "latency_us",
+            "terms_version",
+            "verdict",
+            "rule",
+            "verdict_reason",
+            "error",
+            "raw_url",
+        ]
+        read_only_fields = fields
+
+    @extend_schema_field(serializers.ListField(child=serializers.CharField()))
+    def get_nodes(self, run: ProbeRun) -> list[str]:
+        return [node.hostname for node in run.nodes.all()]
+
+    @extend_schema_field(OpenApiTypes.URI)
+    def get_raw_url(self, run: ProbeRun) -> str:
+        path = reverse("api:proberun-raw", kwargs={"pk": run.pk})
+        request = self.context.get("request")
+        return request.build_absolute_uri(path) if request else path
+
+
+class ProbeRunDetailSerializer(ProbeRunSerializer):
+    class Meta(ProbeRunSerializer.Meta):
+        fields = [*ProbeRunSerializer.Meta.fields, "command", "parsed", "stderr"]
+        read_only_fields = fields
+
+
+class IncidentSerializer(serializers.ModelSerializer):
+    lease_reference = serializers.CharField(source="lease.reference", read_only=True)
+    terms_version = serializers.IntegerField(source="terms.version", read_only=True)
+    evidence_run_ids = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Incident
+        fields = [
+            "id",
+            "lease",
+            "lease_reference",
+            "kind",
+            "target",
+            "pattern",
+            "state",
+            "opened_at",
+            "closed_at",
+            "violations",
+            "worst_bps",
+            "worst_latency_us",
+            "rule",
+            "terms_version",
+            "evidence_run_ids",
+        ]
+        read_only_fields = fields
+
+    @extend_schema_field(serializers.ListField(child=serializers.IntegerField()))
+    def get_evidence_run_ids(self, incident: Incident) -> list[int]:
+        return sorted(run.pk for run in incident.runs.all())
+
+
+class InvoiceLineSerializer(serializers.ModelSerializer):
+    lease_reference = serializers.CharField(
+        source="lease.reference", read_only=True, allow_null=True, default=None
+    )
+
+    class Meta:
+        model = InvoiceLine
+        fields = [
+            "position",
+            "lease",
+            "lease_reference",
+            "kind",
+            "description",
+            "quantity",
+            "unit",
+            "unit_price",
+            "amount",
+            "detail",
+        ]
+        read_only_fields = fields
+
+
+class InvoiceSerializer(serializers.ModelSerializer):
+    tenant = serializers.CharField(source="tenant.slug", read_only=True)
+    lines = InvoiceLineSerializer(many=True, read_only=True)
+
+    class Meta:
+        model = Invoice
+        fields = [
+            "id",
+            "tenant",
+            "period",
+            "period_start",
+            "period_end",
+            "status",
+            "currency",
+            "subtotal",
+            "tax_rate_percent",
+            "tax",
+            "total",
+            "network_cost_share",
+            "finalised_at",
+            "lines",
+        ]
+        read_only_fields = fields
+
+
+# --- API tokens ------------------------------------------------------------------------
+
+
+class ApiTokenSerializer(serializers.ModelSerializer):
+    user = serializers.CharField(source="user.username", read_only=True)
+    scopes = serializers.ListField(child=serializers.ChoiceField(choices=Scope.choices))
+    state = serializers.ChoiceField(choices=TokenState.choices, read_only=True)
+
+    class Meta:
+        model = ApiToken
+        fields = [
+            "id",
+            "name",
+            "prefix",
+            "user",
+            "scopes",
+            "state",
+            "created_at",
+            "expires_at",
+            "revoked_at",
+            "last_used_at",
+        ]
+        read_only_fields = fields
+
+
+class IssuedTokenSerializer(ApiTokenSerializer):
+    token = serializers.CharField(
+        read_only=True, help_text="The whole token. It is shown this once and never again."
+    )
+
+    class Meta(ApiTokenSerializer.Meta):
+        fields = [*ApiTokenSerializer.Meta.fields, "token"]
+        read_only_fields = fields
+
+
+class ApiTokenCreateSerializer(StrictSerializer):
+    name = serializers.CharField(max_length=100, required=False, allow_blank=True, default="")
+    scopes = serializers.ListField(
+        child=serializers.ChoiceField(choices=Scope.choices), allow_empty=False
+    )
+    expires_at = serializers.DateTimeField(required=False, allow_null=True, default=None)
+    user = serializers.CharField(
+        max_length=150,
+        required=False,
+        help_text="Username of the holder: yourself by default; a tenant admin may issue "
+        "tokens to their tenant's members.",
+    )

@@ -1,0 +1,27 @@
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
+from rest_framework.routers import DefaultRouter
+
+from api import views
+
+app_name = "api"
+
+router = DefaultRouter()
+router.include_format_suffixes = False
+router.register("tenants", views.TenantViewSet, basename="tenant")
+router.register("sites", views.SiteViewSet, basename="site")
+router.register("fabrics", views.FabricViewSet, basename="fabric")
+router.register("nodes", views.NodeViewSet, basename="node")
+router.register("leases", views.LeaseViewSet, basename="lease")
+router.register("probe-runs", views.ProbeRunViewSet, basename="proberun")
+router.register("incidents", views.IncidentViewSet, basename="incident")
+router.register("invoices", views.InvoiceViewSet, basename="invoice")
+router.register("api-tokens", views.ApiTokenViewSet, basename="apitoken")
+
+urlpatterns = [
+    path("v1/", include(router.urls)),
+    path("v1/", include("api.audit_urls")),
+    path("schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
+    path("redoc/", SpectacularRedocView.as_view(url_name="api:schema"), name="redoc"),
+]

@@ -1,0 +1,391 @@
+"""The API's view sets. Every one inherits api.base.BaseViewSet, which reads rows through
+visible_to(user); writes call the domain services (leases.services, benchmarks.services,
+api.tokens) and never save models themselves."""
+
+import hashlib
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.db import transaction
+from django.db.models import Prefetch, QuerySet
+from django.http import HttpResponse
+from django.utils.translation import gettext as _
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import mixins, serializers, status
+from rest_framework.decorators import action
+from rest_framework.renderers import BaseRenderer, JSONRenderer
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from api import filtersets, tokens
+from api import serializers as s
+from api.base import BaseViewSet
+from api.exceptions import Conflict
+from api.models import ApiToken
+from api.pagination import SlotCursorPagination
+from api.permissions import ALL_ROLES, roles_of
+from benchmarks import services as probe_services
+from benchmarks.models import ProbeRun
+from billing.models import Incident, Invoice
+from billing.reports import sla_report
+from common.querysets import is_provider_staff
+from leases import selectors
+from leases import services as lease_services
+from leases.choices import LeaseStatus, Role
+from leases.models import Fabric, Lease, Membership, Node, Site, Tenant
+
+READ_ONLY = ["get", "head", "options"]
+
+
+class TenantViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewSet):
+    """Customer organisations. Provider staff see all; a member sees their own tenant."""
+
+    queryset = Tenant.objects.all()
+    serializer_class = s.TenantSerializer
+    filterset_fields = ["slug"]
+
+
+class SiteViewSet(
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    mixins.CreateModelMixin,
+    mixins.UpdateModelMixin,
+    BaseViewSet,
+):
+    """Data centres. Tenants see the sites of their leases' nodes; provider staff write."""
+
+    queryset = Site.objects.all()
+    serializer_class = s.SiteSerializer
+    visible = staticmethod(selectors.sites_visible_to)
+    filterset_fields = ["code", "city"]
+    http_method_names = ["get", "post", "patch", "head", "options"]
+
+
+class FabricViewSet(
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    mixins.CreateModelMixin,
+    mixins.UpdateModelMixin,
+    BaseViewSet,
+):
+    """Inter-node networks. Tenants see the fabrics of their leases' nodes; provider staff
+    write."""
+
+    queryset = Fabric.objects.all()
+    serializer_class = s.FabricSerializer
+    visible = staticmethod(selectors.fabrics_visible_to)
+    filterset_class = filtersets.FabricFilterSet
+    http_method_names = ["get", "post", "patch", "head", "options"]
+
+    def optimize(self, queryset: QuerySet) -> QuerySet:
+        return queryset.select_related("site").order_by("site__name", "name")
+
+
+class NodeViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewSet):
+    """GPU servers. A tenant sees only the nodes of its leases (Node.objects.visible_to)."""
+
+    queryset = Node.objects.all()
+    serializer_class = s.NodeSerializer
+    filterset_class = filtersets.NodeFilterSet
+
+    def optimize(self, queryset: QuerySet) -> QuerySet:
+        return queryset.select_related("leaf_switch__fabric__site").order_by("hostname")
+
+
+class LeaseViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewSet):
+    """Leases with their contract terms versions and node assignments."""
+
+    queryset = Lease.objects.all()
+    serializer_class = s.LeaseSerializer
+    filterset_class = filtersets.LeaseFilterSet
+
+    def optimize(self, queryset: QuerySet) -> QuerySet:
+        queryset = queryset.select_related("tenant")
+        if self.action != "list":
+            queryset = queryset.prefetch_related(
+                "terms", Prefetch("assignments", queryset=_assignments())
+            )
+        return queryset
+
+    def get_serializer_class(self) -> type[serializers.BaseSerializer]:
+        if self.action == "create":
+            return s.LeaseCreateSerializer
+        if self.action == "list":
+            return s.LeaseSerializer
+        return s.LeaseDetailSerializer
+
+    def _detail(self, lease: Lease, code: int = status.HTTP_200_OK) -> Response:
+        fresh = self.optimize(Lease.objects.filter(pk=lease.pk)).get()
+        return Response(
+            s.LeaseDetailSerializer(fresh, context=self.get_serializer_context()).data, status=code
+        )
+
+    @extend_schema(
+        request=s.LeaseCreateSerializer,
+        responses={201: s.LeaseDetailSerializer},
+        summary="Create a draft lease with its first terms and nodes (provider staff)",
+    )
+    def create(self, request: Request) -> Response:
+        serializer = s.LeaseCreateSerializer(data=request.data, context={"request": request})
+        serializer.is_valid(raise_exception=True)
+        data = dict(serializer.validated_data)
+        nodes = data.pop("nodes")
+        terms = dict(data.pop("terms"))
+        with transaction.atomic():
+            lease = lease_services.create_lease(actor=request.user, terms=terms, **data)
+            for node in nodes:
+                lease_services.assign_node(lease=lease, node=node, actor=request.user)
+        return self._detail(lease, status.HTTP_201_CREATED)
+
+    def _transition(self, to: str) -> Response:
+        lease = self.get_object()
+        lease = lease_services.transition_lease(lease=lease, to=to, actor=self.request.user)
+        return self._detail(lease)
+
+    @extend_schema(request=None, responses={200: s.LeaseDetailSerializer})
+    @action(detail=True, methods=["post"])
+    def activate(self, request: Request, pk: str | None = None) -> Response:
+        """draft → active (provider staff)."""
+        return self._transition(LeaseStatus.ACTIVE)
+
+    @extend_schema(request=None, responses={200: s.LeaseDetailSerializer})
+    @action(detail=True, methods=["post"])
+    def end(self, request: Request, pk: str | None = None) -> Response:
+        """active → ended (provider staff)."""
+        return self._transition(LeaseStatus.ENDED)
+
+    @extend_schema(request=None, responses={200: s.LeaseDetailSerializer})
+    @action(detail=True, methods=["post"])
+    def cancel(self, request: Request, pk: str | None = None) -> Response:
+        """draft → cancelled (provider staff)."""
+        return self._transition(LeaseStatus.CANCELLED)
+
+    @extend_schema(
+        request=s.RunNowSerializer,
+        responses={202: s.RunNowResultSerializer},
+        summary="Run the lease's probes now (provider staff, tenant admin)",
+    )
+    @action(
+        detail=True,
+        methods=["post"],
+        url_path="run-now",
+        url_name="run-now",
+        write_roles=frozenset({Role.ADMIN}),
+    )
+    def run_now(self, request: Request, pk: str | None = None) -> Response:
+        lease = self.get_object()
+        body = s.RunNowSerializer(data=request.data or {})
+        body.is_valid(raise_exception=True)
+        if lease.status != LeaseStatus.ACTIVE:
+            raise Conflict(
+                _("Lease %(lease)s is %(status)s; only an active lease's probes can run.")
+                % {"lease": lease.reference, "status": lease.get_status_display()}
+            )
+        try:
+            batches = probe_services.request_runs(
+                lease=lease, kinds=body.validated_data.get("kinds")
+            )
+        except ValueError as exc:
+            raise Conflict(str(exc)) from None
+        runs = ProbeRun.objects.filter(batch__in=batches).count()
+        result = {"lease": lease.reference, "batches": batches, "runs": runs}
+        return Response(s.RunNowResultSerializer(result).data, status=status.HTTP_202_ACCEPTED)
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "period",
+                OpenApiTypes.STR,
+                required=True,
+                pattern=r"^\d{4}-(0[1-9]|1[0-2])$",
+                description="YYYY-MM, a calendar month in the tenant's time zone.",
+            )
+        ],
+        responses={200: OpenApiTypes.OBJECT},
+        summary="SLA report of the lease for a month (billing.reports.sla_report)",
+    )
+    @action(detail=True, methods=["get"], filter_backends=[], pagination_class=None)
+    def sla(self, request: Request, pk: str | None = None) -> Response:
+        lease = self.get_object()
+        query = s.PeriodSerializer(data={"period": request.query_params.get("period", "")})
+        query.is_valid(raise_exception=True)
+        period = query.validated_data["period"]
+        year = int(period[:4])
+        if not 2000 <= year <= 2999:
+            raise serializers.ValidationError(
+                {"period": [_("The period must be a month between 2000-01 and 2999-12.")]}
+            )
+        return Response(sla_report(lease=lease, period=period))
+
+
+def _assignments() -> QuerySet:
+    from leases.models import NodeAssignment
+
+    return NodeAssignment.objects.select_related("node").order_by("assigned_from", "id")
+
+
+class PlainTextRenderer(BaseRenderer):
+    media_type = "text/plain"
+    format = "txt"
+    charset = "utf-8"
+
+    def render(
+        self, data: Any, accepted_media_type: str | None = None, renderer_context: Any = None
+    ) -> bytes:
+        if isinstance(data, bytes | str):
+            return data.encode() if isinstance(data, str) else data
+        return JSONRenderer().render(data)
+
+
+class ProbeRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewSet):
+    """Probe runs, newest slot first, with cursor pagination."""
+
+    queryset = ProbeRun.objects.all()
+    serializer_class = s.ProbeRunSerializer
+    filterset_class = filtersets.ProbeRunFilterSet
+    pagination_class = SlotCursorPagination
+
+    def optimize(self, queryset: QuerySet) -> QuerySet:
+        queryset = queryset.select_related("lease", "terms").prefetch_related(
+            Prefetch("nodes", queryset=Node.objects.only("id", "hostname"))
+        )
+        if self.action == "list":
+            queryset = queryset.defer("raw_output", "stderr", "parsed", "command")
+        return queryset
+
+    def get_serializer_class(self) -> type[serializers.BaseSerializer]:
+        return s.ProbeRunDetailSerializer if self.action == "retrieve" else s.ProbeRunSerializer
+
+    def handle_exception(self, exc: Exception) -> Response:
+        response = super().handle_exception(exc)
+        # Errors are JSON like everywhere else, even on the text/plain download.
+        self.request.accepted_renderer = JSONRenderer()
+        self.request.accepted_media_type = JSONRenderer.media_type
+        return response
+
+    @extend_schema(
+        responses={
+            (200, "text/plain"): OpenApiResponse(
+                OpenApiTypes.STR,
+                description="What the tool printed; X-Content-SHA256 is the hex SHA-256 of "
+                "these bytes.",
+            )
+        },
+        summary="Download the raw output of a run",
+    )
+    @action(
+        detail=True,
+        methods=["get"],
+        renderer_classes=[JSONRenderer, PlainTextRenderer],
+        filter_backends=[],
+        pagination_class=None,
+    )
+    def raw(self, request: Request, pk: str | None = None) -> HttpResponse:
+        run = self.get_object()
+        body = run.raw_output.encode()
+        response = HttpResponse(body, content_type="text/plain; charset=utf-8")
+        response["X-Content-SHA256"] = hashlib.sha256(body).hexdigest()
+        response["Content-Disposition"] = f'attachment; filename="probe-run-{run.pk}.txt"'
+        return response
+
+
+class IncidentViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewSet):
+    queryset = Incident.objects.all()
+    serializer_class = s.IncidentSerializer
+    filterset_class = filtersets.IncidentFilterSet
+
+    def optimize(self, queryset: QuerySet) -> QuerySet:
+        return (
+            queryset.select_related("lease", "terms")
+            .prefetch_related(Prefetch("runs", queryset=ProbeRun.objects.only("id", "slot_at")))
+            .order_by("-opened_at", "-id")
+        )
+
+
+class InvoiceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewSet):
+    """Invoices with their lines."""
+
+    queryset = Invoice.objects.all()
+    serializer_class = s.InvoiceSerializer
+    filterset_class = filtersets.InvoiceFilterSet
+
+    def optimize(self, queryset: QuerySet) -> QuerySet:
+        from billing.models import InvoiceLine
+
+        return (
+            queryset.select_related("tenant")
+            .prefetch_related(
+                Prefetch(
+                    "lines",
+                    queryset=InvoiceLine.objects.select_related("lease").order_by("position"),
+                )
+            )
+            .order_by("-period", "tenant__name", "id")
+        )
+
+
+class ApiTokenViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewSet):
+    """API tokens: your own, and as a tenant admin your tenant's members'. A new token is
+    shown once, in the answer to its creation."""
+
+    queryset = ApiToken.objects.all()
+    serializer_class = s.ApiTokenSerializer
+    filterset_class = filtersets.ApiTokenFilterSet
+    read_roles = ALL_ROLES | {"owner"}
+    write_roles = frozenset({Role.ADMIN})
+
+    def optimize(self, queryset: QuerySet) -> QuerySet:
+        return queryset.select_related("user").order_by("-created_at", "-id")
+
+    def roles_for_object(self, request: Request, token: ApiToken) -> set[str]:
+        held = {"owner"} if token.user_id == request.user.pk else set()
+        administered = {tid for tid, role in roles_of(request).items() if role == Role.ADMIN}
+        if (
+            administered
+            and Membership.objects.filter(
+                user_id=token.user_id, tenant_id__in=administered
+            ).exists()
+        ):
+            held.add(Role.ADMIN)
+        return held
+
+    @extend_schema(
+        request=s.ApiTokenCreateSerializer,
+        responses={201: s.IssuedTokenSerializer},
+        summary="Issue a token; the whole token is in this answer only",
+    )
+    def create(self, request: Request) -> Response:
+        body = s.ApiTokenCreateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        holder = self._holder(request, data.get("user"))
+        issued = tokens.issue_token(
+            user=holder, scopes=data["scopes"], name=data["name"], expires_at=data["expires_at"]
+        )
+        answer = s.IssuedTokenSerializer(issued.token).data
+        answer["token"] = issued.secret
+        return Response(answer, status=status.HTTP_201_CREATED)
+
+    def _holder(self, request: Request, username: str | None) -> Any:
+        if not username or username == request.user.get_username():
+            return request.user
+        users = get_user_model()._default_manager
+        if is_provider_staff(request.user):
+            candidates = users.all()
+        else:
+            administered = [t for t, role in roles_of(request).items() if role == Role.ADMIN]
+            candidates = users.filter(memberships__tenant_id__in=administered).distinct()
+        holder = candidates.filter(username=username).first()
+        if holder is None:
+            raise serializers.ValidationError(
+                {"user": [_("No user %(name)s among your tenant's members.") % {"name": username}]}
+            )
+        return holder
+
+    @extend_schema(request=None, responses={200: s.ApiTokenSerializer})
+    @action(detail=True, methods=["post"], write_roles=frozenset({Role.ADMIN, "owner"}))
+    def revoke(self, request: Request, pk: str | None = None) -> Response:
+        """Revoke a token at once; requests with it then answer 401."""
+        token = tokens.revoke_token(token=self.get_object())
+        return Response(s.ApiTokenSerializer(token).data)

@@ -1,0 +1,429 @@
+"""Writes for customer evidence and disputes.
+
+A customer (tenant admin) posts the raw output of their own iperf3, perftest, nccl-tests
+or ping run with the nodes it ran on. It is parsed by the probes' own parsers and judged
+by the probes' own verdicts against the terms in force when it was measured
+(``benchmarks.probes.interpret``), so the customer's figure and the provider's are read the
+same way. Unparsable output is refused with the parser's reason.
+
+A dispute names what it is about (a probe run, an incident, an invoice) and may bring
+evidence. Provider staff accept it, with a credit that goes on the tenant's invoice for
+the month of acceptance (``billing.invoicing`` adds it as an adjustment line), or reject
+it with a reason. Each step is one transaction that writes a DisputeEvent.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timedelta
+from decimal import Decimal, InvalidOperation
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import transaction
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from benchmarks.choices import Tool
+from benchmarks.models import ProbeRun
+from benchmarks.parsers import ParseError, RunFailed, parse_perftest
+from benchmarks.probes.interpret import interpret
+from benchmarks.services import terms_view
+from billing.choices import InvoiceStatus
+from billing.models import (
+    Dispute,
+    DisputeEvent,
+    DisputeState,
+    Evidence,
+    EvidenceTool,
+    Incident,
+    Invoice,
+)
+from common.money import FEN
+from common.querysets import is_provider_staff
+from leases.choices import Role
+from leases.models import Lease, LeaseTerms, Membership, NodeAssignment
+
+# Raw output a customer may post (the probes cap their own output well below this).
+EVIDENCE_MAX_BYTES = 1024 * 1024
+# A clock a little ahead of ours is not a measurement from the future.
+CLOCK_SKEW = timedelta(minutes=5)
+PAIR_TOOLS = frozenset({EvidenceTool.IPERF3, EvidenceTool.PERFTEST, EvidenceTool.PING})
+REASON_MAX = 4000
+
+
+# --- who may do what ------------------------------------------------------------------
+
+
+def can_write_for(user: Any, lease: Lease) -> bool:
+    """Provider staff, or an admin of the lease's tenant (viewers and auditors only read)."""
+    if is_provider_staff(user):
+        return True
+    if not (user and user.is_authenticated and user.is_active):
+        return False
+    return Membership.objects.filter(user=user, tenant_id=lease.tenant_id, role=Role.ADMIN).exists()
+
+
+def _require_writer(user: Any, lease: Lease) -> None:
+    if not can_write_for(user, lease):
+        raise PermissionDenied(
+            _("Only an admin of the tenant or provider staff can do this for lease %(lease)s.")
+            % {"lease": lease.reference}
+        )
+
+
+def _require_staff(user: Any) -> None:
+    if not is_provider_staff(user):
+        raise PermissionDenied(_("Only provider staff decide disputes."))
+
+
+def _reason(text: str, field: str = "reason") -> str:
+    cleaned = (text or "").strip()
+    if not cleaned:
+        raise ValidationError({field: _("Give a reason.")})
+    if len(cleaned) > REASON_MAX:
+        raise ValidationError(
+            {field: _("A reason is at most %(n)s characters.") % {"n": REASON_MAX}}
+        )
+    return cleaned
+
+
+# --- evidence -------------------------------------------------------------------------
+
+
+def _probe_tool(tool: str, raw_output: str) -> str:
+    """The probe tool whose interpretation applies to a customer's tool output."""
+    if tool == EvidenceTool.IPERF3:
+        return Tool.IPERF3
+    if tool == EvidenceTool.PING:
+        return Tool.PING
+    if tool == EvidenceTool.NCCL_TESTS:
+        return Tool.ALL_REDUCE_PERF
+    return Tool.IB_WRITE_LAT if parse_perftest(raw_output).kind == "lat" else Tool.IB_WRITE_BW
+
+
+def _nodes_of(lease: Lease, hostnames: Sequence[str], at: datetime, tool: str) -> list[Any]:
+    names = [str(name).strip() for name in hostnames]
+    if not names or any(not name for name in names):
+        raise ValidationError({"nodes": _("Name the nodes the measurement ran on.")})
+    if len(set(names)) != len(names):
+        raise ValidationError({"nodes": _("A node is named twice.")})
+    if tool in PAIR_TOOLS and len(names) != 2:
+        raise ValidationError(
+            {"nodes": _("%(tool)s measures between two nodes: name exactly two.") % {"tool": tool}}
+        )
+    held = {
+        assignment.node.hostname: assignment.node
+        for assignment in NodeAssignment.objects.filter(lease=lease)
+        .in_force_at(at)
+        .select_related("node")
+    }
+    foreign = [name for name in names if name not in held]
+    if foreign:
+        raise ValidationError(
+            {
+                "nodes": _("%(nodes)s was not a node of lease %(lease)s at %(at)s.")
+                % {
+                    "nodes": ", ".join(foreign),
+                    "lease": lease.reference,
+                    "at": at.astimezone(ZoneInfo(lease.tenant.time_zone)).strftime(
+                        "%Y-%m-%d %H:%M"
+                    ),
+                }
+            }
+        )
+    return [held[name] for name in names]
+
+
+@transaction.atomic
+def submit_evidence(
+    *,
+    lease: Lease,
+    user: Any,
+    tool: str,
+    raw_output: str,
+    nodes: Sequence[str],
+    measured_at: datetime | None = None,
+    note: str = "",
+    now: datetime | None = None,
+) -> Evidence:
+    """Parse, judge and store a customer's own measurement on the lease. Refused
+    (ValidationError, by field) when the output does not parse (the parser's reason), the
+    run itself failed, a node is not the lease's at ``measured_at`` (default now), or no
+    terms were in force then."""
+    _require_writer(user, lease)
+    now = now or timezone.now()
+    if tool not in EvidenceTool.values:
+        raise ValidationError(
+            {
+                "tool": _("Unknown tool %(tool)r; give one of %(known)s.")
+                % {"tool": tool, "known": ", ".join(EvidenceTool.values)}
+            }
+        )
+    if not isinstance(raw_output, str) or not raw_output.strip():
+        raise ValidationError({"raw_output": _("The raw output is empty.")})
+    if len(raw_output.encode()) > EVIDENCE_MAX_BYTES:
+        raise ValidationError(
+            {"raw_output": _("The raw output is over %(n)s bytes.") % {"n": EVIDENCE_MAX_BYTES}}
+        )
+    measured_at = measured_at or now
+    if measured_at > now + CLOCK_SKEW:
+        raise ValidationError({"measured_at": _("A measurement cannot come from the future.")})
+    terms = LeaseTerms.objects.in_force(lease.pk, measured_at)
+    if terms is None:
+        raise ValidationError(
+            {
+                "measured_at": _("No terms of lease %(lease)s were in force then.")
+                % {"lease": lease.reference}
+            }
+        )
+    node_objects = _nodes_of(lease, nodes, measured_at, tool)
+    try:
+        result = interpret(
+            tool=_probe_tool(tool, raw_output), raw_output=raw_output, terms=terms_view(terms)
+        )
+    except RunFailed as error:
+        raise ValidationError(
+            {"raw_output": _("The run itself failed: %(reason)s") % {"reason": error}}
+        ) from None
+    except ParseError as error:
+        raise ValidationError(
+            {
+                "raw_output": _("Unparsable %(tool)s output: %(reason)s")
+                % {"tool": tool, "reason": error}
+            }
+        ) from None
+    evidence = Evidence.objects.create(
+        lease=lease,
+        submitted_by=user,
+        tool=tool,
+        measured_at=measured_at,
+        raw_output=raw_output,
+        raw_sha256=hashlib.sha256(raw_output.encode()).hexdigest(),
+        parsed=result.parsed,
+        measured_bps=result.measured_bps,
+        latency_us=result.latency_us,
+        terms=terms,
+        verdict=result.judgement.verdict,
+        rule=result.judgement.rule,
+        verdict_reason=result.judgement.reason,
+        note=(note or "").strip()[:REASON_MAX],
+    )
+    evidence.nodes.set(node_objects)
+    return evidence
+
+
+# --- disputes -------------------------------------------------------------------------
+
+
+def _event(dispute: Dispute, action: str, user: Any, at: datetime, reason: str = "", **detail: Any):  # type: ignore[no-untyped-def]
+    return DisputeEvent.objects.create(
+        dispute=dispute, action=action, actor=user, at=at, reason=reason, detail=detail
+    )
+
+
+def _check_evidence(lease: Lease, evidence: Iterable[Evidence]) -> list[Evidence]:
+    items = list(evidence)
+    foreign = [item.pk for item in items if item.lease_id != lease.pk]
+    if foreign:
+        raise ValidationError(
+            {
+                "evidence": _("Evidence %(ids)s is not evidence on lease %(lease)s.")
+                % {"ids": ", ".join(map(str, foreign)), "lease": lease.reference}
+            }
+        )
+    return items
+
+
+@transaction.atomic
+def open_dispute(
+    *,
+    lease: Lease,
+    user: Any,
+    reason: str,
+    probe_run: ProbeRun | None = None,
+    incident: Incident | None = None,
+    invoice: Invoice | None = None,
+    evidence: Iterable[Evidence] = (),
+    now: datetime | None = None,
+) -> Dispute:
+    """Open a dispute about a probe run's verdict, an incident or an invoice of the lease
+    (at least one), attaching the tenant's evidence on that lease."""
+    _require_writer(user, lease)
+    now = now or timezone.now()
+    text = _reason(reason)
+    if probe_run is None and incident is None and invoice is None:
+        raise ValidationError(
+            _("A dispute is about a probe run, an incident or an invoice: name one.")
+        )
+    if probe_run is not None and probe_run.lease_id != lease.pk:
+        raise ValidationError(
+            {
+                "probe_run": _("This probe run is not of lease %(lease)s.")
+                % {"lease": lease.reference}
+            }
+        )
+    if incident is not None and incident.lease_id != lease.pk:
+        raise ValidationError(
+            {"incident": _("This incident is not of lease %(lease)s.") % {"lease": lease.reference}}
+        )
+    if invoice is not None and invoice.tenant_id != lease.tenant_id:
+        raise ValidationError(
+            {
+                "invoice": _("This invoice is not of lease %(lease)s's tenant.")
+                % {"lease": lease.reference}
+            }
+        )
+    items = _check_evidence(lease, evidence)
+    dispute = Dispute.objects.create(
+        lease=lease,
+        probe_run=probe_run,
+        incident=incident,
+        invoice=invoice,
+        opened_by=user,
+        reason=text,
+    )
+    dispute.evidence.set(items)
+    _event(
+        dispute,
+        DisputeEvent.Action.OPENED,
+        user,
+        now,
+        text,
+        probe_run=probe_run.pk if probe_run else None,
+        incident=incident.pk if incident else None,
+        invoice=invoice.pk if invoice else None,
+        evidence=[item.pk for item in items],
+    )
+    return dispute
+
+
+def _locked_open(dispute: Dispute) -> Dispute:
+    locked = Dispute.objects.select_for_update().select_related("lease__tenant").get(pk=dispute.pk)
+    if locked.state != DisputeState.OPEN:
+        raise ValidationError(
+            _("Dispute #%(id)s is already %(state)s.")
+            % {"id": locked.pk, "state": locked.get_state_display()}
+        )
+    return locked
+
+
+@transaction.atomic
+def attach_evidence(
+    *, dispute: Dispute, user: Any, evidence: Iterable[Evidence], now: datetime | None = None
+) -> Dispute:
+    """Add evidence to an open dispute."""
+    _require_writer(user, dispute.lease)
+    now = now or timezone.now()
+    locked = _locked_open(dispute)
+    items = _check_evidence(locked.lease, evidence)
+    if not items:
+        raise ValidationError({"evidence": _("Attach at least one piece of evidence.")})
+    locked.evidence.add(*items)
+    _event(locked, DisputeEvent.Action.EVIDENCE_ADDED, user, now, evidence=[i.pk for i in items])
+    return locked
+
+
+def _credit(value: Any) -> Decimal:
+    try:
+        amount = Decimal(str(value))
+    except (InvalidOperation, ValueError):
+        raise ValidationError({"credit_cny": _("The credit must be an amount in CNY.")}) from None
+    if not amount.is_finite() or amount < 0:
+        raise ValidationError({"credit_cny": _("The credit must be zero or more.")})
+    if amount != amount.quantize(FEN):
+        raise ValidationError({"credit_cny": _("The credit is in CNY to the fen (0.01).")})
+    if amount >= Decimal("1e12"):
+        raise ValidationError({"credit_cny": _("The credit is too large.")})
+    return amount.quantize(FEN)
+
+
+def credit_period_at(*, lease: Lease, at: datetime) -> str:
+    """The invoice month an accepted dispute's credit goes on: the month of acceptance in
+    the tenant's time zone, or the next month when that invoice is already final."""
+    local = at.astimezone(ZoneInfo(lease.tenant.time_zone))
+    period = f"{local.year}-{local.month:02d}"
+    if Invoice.objects.filter(
+        tenant_id=lease.tenant_id, period=period, status=InvoiceStatus.FINAL
+    ).exists():
+        year, month = (local.year + 1, 1) if local.month == 12 else (local.year, local.month + 1)
+        period = f"{year}-{month:02d}"
+    return period
+
+
+@transaction.atomic
+def accept_dispute(
+    *,
+    dispute: Dispute,
+    user: Any,
+    reason: str,
+    credit_cny: Decimal | str | int = Decimal("0.00"),
+    now: datetime | None = None,
+) -> Dispute:
+    """Provider staff accept an open dispute. A credit above zero becomes an adjustment
+    line on the tenant's invoice for the month of acceptance (``credit_period``)."""
+    _require_staff(user)
+    now = now or timezone.now()
+    text = _reason(reason)
+    amount = _credit(credit_cny)
+    locked = _locked_open(dispute)
+    locked.state = DisputeState.ACCEPTED
+    locked.decided_by, locked.decided_at, locked.decision_reason = user, now, text
+    locked.credit_cny = amount
+    locked.credit_period = credit_period_at(lease=locked.lease, at=now)
+    locked.save()
+    _event(
+        locked,
+        DisputeEvent.Action.ACCEPTED,
+        user,
+        now,
+        text,
+        credit_cny=str(amount),
+        credit_period=locked.credit_period,
+    )
+    return locked
+
+
+@transaction.atomic
+def reject_dispute(
+    *, dispute: Dispute, user: Any, reason: str, now: datetime | None = None
+) -> Dispute:
+    """Provider staff reject an open dispute, with the reason the tenant will read."""
+    _require_staff(user)
+    now = now or timezone.now()
+    text = _reason(reason)
+    locked = _locked_open(dispute)
+    locked.state = DisputeState.REJECTED
+    locked.decided_by, locked.decided_at, locked.decision_reason = user, now, text
+    locked.save()
+    _event(locked, DisputeEvent.Action.REJECTED, user, now, text)
+    return locked
+
+
+def accepted_credits(*, tenant_id: int, period: str) -> list[Dispute]:
+    """Accepted disputes whose credit goes on the tenant's invoice for ``period``."""
+    return list(
+        Dispute.objects.filter(
+            lease__tenant_id=tenant_id,
+            state=DisputeState.ACCEPTED,
+            credit_period=period,
+            credit_cny__gt=0,
+        )
+        .select_related("lease")
+        .order_by("decided_at", "pk")
+    )
+
+
+__all__ = [
+    "EVIDENCE_MAX_BYTES",
+    "accept_dispute",
+    "accepted_credits",
+    "attach_evidence",
+    "can_write_for",
+    "credit_period_at",
+    "open_dispute",
+    "reject_dispute",
+    "submit_evidence",
+]

@@ -1,0 +1,148 @@
+"""The registry the isolation proof (test_isolation.py) walks: one entry per named API
+route under /api/v1/. A route that is missing here fails that test, so every new route
+must say how to reach another tenant's object through it.
+
+Each entry receives a conftest.Side (one tenant's world: tenant, members, lease, nodes,
+runs, incident, invoice, token) and names that tenant's rows the route could expose."""
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tests.factories import at
+
+Side = Any
+
+
+@dataclass(frozen=True)
+class ListOf:
+    """A list route: the ids it must never show another tenant; optional filters that name
+    that tenant's objects (they must match nothing)."""
+
+    ids: Callable[[Side], set[int]]
+    filters: Callable[[Side], list[dict[str, Any]]] = lambda side: []
+    query: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class DetailOf:
+    """A detail route: the URL kwargs of the tenant's object; every method of the route
+    must answer 404 to another tenant's users."""
+
+    kwargs: Callable[[Side], dict[str, Any]]
+    query: dict[str, str] = field(default_factory=dict)
+    body: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class NoRows:
+    """A route that shows no tenant rows at all (the reason is required)."""
+
+    reason: str
+
+
+def pk(get: Callable[[Side], Any]) -> Callable[[Side], dict[str, Any]]:
+    return lambda side: {"pk": get(side).pk}
+
+
+IPERF3_OUTPUT = Path(__file__).parent.parent / "benchmarks/fixtures/iperf3/tcp_3.14_macos.json"
+
+
+def evidence_of(side: Side) -> Any:
+    """The tenant's own iperf3 measurement on its lease (made once per side)."""
+    if getattr(side, "evidence", None) is None:
+        from billing import evidence
+
+        side.evidence = evidence.submit_evidence(
+            lease=side.lease,
+            user=side.members["admin"],
+            tool="iperf3",
+            raw_output=IPERF3_OUTPUT.read_text(),
+            nodes=[node.hostname for node in side.nodes],
+            measured_at=at("2026-11-05 10:00"),
+            now=at("2026-11-10 10:00"),
+        )
+    return side.evidence
+
+
+def dispute_of(side: Side) -> Any:
+    """An open dispute of the tenant about a run, with its evidence (made once per side)."""
+    if getattr(side, "dispute", None) is None:
+        from billing import evidence
+
+        side.dispute = evidence.open_dispute(
+            lease=side.lease,
+            user=side.members["admin"],
+            reason="Our own job saturated the link during the probe.",
+            probe_run=side.runs[0],
+            evidence=[evidence_of(side)],
+            now=at("2026-11-10 11:00"),
+        )
+    return side.dispute
+
+
+CASES: dict[str, ListOf | DetailOf | NoRows] = {
+    "api:api-root": NoRows("the router's index lists the collections' URLs"),
+    "api:tenant-list": ListOf(lambda side: {side.tenant.pk}),
+    "api:tenant-detail": DetailOf(pk(lambda side: side.tenant)),
+    "api:site-list": ListOf(lambda side: {side.nodes[0].leaf_switch.fabric.site_id}),
+    "api:site-detail": DetailOf(pk(lambda side: side.nodes[0].leaf_switch.fabric.site)),
+    "api:fabric-list": ListOf(
+        lambda side: {side.nodes[0].leaf_switch.fabric_id},
+        filters=lambda side: [{"site": side.nodes[0].leaf_switch.fabric.site.code}],
+    ),
+    "api:fabric-detail": DetailOf(pk(lambda side: side.nodes[0].leaf_switch.fabric)),
+    "api:node-list": ListOf(
+        lambda side: {node.pk for node in side.nodes},
+        filters=lambda side: [{"lease": side.lease.pk}],
+    ),
+    "api:node-detail": DetailOf(pk(lambda side: side.nodes[0])),
+    "api:lease-list": ListOf(
+        lambda side: {side.lease.pk},
+        filters=lambda side: [{"tenant": side.tenant.slug}, {"reference": side.lease.reference}],
+    ),
+    "api:lease-detail": DetailOf(pk(lambda side: side.lease)),
+    "api:lease-activate": DetailOf(pk(lambda side: side.lease)),
+    "api:lease-end": DetailOf(pk(lambda side: side.lease)),
+    "api:lease-cancel": DetailOf(pk(lambda side: side.lease)),
+    "api:lease-run-now": DetailOf(pk(lambda side: side.lease), body={"kinds": ["link"]}),
+    "api:lease-sla": DetailOf(pk(lambda side: side.lease), query={"period": "2026-11"}),
+    "api:proberun-list": ListOf(
+        lambda side: {run.pk for run in side.runs},
+        filters=lambda side: [
+            {"lease": side.lease.pk},
+            {"node": side.nodes[0].pk},
+            {"batch": str(side.runs[0].batch)},
+        ],
+    ),
+    "api:proberun-detail": DetailOf(pk(lambda side: side.runs[0])),
+    "api:proberun-raw": DetailOf(pk(lambda side: side.runs[0])),
+    "api:incident-list": ListOf(
+        lambda side: {side.incident.pk}, filters=lambda side: [{"lease": side.lease.pk}]
+    ),
+    "api:incident-detail": DetailOf(pk(lambda side: side.incident)),
+    "api:invoice-list": ListOf(
+        lambda side: {side.invoice.pk}, filters=lambda side: [{"tenant": side.tenant.slug}]
+    ),
+    "api:invoice-detail": DetailOf(pk(lambda side: side.invoice)),
+    "api:apitoken-list": ListOf(
+        lambda side: {side.token.pk}, filters=lambda side: [{"prefix": side.token.prefix}]
+    ),
+    "api:apitoken-detail": DetailOf(pk(lambda side: side.token)),
+    "api:apitoken-revoke": DetailOf(pk(lambda side: side.token)),
+    # Audit bundle, evidence and disputes (api/audit_urls.py).
+    "api:audit-public-key": NoRows("the provider's public signing key, the same for all"),
+    "api:lease-audit": DetailOf(pk(lambda side: side.lease), query={"period": "2026-11"}),
+    "api:lease-evidence": DetailOf(
+        pk(lambda side: side.lease),
+        body={"tool": "iperf3", "raw_output": "{}", "nodes": []},
+    ),
+    "api:evidence-detail": DetailOf(pk(evidence_of)),
+    "api:dispute-list": ListOf(
+        lambda side: {dispute_of(side).pk}, filters=lambda side: [{"lease": side.lease.pk}]
+    ),
+    "api:dispute-detail": DetailOf(pk(dispute_of)),
+    "api:dispute-accept": DetailOf(pk(dispute_of), body={"credit": "100.00", "reason": "ok"}),
+    "api:dispute-reject": DetailOf(pk(dispute_of), body={"reason": "no"}),
+}

@@ -1,0 +1,388 @@
+"""Contract audit: the probe runs' hash chain, the signed bundle, and audit_verify
+recomputing compliance, the credit and the invoice lines from the bundle alone."""
+
+import json
+from datetime import timedelta
+from decimal import Decimal as D
+
+import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from django.core.management import call_command
+
+from benchmarks import chain
+from benchmarks.models import ProbeRun
+from benchmarks.services import mark_missed
+from billing import audit, invoicing
+from billing.ingest import ingest_all
+from leases import services
+from leases.choices import LeaseStatus
+from tests.factories import NodeFactory, at, make_lease, make_run
+
+pytestmark = pytest.mark.django_db
+
+NOVEMBER = "2026-11"
+AFTER_NOVEMBER = at("2026-12-01 02:00")
+
+
+def active_lease(**terms):  # type: ignore[no-untyped-def]
+    lease = make_lease(nodes=NodeFactory.create_batch(2), **terms)
+    return services.transition_lease(lease=lease, to=LeaseStatus.ACTIVE)
+
+
+@pytest.fixture
+def month():  # type: ignore[no-untyped-def]
+    """A lease's November: 10 hourly throughput samples (one failed, one that measured
+    nothing), link checks of both nodes in three slots (one node down in one), and an
+    acceptance run that is evidence, not a sample. Rollups ingested, invoice drafted.
+
+    Throughput: 8 passed, 1 failed, 1 unknown -> 80.000%; availability: 2 slots of 5
+    minutes up, 1 down -> 66.667%. The credit compliance is the lower, 66.667%, below the
+    95% tier (50%), capped at 50%: 50% of the 6,000.00 network fee = -3,000.00."""
+    lease = active_lease()
+    for hour in range(10):
+        slot = at("2026-11-02 10:00") + timedelta(hours=hour)
+        if hour == 3:
+            make_run(lease, slot=slot, verdict="fail", measured_bps=40 * 10**9)
+        elif hour == 7:
+            make_run(lease, slot=slot, state="failed")
+        else:
+            make_run(lease, slot=slot, measured_bps=98 * 10**9)
+    for minute, down in ((0, None), (5, "n2"), (10, None)):
+        slot = at("2026-11-03 08:00") + timedelta(minutes=minute)
+        for node in ("n1", "n2"):
+            make_run(
+                lease,
+                kind="link",
+                target=node,
+                pattern="node",
+                slot=slot,
+                cadence_s=300,
+                verdict="fail" if node == down else "pass",
+            )
+    make_run(lease, slot=at("2026-11-01 00:05"), trigger="acceptance", measured_bps=99 * 10**9)
+    ingest_all(notify=False)
+    invoicing.draft_invoice(tenant=lease.tenant, period=NOVEMBER, now=AFTER_NOVEMBER)
+    return lease
+
+
+def floats(value, path="bundle"):  # type: ignore[no-untyped-def]
+    if isinstance(value, float):
+        yield path
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from floats(item, f"{path}.{key}")
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from floats(item, f"{path}[{index}]")
+
+
+def signed(lease):  # type: ignore[no-untyped-def]
+    return audit.signed_bundle(lease=lease, period=NOVEMBER, now=AFTER_NOVEMBER)
+
+
+def resign(doc, key):  # type: ignore[no-untyped-def]
+    return audit.sign_bundle(doc["bundle"], key)
+
+
+# --------------------------------------------------------------------------------------
+# The chain
+# --------------------------------------------------------------------------------------
+
+
+def test_finished_runs_are_linked_in_finish_order_from_the_genesis_hash():
+    lease = active_lease()
+    late = make_run(lease, slot=at("2026-11-02 10:00"), finished=at("2026-11-02 10:30"))
+    early = make_run(lease, slot=at("2026-11-02 11:00"), finished=at("2026-11-02 10:10"))
+    linked = chain.link_pending(lease_id=lease.pk)
+    assert [run.pk for run in linked] == [early.pk, late.pk]
+    early.refresh_from_db()
+    late.refresh_from_db()
+    assert (early.chain_index, early.prev_hash) == (1, chain.GENESIS)
+    assert (late.chain_index, late.prev_hash) == (2, early.run_hash)
+    assert late.run_hash == chain.link_hash(chain.run_content(late), early.run_hash)
+    assert chain.link_pending(lease_id=lease.pk) == []  # idempotent
+    assert chain.verify_lease(lease_id=lease.pk) == []
+
+
+def test_a_run_still_scheduled_is_not_linked_until_it_is_missed():
+    lease = active_lease()
+    done = make_run(lease, slot=at("2026-11-02 10:00"))
+    waiting = make_run(lease, slot=at("2026-11-02 11:00"), state="scheduled")
+    ProbeRun.objects.filter(pk=waiting.pk).update(finished_at=None, started_at=None)
+    chain.link_pending(lease_id=lease.pk)
+    waiting.refresh_from_db()
+    assert waiting.chain_index is None
+    # The dispatcher marks it missed (one UPDATE, whatever the number of leases); the next
+    # run recorded for the lease, or the next audit bundle, links it.
+    mark_missed(now=at("2026-11-02 13:00"))
+    chain.link_pending(lease_id=lease.pk)
+    waiting.refresh_from_db()
+    done.refresh_from_db()
+    assert (waiting.state, waiting.chain_index, waiting.prev_hash) == (
+        "missed",
+        2,
+        done.run_hash,
+    )
+
+
+def test_recording_a_run_links_it_and_the_runs_that_finished_before_it():
+    from benchmarks.probes.runner import Execution
+    from benchmarks.services import record_execution
+
+    lease = active_lease()
+    skipped = make_run(lease, slot=at("2026-11-02 10:00"), state="skipped")
+    run = make_run(lease, slot=at("2026-11-02 11:00"), state="running")
+    ProbeRun.objects.filter(pk=run.pk).update(finished_at=None)
+    run.refresh_from_db()
+    execution = Execution(
+        command="iperf3 -c 198.18.0.2 -J",
+        raw_output="{}",
+        stderr="",
+        exit_code=1,
+        state="failed",
+        error="iperf3 exited 1",
+        finished_at=at("2026-11-02 11:01"),
+    )
+    record_execution(run=run, execution=execution, terms=None, plan={}, hostnames=[])
+    skipped.refresh_from_db()
+    assert (skipped.chain_index, run.chain_index, run.prev_hash) == (1, 2, skipped.run_hash)
+    assert chain.verify_lease(lease_id=lease.pk) == []
+
+
+def test_an_unreachable_run_that_may_be_retried_waits_for_its_last_attempt():
+    lease = active_lease()
+    run = make_run(lease, slot=at("2026-11-02 10:00"), state="unreachable")
+    ProbeRun.objects.filter(pk=run.pk).update(attempts=1)
+    assert chain.link_pending(lease_id=lease.pk, now=at("2026-11-02 10:30")) == []
+    ProbeRun.objects.filter(pk=run.pk).update(attempts=3)
+    assert len(chain.link_pending(lease_id=lease.pk, now=at("2026-11-02 10:30"))) == 1
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("raw_sha256", "f" * 64), ("verdict", "pass")],
+)
+def test_changing_a_stored_run_breaks_the_chain_at_that_run(field, value):
+    lease = active_lease()
+    make_run(lease, slot=at("2026-11-02 10:00"))
+    tampered = make_run(lease, slot=at("2026-11-02 11:00"), verdict="fail")
+    make_run(lease, slot=at("2026-11-02 12:00"))
+    chain.link_pending(lease_id=lease.pk)
+    ProbeRun.objects.filter(pk=tampered.pk).update(**{field: value})
+    problems = chain.verify_lease(lease_id=lease.pk)
+    assert len(problems) == 1
+    assert problems[0].startswith(f"chain link 2 (run {tampered.pk}): stored hash ")
+    assert "does not match its content" in problems[0]
+
+
+def test_a_removed_link_and_a_wrong_genesis_are_named():
+    lease = active_lease()
+    for hour in range(3):
+        make_run(lease, slot=at("2026-11-02 10:00") + timedelta(hours=hour))
+    chain.link_pending(lease_id=lease.pk)
+    links = chain.stored_links(lease_id=lease.pk)
+    assert chain.verify_chain([links[0], links[2]]) == [
+        f"chain link 3 (run {links[2].run_id}) follows chain link 1: 1 link(s) are missing"
+    ]
+    forged = chain.Link(1, "1" * 64, links[0].run_hash, links[0].content, links[0].run_id)
+    problems = chain.verify_chain([forged])
+    assert "not the genesis hash" in problems[0]
+    assert "does not match its content" in problems[1]
+
+
+# --------------------------------------------------------------------------------------
+# The bundle and its signature
+# --------------------------------------------------------------------------------------
+
+
+def test_the_bundle_holds_terms_runs_rollups_compliance_credit_and_lines(month):
+    doc = signed(month)
+    bundle = doc["bundle"]
+    assert bundle["format"] == audit.FORMAT
+    assert bundle["period"] == {
+        "period": NOVEMBER,
+        "time_zone": "Asia/Shanghai",
+        "start": "2026-10-31T16:00:00.000000Z",
+        "end": "2026-11-30T16:00:00.000000Z",
+        "month_seconds": 2_592_000,
+    }
+    assert [t["version"] for t in bundle["terms"]] == [1]
+    assert bundle["terms"][0]["network_fee_per_month"] == "6000.00"
+    assert len(bundle["runs"]) == 17
+    assert [r["chain_index"] for r in bundle["runs"]] == list(range(1, 18))
+    acceptance = next(r for r in bundle["runs"] if r["content"]["trigger"] == "acceptance")
+    assert acceptance["sla"] == {"counted": False, "outcome": None}
+    assert acceptance["raw_url"] == f"/api/v1/probe-runs/{acceptance['id']}/raw/"
+    throughput = bundle["compliance"]["by_kind"]["throughput"]
+    assert (throughput["passed"], throughput["failed"], throughput["unknown"]) == (8, 1, 1)
+    assert throughput["compliance_percent"] == "80.000"
+    assert bundle["compliance"]["availability"]["percent"] == "66.667"
+    assert bundle["compliance"]["credit_compliance_percent"] == "66.667"
+    assert bundle["credit"]["amount"] == "-3000.00"
+    assert bundle["credit"]["capped"] is False
+    kinds = [(line["kind"], line["amount"]) for line in bundle["invoice"]["lines"]]
+    assert kinds == [
+        ("node_rent", "90000.00"),
+        ("network_fee", "6000.00"),
+        ("sla_credit", "-3000.00"),
+    ]
+    assert bundle["invoice"]["source"] == "invoice"
+    assert not list(floats(bundle)), "a bundle holds no JSON float (see README)"
+    assert audit.verify(doc) == []
+
+
+def test_a_modified_bundle_fails_the_signature(month):
+    doc = signed(month)
+    doc["bundle"]["credit"]["amount"] = "-30.00"
+    mismatches = audit.verify(doc)
+    assert mismatches[0].startswith("the signature does not verify")
+
+
+def test_a_bundle_resigned_with_another_key_fails_against_the_published_key(month):
+    doc = signed(month)
+    published = audit.public_key_info()["public_key_pem"]
+    forged = resign(doc, Ed25519PrivateKey.generate())
+    assert audit.verify(forged) == []  # consistent in itself...
+    mismatches = audit.verify(forged, published)  # ...but not the provider's
+    assert mismatches[0].startswith("the bundle names signing key sha256:")
+    assert mismatches[1].startswith("the signature does not verify")
+
+
+def test_a_forged_verdict_is_caught_by_the_chain_and_the_recomputation(month):
+    doc = signed(month)
+    key = Ed25519PrivateKey.generate()
+    failed = next(
+        r for r in doc["bundle"]["runs"] if r["content"]["verdict"] == "fail"
+    )  # the 40 Gbit/s sample
+    failed["content"]["verdict"] = "pass"
+    mismatches = audit.verify(resign(doc, key))
+    assert any(
+        m.startswith(f"chain link {failed['chain_index']} (run {failed['id']}): stored hash")
+        for m in mismatches
+    )
+    assert f"run {failed['id']}: the bundle says failed, recomputed passed" in mismatches
+    assert "throughput passed samples: the bundle says 8, recomputed 9" in mismatches
+
+
+def test_a_stale_rollup_and_a_wrong_line_are_each_named(month):
+    doc = signed(month)
+    bundle = doc["bundle"]
+    rollup = next(r for r in bundle["rollups"] if r["kind"] == "throughput")
+    rollup["passed"] += 1
+    rent = bundle["invoice"]["lines"][0]
+    rent["amount"] = "90000.01"
+    mismatches = audit.verify(resign(doc, Ed25519PrivateKey.generate()))
+    assert mismatches == [
+        f"hourly rollup throughput {rollup['hour']}: rollup vs runs: passed 2 vs 1",
+        "invoice line 1 (node_rent) amount: the bundle says 90000.01, recomputed 90000.00",
+    ]
+
+
+def test_the_credit_is_recomputed_with_the_bundles_tiers_and_cap(month):
+    doc = signed(month)
+    bundle = doc["bundle"]
+    bundle["terms"][0]["credit_cap_percent"] = "10"
+    mismatches = audit.verify(resign(doc, Ed25519PrivateKey.generate()))
+    assert "credit percent applied: the bundle says 50, recomputed 10" in mismatches
+    assert "credit amount: the bundle says -3000.00, recomputed -600.00" in mismatches
+    assert (
+        "SLA credit line(s) on the invoice: the bundle says -3000.00, recomputed -600.00"
+        in mismatches
+    )
+
+
+def test_the_public_key_is_created_once_and_reused(settings, tmp_path):
+    settings.AUDIT_SIGNING_KEY = str(tmp_path / "keys" / "audit.pem")
+    first = audit.public_key_info()
+    assert (tmp_path / "keys" / "audit.pem").stat().st_mode & 0o777 == 0o600
+    assert audit.public_key_info() == first
+    assert audit.load_public_key(first["public_key"]).public_bytes_raw() == (
+        audit.load_public_key(first["public_key_pem"]).public_bytes_raw()
+    )
+
+
+def test_a_bad_period_is_refused():
+    lease = active_lease()
+    from django.core.exceptions import ValidationError
+
+    with pytest.raises(ValidationError, match="YYYY-MM"):
+        audit.build_bundle(lease=lease, period="2026-13")
+
+
+# --------------------------------------------------------------------------------------
+# audit_verify
+# --------------------------------------------------------------------------------------
+
+
+def run_verify(*args, capsys):  # type: ignore[no-untyped-def]
+    try:
+        call_command("audit_verify", *args)
+        code = 0
+    except SystemExit as exit_:
+        code = exit_.code
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_audit_verify_exits_0_on_a_real_bundle_without_touching_the_database(
+    month, tmp_path, capsys, django_assert_num_queries
+):
+    path = tmp_path / "bundle.json"
+    path.write_text(json.dumps(signed(month), ensure_ascii=False))
+    key = tmp_path / "provider.pem"
+    key.write_text(audit.public_key_info()["public_key_pem"])
+    with django_assert_num_queries(0):
+        code, out, _err = run_verify(str(path), "--public-key", str(key), capsys=capsys)
+    assert code == 0, out
+    assert "ok: chain: 17 link(s) checked" in out
+    assert "ok: credit: 50% of network fee 6000.00 = -3000.00" in out
+    assert out.rstrip().endswith("all figures agree")
+
+
+def test_audit_verify_exits_1_and_prints_every_mismatch(month, tmp_path, capsys):
+    doc = signed(month)
+    doc["bundle"]["invoice"]["lines"][1]["amount"] = "6100.00"
+    path = tmp_path / "bundle.json"
+    path.write_text(json.dumps(doc))
+    code, out, err = run_verify(str(path), capsys=capsys)
+    assert code == 1
+    assert "MISMATCH: the signature does not verify" in out
+    assert "MISMATCH: invoice line 2 (network_fee) amount: the bundle says 6100.00" in out
+    assert "mismatch(es)" in err
+
+
+def test_an_accepted_dispute_credit_line_is_checked_too(month):
+    from billing import evidence
+    from tests.factories import StaffFactory
+
+    dispute = evidence.open_dispute(
+        lease=month,
+        user=StaffFactory(),
+        reason="the 40 Gbit/s sample was our own job",
+        probe_run=month.probe_runs.filter(verdict="fail").first(),
+        now=at("2026-11-20 10:00"),
+    )
+    evidence.accept_dispute(
+        dispute=dispute,
+        user=StaffFactory(),
+        reason="agreed",
+        credit_cny=D("123.45"),
+        now=at("2026-11-21 10:00"),
+    )
+    invoicing.draft_invoice(tenant=month.tenant, period=NOVEMBER, now=AFTER_NOVEMBER)
+    doc = signed(month)
+    assert doc["bundle"]["invoice"]["lines"][-1]["amount"] == "-123.45"
+    assert doc["bundle"]["disputes"][0]["events"][-1]["action"] == "accepted"
+    assert audit.verify(doc) == []
+
+
+def test_a_month_without_runs_or_invoice_verifies_with_computed_lines():
+    lease = active_lease()
+    doc = signed(lease)
+    assert doc["bundle"]["runs"] == []
+    assert doc["bundle"]["invoice"]["source"] == "computed"
+    assert [line["kind"] for line in doc["bundle"]["invoice"]["lines"]] == [
+        "node_rent",
+        "network_fee",
+    ]
+    assert audit.verify(doc) == []

@@ -99,8 +99,10 @@ def register_lab(state: LabState) -> Lease:
                 "contracted_bandwidth_gbps": contracted,
                 "technology": Technology.ETHERNET,
                 "billing_mode": BillingMode.MONTHLY,
-                "node_rent_per_month": Decimal("0"),
-                "network_fee_per_month": Decimal("0"),
+                # Lab prices, so invoices and credits have figures: 4 x 3,000 rent and a
+                # 1,500 network fee is a network cost share of 11.1%.
+                "node_rent_per_month": Decimal("3000.00"),
+                "network_fee_per_month": Decimal("1500.00"),
             },
         )
     held = set(lease.assignments.filter(void=False).values_list("node_id", flat=True))

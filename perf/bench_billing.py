@@ -31,7 +31,7 @@ RUN_COLUMNS = """
     lease_id, kind, tool, target, pattern, batch, trigger, slot_at, deadline_at, state,
     attempts, started_at, finished_at, command, exit_code, raw_output, stderr, raw_sha256,
     output_truncated, parsed, measured_bps, latency_us, terms_id, verdict, rule,
-    verdict_reason, error, site_id
+    verdict_reason, error, site_id, prev_hash, run_hash
 """
 
 THROUGHPUT_SQL = f"""
@@ -40,7 +40,7 @@ SELECT l.id, 'throughput', 'iperf3', 'n' || k || '>n' || ((k + 1) %% {NODES}), '
        gen_random_uuid(), 'schedule', s, s + interval '5 minutes', 'ok',
        1, s, s + interval '11 seconds', '', 0, '', '', '', false, NULL,
        bps, NULL, t.id, CASE WHEN bps >= 95000000000 THEN 'pass' ELSE 'fail' END,
-       'throughput >= 95%% of 100 Gbps contracted (terms v1)', '', '', %(site)s
+       'throughput >= 95%% of 100 Gbps contracted (terms v1)', '', '', %(site)s, '', ''
 FROM leases_lease l
 JOIN leases_leaseterms t ON t.lease_id = l.id
 CROSS JOIN generate_series(0, {NODES - 1}) AS k
@@ -62,7 +62,7 @@ SELECT l.id, 'counters', 'counters', 'n' || k, 'node', gen_random_uuid(), 'sched
            'section', 'counters ens1f0', 'name', 'ens1f0',
            'tx_bytes', (extract(epoch FROM s - %(start)s::timestamptz)::bigint / 300)
                        * 375000000000 + k))),
-       NULL, NULL, t.id, 'none', 'counters are recorded for metering', '', '', %(site)s
+       NULL, NULL, t.id, 'none', 'counters are recorded for metering', '', '', %(site)s, '', ''
 FROM leases_lease l
 JOIN leases_leaseterms t ON t.lease_id = l.id
 CROSS JOIN generate_series(0, {NODES - 1}) AS k

@@ -104,6 +104,8 @@ class ProbeRun(models.Model):
         ]
         indexes = [
             models.Index(fields=["lease", "kind", "-slot_at"], name="run_lease_kind_slot"),
+            # The API's run list of a lease: ordered by (-slot_at, -id), cursor on slot_at.
+            models.Index(fields=["lease", "-slot_at", "-id"], name="run_lease_slot_id"),
             models.Index(fields=["state", "deadline_at"], name="run_state_deadline"),
             models.Index(fields=["site", "-finished_at"], name="run_site_finished"),
             # The rollup job reads finished runs in (finished_at, id) order from a cursor.

@@ -1,0 +1,43 @@
+"""Units on every number: bandwidth in Gbit/s, money in ¥, shares in %."""
+
+from decimal import Decimal
+
+from django import template
+from django.utils.translation import gettext as _
+
+from common.money import format_cny
+from common.units import format_bps, plain
+
+register = template.Library()
+
+
+@register.filter
+def bps(value: int | Decimal | str | None) -> str:
+    return format_bps(Decimal(value)) if value not in (None, "") else _("no measurement")
+
+
+@register.filter
+def gbps(value: Decimal | str | None) -> str:
+    return f"{plain(Decimal(value))} Gbit/s" if value not in (None, "") else "-"
+
+
+@register.filter
+def cny(value: Decimal | str | None) -> str:
+    return format_cny(Decimal(value)) if value not in (None, "") else "-"
+
+
+@register.filter
+def percent(value: Decimal | str | None) -> str:
+    return f"{Decimal(value)} %" if value not in (None, "") else _("no data")
+
+
+@register.filter
+def hours(value: Decimal | str | None) -> str:
+    if value in (None, ""):
+        return "-"
+    return _("%(hours)s GPU-hours") % {"hours": plain(Decimal(value).quantize(Decimal("0.1")))}
+
+
+@register.filter
+def minutes(value: int | None) -> str:
+    return _("%(minutes)s min") % {"minutes": value or 0}

@@ -7,7 +7,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from zoneinfo import ZoneInfo
 
-from django.db.models import Max, Min, OuterRef, Q, Subquery, Sum
+from django.db.models import OuterRef, Q, Subquery
 from django.utils import timezone
 
 from benchmarks.choices import RunState
@@ -74,67 +74,6 @@ class LeaseRow:
         return int(self.terms.contracted_bandwidth_gbps * 10**9) if self.terms else None
 
 
-def _summaries(user, windows: dict[int, tuple[datetime, datetime]]) -> dict[int, sla.SlaSummary]:  # type: ignore[no-untyped-def]
-    """``billing.sla.evaluate`` for many leases and windows in one grouped query."""
-    if not windows:
-        return {}
-    scope = Q()
-    for lease_id, (start, end) in windows.items():
-        scope |= Q(lease_id=lease_id, hour__gte=start, hour__lt=end)
-    rows = (
-        HourlyRollup.objects.visible_to(user)
-        .filter(scope)
-        .values("lease_id", "kind")
-        .annotate(
-            passed=Sum("passed"),
-            failed=Sum("failed"),
-            unknown=Sum("unknown"),
-            excluded=Sum("excluded"),
-            informational=Sum("informational"),
-            measured=Sum("measured"),
-            sum_bps=Sum("sum_bps"),
-            min_bps=Min("min_bps"),
-            max_bps=Max("max_bps"),
-            sum_latency_us=Sum("sum_latency_us"),
-            available=Sum("available_minutes"),
-            unavailable=Sum("unavailable_minutes"),
-            unknown_minutes=Sum("unknown_minutes"),
-        )
-        .order_by()
-    )
-    by_kind: dict[int, dict[str, sla.Compliance]] = defaultdict(dict)
-    availability: dict[int, sla.Availability] = {}
-    for row in rows:
-        by_kind[row["lease_id"]][row["kind"]] = sla.Compliance(
-            passed=row["passed"],
-            failed=row["failed"],
-            unknown=row["unknown"],
-            excluded=row["excluded"],
-            informational=row["informational"],
-            measured=row["measured"],
-            sum_bps=row["sum_bps"] or Decimal(0),
-            min_bps=row["min_bps"],
-            max_bps=row["max_bps"],
-            sum_latency_us=row["sum_latency_us"] or 0.0,
-        )
-        if row["kind"] == ProbeKind.LINK:
-            availability[row["lease_id"]] = sla.Availability(
-                available_minutes=row["available"] or 0,
-                unavailable_minutes=row["unavailable"] or 0,
-                unknown_minutes=row["unknown_minutes"] or 0,
-            )
-    return {
-        lease_id: sla.SlaSummary(
-            lease_id,
-            start,
-            end,
-            by_kind.get(lease_id, {}),
-            availability.get(lease_id, sla.Availability()),
-        )
-        for lease_id, (start, end) in windows.items()
-    }
-
-
 def _latest_throughput(field: str) -> Subquery:
     runs = ProbeRun.objects.filter(
         lease=OuterRef("pk"),
@@ -177,7 +116,7 @@ def lease_overview(*, user, instant: datetime) -> list[LeaseRow]:  # type: ignor
         for lease in leases
         for start, end in [billed_window(lease, *months[lease.pk])]
     }
-    summaries = _summaries(user, windows)
+    summaries = sla.evaluate_many(windows=windows, rollups=HourlyRollup.objects.visible_to(user))
     earliest = min(start for start, _ in months.values())
     open_count: dict[int, int] = defaultdict(int)
     month_count: dict[int, int] = defaultdict(int)

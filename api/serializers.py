@@ -130,27 +130,7 @@ class CreditTierSerializer(StrictSerializer):
     credit_percent = serializers.CharField(validators=[_PERCENT], max_length=8)
 
 
-TERMS_FIELDS = [
-    "contracted_bandwidth_gbps",
-    "technology",
-    "sla_threshold_percent",
-    "collective_busbw_floor_gbps",
-    "latency_ceiling_us",
-    "probe_cadence_s",
-    "heavy_probe_policy",
-    "heavy_probe_windows",
-    "maintenance_windows",
-    "incident_after_violations",
-    "credit_tiers",
-    "credit_cap_percent",
-    "billing_mode",
-    "node_rent_per_month",
-    "network_fee_per_month",
-    "price_per_gb",
-    "price_per_mbps_p95",
-    "tax_rate_percent",
-    "billing_starts_on_acceptance",
-]
+TERMS_FIELDS = list(LeaseTerms.CONTRACT_FIELDS)
 
 
 class TermsSerializer(serializers.ModelSerializer):

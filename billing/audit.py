@@ -58,30 +58,7 @@ from leases.selectors import TermsTimeline
 FORMAT = "gpulease-audit-bundle/1"
 ALGORITHM = "Ed25519"
 ZERO = Decimal("0.00")
-TERMS_FIELDS = (
-    "version",
-    "effective_from",
-    "amendment_reason",
-    "contracted_bandwidth_gbps",
-    "technology",
-    "sla_threshold_percent",
-    "collective_busbw_floor_gbps",
-    "latency_ceiling_us",
-    "probe_cadence_s",
-    "heavy_probe_policy",
-    "heavy_probe_windows",
-    "maintenance_windows",
-    "incident_after_violations",
-    "credit_tiers",
-    "credit_cap_percent",
-    "billing_mode",
-    "node_rent_per_month",
-    "network_fee_per_month",
-    "price_per_gb",
-    "price_per_mbps_p95",
-    "tax_rate_percent",
-    "billing_starts_on_acceptance",
-)
+TERMS_FIELDS = ("version", "effective_from", "amendment_reason", *LeaseTerms.CONTRACT_FIELDS)
 ROLLUP_FIELDS = (
     "passed",
     "failed",

@@ -1,5 +1,6 @@
 from datetime import datetime
 from decimal import Decimal
+from typing import ClassVar
 
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
@@ -150,6 +151,30 @@ class LeaseTerms(TimeStampedModel):
 
     objects = LeaseTermsQuerySet.as_manager()
     tenant_path = "lease__tenant"
+
+    # The fields that make up the contract itself (what an amendment may change, what the
+    # API accepts for a new lease, what an audit bundle carries of each version).
+    CONTRACT_FIELDS: ClassVar[tuple[str, ...]] = (
+        "contracted_bandwidth_gbps",
+        "technology",
+        "sla_threshold_percent",
+        "collective_busbw_floor_gbps",
+        "latency_ceiling_us",
+        "probe_cadence_s",
+        "heavy_probe_policy",
+        "heavy_probe_windows",
+        "maintenance_windows",
+        "incident_after_violations",
+        "credit_tiers",
+        "credit_cap_percent",
+        "billing_mode",
+        "node_rent_per_month",
+        "network_fee_per_month",
+        "price_per_gb",
+        "price_per_mbps_p95",
+        "tax_rate_percent",
+        "billing_starts_on_acceptance",
+    )
 
     class Meta:
         verbose_name = _("contract terms version")

@@ -7,6 +7,7 @@ from the stored raw output, so they can be redone."""
 
 import asyncio
 import contextlib
+import shlex
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -207,6 +208,13 @@ async def _pair(execution, run, index, nodes, connections, options, barrier) -> 
     try:
         if pair_commands.server:
             server_transport = connections(server.hostname)
+            # The nodes are locked for this batch, so a server of ours still on this port
+            # is a leftover of a worker that died mid-probe: stop it, or the client would
+            # talk to it (iperf3: "the server is busy running a test").
+            await server_transport.run(
+                f"pkill -f {shlex.quote('^' + pair_commands.server + '$')} || true",
+                timeout_s=SERVER_READY_TIMEOUT_S,
+            )
             server_process = await server_transport.start(
                 pair_commands.server, max_lifetime_s=options.throughput_seconds + 120
             )

@@ -6,8 +6,11 @@ STAMP := $(VENV)/.installed
 # Tests talk to the real PostgreSQL and Redis; override for another server.
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/test
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
+# The browser tests (tests/browser) drive Debian's chromium through Playwright; Playwright's
+# own browser download is never used.
+CHROMIUM ?= /usr/bin/chromium
 
-.PHONY: run setup test lint format typecheck bench messages clean
+.PHONY: run setup test lint format typecheck bench messages clean browser
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,7 +32,24 @@ run: setup
 	@echo
 	$(VENV)/bin/honcho start
 
-test: setup
+# Debian's chromium, plus CJK fonts so Chinese pages render in screenshots; installed when
+# missing and we are root, otherwise the browser tests skip (and fail with CI=true).
+browser:
+	@pkgs=""; \
+	[ -x "$(CHROMIUM)" ] || pkgs="chromium"; \
+	dpkg-query -W -f='$${Status}' fonts-noto-cjk 2>/dev/null | grep -q 'ok installed' \
+		|| pkgs="$$pkgs fonts-noto-cjk"; \
+	if [ -n "$$pkgs" ]; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+			echo "installing for the browser tests:$$pkgs"; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+				--no-install-recommends $$pkgs >/dev/null; \
+		else \
+			echo "browser tests need:$$pkgs (sudo apt-get install$$pkgs); they skip, or fail with CI=true"; \
+		fi; \
+	fi
+
+test: setup browser
 	DATABASE_URL=$(TEST_DATABASE_URL) TEST_REDIS_URL=$(TEST_REDIS_URL) \
 		$(PY) -m pytest $(PYTEST_ARGS)
 

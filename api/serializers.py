@@ -287,6 +287,68 @@ class ProbeRunSerializer(serializers.ModelSerializer):
         request = self.context.get("request")
         return request.build_absolute_uri(path) if request else path
 
+    # --- the list's fast path ---------------------------------------------------------
+    # A page of 100 runs through the fields above costs about 70 ms of Python (model
+    # instances, a prefetch, 2,700 field calls). The list reads plain rows instead and
+    # writes the same representation; tests/api check both agree field for field.
+
+    ROW_COLUMNS = tuple(
+        name
+        for name in Meta.fields
+        if name not in {"lease_reference", "terms_version", "nodes", "duration_s", "raw_url"}
+    )
+    DATETIME_COLUMNS = ("slot_at", "deadline_at", "started_at", "finished_at")
+    _RAW_URL_SENTINEL = 987654321
+
+    @classmethod
+    def row_queryset(cls, queryset: Any) -> Any:
+        from django.db.models import F
+
+        return queryset.values(
+            *cls.ROW_COLUMNS,
+            lease_reference=F("lease__reference"),
+            terms_version=F("terms__version"),
+        )
+
+    @classmethod
+    def represent_rows(cls, rows: list[dict], request: Any) -> list[dict]:
+        """The representation of a page of ``row_queryset`` rows, with one more query
+        for the runs' nodes."""
+        from django.utils import timezone
+
+        ids = [row["id"] for row in rows]
+        nodes: dict[int, list[str]] = {pk: [] for pk in ids}
+        through = ProbeRun.nodes.through.objects.filter(proberun_id__in=ids)
+        for run_id, hostname in through.order_by("node__hostname").values_list(
+            "proberun_id", "node__hostname"
+        ):
+            nodes[run_id].append(hostname)
+        zone = timezone.get_current_timezone()
+        sentinel = str(cls._RAW_URL_SENTINEL)
+        raw_path = reverse("api:proberun-raw", kwargs={"pk": cls._RAW_URL_SENTINEL})
+        raw_url = request.build_absolute_uri(raw_path) if request else raw_path
+        head, tail = raw_url.split(sentinel, 1)
+
+        def instant(value: Any) -> str | None:
+            if value is None:
+                return None
+            text = value.astimezone(zone).isoformat()
+            return text[:-6] + "Z" if text.endswith("+00:00") else text
+
+        represented = []
+        for row in rows:
+            started, finished = row["started_at"], row["finished_at"]
+            item = {name: row[name] for name in cls.Meta.fields if name in row}
+            for name in cls.DATETIME_COLUMNS:
+                item[name] = instant(row[name])
+            item["nodes"] = nodes[row["id"]]
+            item["duration_s"] = (
+                (finished - started).total_seconds() if started and finished else None
+            )
+            item["raw_url"] = f"{head}{row['id']}{tail}"
+            represented.append({name: item[name] for name in cls.Meta.fields})
+        return represented
+
 
 class ProbeRunDetailSerializer(ProbeRunSerializer):
     class Meta(ProbeRunSerializer.Meta):

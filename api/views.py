@@ -102,7 +102,7 @@ class LeaseViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewSet
 
     def optimize(self, queryset: QuerySet) -> QuerySet:
         queryset = queryset.select_related("tenant")
-        if self.action != "list":
+        if self.action not in {"list", "sla", "run_now"}:  # those read the lease alone
             queryset = queryset.prefetch_related(
                 "terms", Prefetch("assignments", queryset=_assignments())
             )
@@ -247,15 +247,22 @@ class ProbeRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseView
     pagination_class = SlotCursorPagination
 
     def optimize(self, queryset: QuerySet) -> QuerySet:
-        queryset = queryset.select_related("lease", "terms").prefetch_related(
+        if self.action == "list":
+            return queryset  # list() reads plain rows
+        return queryset.select_related("lease", "terms").prefetch_related(
             Prefetch("nodes", queryset=Node.objects.only("id", "hostname"))
         )
-        if self.action == "list":
-            queryset = queryset.defer("raw_output", "stderr", "parsed", "command")
-        return queryset
 
     def get_serializer_class(self) -> type[serializers.BaseSerializer]:
         return s.ProbeRunDetailSerializer if self.action == "retrieve" else s.ProbeRunSerializer
+
+    def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        """Plain rows, not model instances: the list is the API's busiest read."""
+        queryset = self.filter_queryset(self.get_queryset())
+        page = self.paginate_queryset(s.ProbeRunSerializer.row_queryset(queryset))
+        return self.get_paginated_response(
+            s.ProbeRunSerializer.represent_rows(list(page or []), request)
+        )
 
     def handle_exception(self, exc: Exception) -> Response:
         response = super().handle_exception(exc)

@@ -209,6 +209,15 @@ EMAIL_BACKEND = env.str(
 )
 ADMINS = [("gpulease operators", a) for a in env.list("ADMIN_EMAILS", default=[])]
 
+# The cache holds the API's rate-limit counters. In production CACHE_URL names Redis, so
+# every gunicorn worker counts against the same budget; the default is per process.
+CACHE_URL = env.str("CACHE_URL", default="")
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": CACHE_URL}
+    if CACHE_URL
+    else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+}
+
 # REST API (api/). Token or session authentication; every 4xx answers
 # {"error": {"code", "message", "fields"}}; one rate per token (else per user, else per IP).
 API_RATE_LIMIT = env.str("API_RATE_LIMIT", default="600/min")

@@ -15,3 +15,5 @@ else:
 # In a process of its own: it uses a database of its own (gpulease_bench_api), and Django
 # is already set up on the others' here.
 subprocess.run([sys.executable, "-m", "perf.bench_api"], check=True)
+# Reads bench_api's database (a year of history on one lease), in a process of its own too.
+subprocess.run([sys.executable, "-m", "perf.bench_portal"], check=True)

@@ -217,6 +217,9 @@ def start_gunicorn(port: int) -> subprocess.Popen:
         ALLOWED_HOSTS="127.0.0.1",
         SECURE_SSL_REDIRECT="false",
         API_RATE_LIMIT="1000000/min",
+        # As docker-compose.yml runs it: persistent connections, counters in Redis.
+        DB_CONN_MAX_AGE="60",
+        CACHE_URL=os.environ.get("BENCH_CACHE_URL", "redis://127.0.0.1:6379/10"),
         DJANGO_SETTINGS_MODULE="config.settings",
     )
     command = [

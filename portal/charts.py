@@ -1,7 +1,7 @@
 """Server-rendered SVG line charts: pure, no Django. Points are (x, y) floats; a series is
 downsampled to at most ``max_points`` with min/max buckets, so spikes and dips survive."""
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from html import escape
 
@@ -127,5 +127,124 @@ def line_chart(
             f'<text x="{left + plot_w + 8}" y="{y + 4:.1f}" font-size="11" fill="#d62728">'
             f"{escape(line.label)} {_number(line.y)} {escape(y_unit)}</text>"
         )
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+# --- link state timeline ------------------------------------------------------------------
+
+UP, DOWN, NO_DATA = "up", "down", "none"
+STATE_COLOURS = {UP: "#2ca02c", DOWN: "#d62728", NO_DATA: "#dddddd"}
+
+Count = tuple[float, int, int]  # (x, samples up, samples down)
+
+
+def bucket_states(counts: Sequence[Count], *, start: float, end: float, buckets: int) -> list[str]:
+    """The state of each of ``buckets`` equal slices of [start, end): down when any sample
+    in it was down, up when it had samples and all were up, no data otherwise. Counts
+    outside [start, end) are ignored; ``counts`` may already be pre-aggregated (an hour's
+    totals at the hour's start), so a year of 5-minute samples arrives as a few rows."""
+    if buckets <= 0 or end <= start:
+        return []
+    ups = [0] * buckets
+    downs = [0] * buckets
+    width = (end - start) / buckets
+    for x, up, down in counts:
+        if not start <= x < end:
+            continue
+        index = min(buckets - 1, int((x - start) / width))
+        ups[index] += up
+        downs[index] += down
+    return [DOWN if down else UP if up else NO_DATA for up, down in zip(ups, downs, strict=True)]
+
+
+def runs_of(states: Sequence[str]) -> list[tuple[int, int, str]]:
+    """Consecutive equal states merged: (first index, length, state)."""
+    merged: list[tuple[int, int, str]] = []
+    for index, state in enumerate(states):
+        if merged and merged[-1][2] == state:
+            first, length, _ = merged[-1]
+            merged[-1] = (first, length + 1, state)
+        else:
+            merged.append((index, 1, state))
+    return merged
+
+
+@dataclass(frozen=True)
+class Band:
+    """One row of a timeline: a node (``sub`` False) or one of its ports (``sub`` True)."""
+
+    label: str
+    states: Sequence[str]
+    sub: bool = False
+
+
+def timeline_chart(
+    bands: Sequence[Band],
+    *,
+    start: float,
+    end: float,
+    x_labels: Sequence[tuple[float, str]] = (),
+    state_labels: dict[str, str] | None = None,
+    span_text: Callable[[float, float], str] | None = None,
+    title: str = "",
+    width: int = 720,
+    row_height: int = 16,
+) -> str:
+    """An inline <svg>: one horizontal band per row, coloured by state, consecutive equal
+    buckets drawn as one rectangle (so the size depends on state changes, not on samples).
+    ``state_labels`` names the states in the legend and tooltips; ``span_text(x0, x1)``
+    writes a tooltip's time span."""
+    labels = state_labels or {UP: UP, DOWN: DOWN, NO_DATA: NO_DATA}
+    left, right, top_margin, bottom = 150, 20, 10, 48
+    plot_w = width - left - right
+    height = top_margin + max(1, len(bands)) * row_height + bottom
+    span = (end - start) or 1.0
+
+    def px(x: float) -> float:
+        return left + (x - start) / span * plot_w
+
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" role="img" aria-label="{escape(title)}" '
+        'class="timeline">',
+        f"<title>{escape(title)}</title>",
+    ]
+    for row, band in enumerate(bands):
+        y = top_margin + row * row_height
+        indent, weight = (16, "normal") if band.sub else (0, "bold")
+        parts.append(
+            f'<text x="{4 + indent}" y="{y + row_height - 4}" font-size="11" '
+            f'font-weight="{weight}">{escape(band.label)}</text>'
+        )
+        count = len(band.states)
+        if not count:
+            continue
+        step = span / count
+        for first, length, state in runs_of(band.states):
+            x0, x1 = start + first * step, start + (first + length) * step
+            tip = f"{band.label}: {labels.get(state, state)}"
+            if span_text is not None:
+                tip += f", {span_text(x0, x1)}"
+            parts.append(
+                f'<rect class="{escape(state)}" x="{px(x0):.1f}" y="{y + 2}" '
+                f'width="{max(px(x1) - px(x0), 0.5):.1f}" height="{row_height - 4}" '
+                f'fill="{STATE_COLOURS.get(state, "#999")}"><title>{escape(tip)}</title></rect>'
+            )
+    axis_y = top_margin + len(bands) * row_height
+    for x, text in x_labels:
+        parts.append(
+            f'<text x="{px(x):.1f}" y="{axis_y + 14}" text-anchor="middle" font-size="11">'
+            f"{escape(text)}</text>"
+        )
+    legend_x = left
+    for state in (UP, DOWN, NO_DATA):
+        parts.append(
+            f'<rect x="{legend_x}" y="{axis_y + 26}" width="10" height="10" '
+            f'fill="{STATE_COLOURS[state]}"/>'
+            f'<text x="{legend_x + 14}" y="{axis_y + 35}" font-size="11">'
+            f"{escape(labels.get(state, state))}</text>"
+        )
+        legend_x += 120
     parts.append("</svg>")
     return "".join(parts)

@@ -3,26 +3,31 @@ one query per model kind whatever the number of leases."""
 
 from collections import defaultdict
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from zoneinfo import ZoneInfo
 
-from django.db.models import OuterRef, Q, Subquery
+from django.db.models import F, Max, Min, OuterRef, Q, Subquery, Value
+from django.db.models.functions import Trunc
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
-from benchmarks.choices import RunState
-from benchmarks.models import ProbeRun
+from benchmarks.choices import RunState, Verdict
+from benchmarks.models import NOT_PASSED, ProbeRun
 from billing import calculations, sla
 from billing.calculations import CreditResult
 from billing.choices import IncidentState
 from billing.models import HourlyRollup, Incident
 from billing.reports import billed_window
-from leases.choices import ProbeKind
+from common.dbfunctions import EpochHour
+from leases.choices import LinkLayer, ProbeKind
 from leases.contract_rules import credit_tiers
-from leases.models import Lease, LeaseTerms
+from leases.models import Lease, LeaseTerms, NicPort, NodeAssignment
 
 MEETING, DEGRADED, BREACHED = "meeting", "degraded", "breached"
 CHART_DAYS = 30
+# The windows a lease page offers (?days=); charts longer than CHART_DAYS bucket by day.
+CHART_WINDOWS = (7, 30, 90, 365)
 HISTORY_MONTHS = 36
 
 
@@ -164,26 +169,190 @@ def terms_at(versions: list[LeaseTerms], instant: datetime) -> LeaseTerms | None
     return current
 
 
+def _extremes(
+    *, user, lease: Lease, kind: str, instant: datetime, days: int, everyone: str
+) -> dict[str, list[tuple[datetime, int]]]:  # type: ignore[no-untyped-def]
+    """Lowest and highest measured bandwidth per time bucket, aggregated in the database.
+
+    Up to CHART_DAYS: per target and UTC hour, from the runs (a month of 5-minute runs on
+    8 node pairs arrives as 8 x 720 rows). Longer: per day for the whole lease, from the
+    hourly rollups (a year arrives as 365 rows), as one series named ``everyone``; days
+    are cut in the tenant's time zone."""
+    zone = ZoneInfo(lease.tenant.time_zone)
+    start = instant - timedelta(days=days)
+    if days <= CHART_DAYS:
+        rows = (
+            ProbeRun.objects.visible_to(user)
+            .filter(
+                lease=lease,
+                kind=kind,
+                state=RunState.OK,
+                measured_bps__isnull=False,
+                slot_at__gte=start,
+                slot_at__lt=instant,
+            )
+            .annotate(bucket=EpochHour("slot_at"))
+            .values("target", "bucket")
+            .annotate(low=Min("measured_bps"), high=Max("measured_bps"))
+            .order_by("target", "bucket")
+            .values_list("target", "bucket", "low", "high")
+        )
+        rows = (
+            (target, datetime.fromtimestamp(hour, UTC), low, high)
+            for target, hour, low, high in rows
+        )
+    else:
+        rows = (
+            HourlyRollup.objects.visible_to(user)
+            .filter(lease=lease, kind=kind, hour__gte=start, hour__lt=instant, measured__gt=0)
+            .annotate(bucket=Trunc("hour", "day", tzinfo=zone), target=Value(everyone))
+            .values("target", "bucket")
+            .annotate(low=Min("min_bps"), high=Max("max_bps"))
+            .order_by("bucket")
+            .values_list("target", "bucket", "low", "high")
+        )
+    series: dict[str, list[tuple[datetime, int]]] = defaultdict(list)
+    for target, bucket, low, high in rows:
+        series[target].append((bucket, low))
+        if high != low:
+            series[target].append((bucket, high))
+    return dict(series)
+
+
 def throughput_series(
     *, user, lease: Lease, instant: datetime, days: int = CHART_DAYS
 ) -> dict[str, list[tuple[datetime, int]]]:  # type: ignore[no-untyped-def]
-    """Measured throughput per node pair (target) over the last ``days`` days."""
-    series: dict[str, list[tuple[datetime, int]]] = defaultdict(list)
-    for target, slot_at, bps in (
+    """Measured throughput over the last ``days`` days (``_extremes``): per node pair up
+    to a month, all pairs together beyond."""
+    return _extremes(
+        user=user,
+        lease=lease,
+        kind=ProbeKind.THROUGHPUT,
+        instant=instant,
+        days=days,
+        everyone=_("all node pairs"),
+    )
+
+
+def nccl_series(
+    *, user, lease: Lease, instant: datetime, days: int = CHART_DAYS
+) -> dict[str, list[tuple[datetime, int]]]:  # type: ignore[no-untyped-def]
+    """NCCL bus bandwidth (all_reduce_perf busbw, bit/s) over the last ``days`` days
+    (``_extremes``)."""
+    return _extremes(
+        user=user,
+        lease=lease,
+        kind=ProbeKind.COLLECTIVE,
+        instant=instant,
+        days=days,
+        everyone=_("all runs"),
+    )
+
+
+def port_label(*, device: str, port_number: int, netdev: str, link_layer: str) -> str | None:
+    """The label the link check gives a port (benchmarks.probes.interpret): device:port
+    for InfiniBand, the network interface otherwise; None when it checks no such port."""
+    if link_layer == LinkLayer.INFINIBAND:
+        return f"{device}:{port_number}"
+    return netdev or None
+
+
+@dataclass
+class NodeLinks:
+    """A node's link state per hour (UTC hour start): (hour, up, down), one of them 1, for
+    every hour its link checks spoke; and the same per port."""
+
+    hostname: str
+    hours: list[tuple[datetime, int, int]]
+    ports: dict[str, list[tuple[datetime, int, int]]]
+
+
+def link_timeline(
+    *, user, lease: Lease, instant: datetime, days: int = CHART_DAYS
+) -> list[NodeLinks]:  # type: ignore[no-untyped-def]
+    """Link state per node and port over the last ``days`` days, in three small queries
+    whatever the history (a year of 5-minute checks on 8 nodes is 840,000 runs):
+
+    - the hours in which the lease's link checks judged anything, from the hourly rollups;
+    - the checks that did not pass (failed, or measured nothing), through the partial
+      index ``run_not_passed``: a healthy lease has almost none;
+    - the ports of the lease's nodes, from the inventory.
+
+    An hour is down for a node when one of its checks failed then, and for a port when
+    such a check parsed it down; it is up when the lease's checks spoke that hour and the
+    node's did not fail, unless every check of the node that hour measured nothing."""
+    start = instant - timedelta(days=days)
+    checked = [
+        hour
+        for hour, spoke in HourlyRollup.objects.visible_to(user)
+        .filter(lease=lease, kind=ProbeKind.LINK, hour__gte=start, hour__lt=instant)
+        .annotate(spoke=F("passed") + F("failed") + F("excluded") + F("informational"))
+        .order_by("hour")
+        .values_list("hour", "spoke")
+        if spoke
+    ]
+    if not checked:
+        return []
+    down: dict[str, set[datetime]] = defaultdict(set)
+    mute: dict[str, set[datetime]] = defaultdict(set)
+    ports_down: dict[tuple[str, str], set[datetime]] = defaultdict(set)
+    port_names: dict[str, set[str]] = defaultdict(set)
+    for target, slot_at, verdict, state, parsed in (
         ProbeRun.objects.visible_to(user)
-        .filter(
-            lease=lease,
-            kind=ProbeKind.THROUGHPUT,
-            state=RunState.OK,
-            measured_bps__isnull=False,
-            slot_at__gte=instant - timedelta(days=days),
-            slot_at__lt=instant,
-        )
-        .order_by("target", "slot_at")
-        .values_list("target", "slot_at", "measured_bps")
+        .filter(lease=lease, kind=ProbeKind.LINK, slot_at__gte=start, slot_at__lt=instant)
+        .filter(NOT_PASSED)
+        .values_list("target", "slot_at", "verdict", "state", "parsed")
     ):
-        series[target].append((slot_at, bps))
-    return dict(series)
+        hour = slot_at.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+        if state != RunState.OK:
+            mute[target].add(hour)
+            continue
+        if verdict != Verdict.FAIL:
+            continue
+        down[target].add(hour)
+        for port in (parsed or {}).get("ports", []):
+            label = str(port.get("label"))
+            port_names[target].add(label)
+            if not port.get("up"):
+                ports_down[(target, label)].add(hour)
+    hostnames = set(
+        NodeAssignment.objects.visible_to(user)
+        .filter(lease=lease, assigned_from__lt=instant)
+        .exclude(assigned_until__lte=start)
+        .values_list("node__hostname", flat=True)
+    )
+    hostnames |= set(down) | set(mute)
+    for hostname, device, number, netdev, layer in (
+        NicPort.objects.visible_to(user)
+        .filter(node__hostname__in=list(hostnames))
+        .values_list("node__hostname", "device", "port_number", "netdev", "link_layer")
+        .distinct()
+    ):
+        label = port_label(device=device, port_number=number, netdev=netdev, link_layer=layer)
+        if label:
+            port_names[hostname].add(label)
+
+    def states(hours_down: set[datetime], silent: set[datetime]) -> list[tuple[datetime, int, int]]:
+        return [
+            (hour, 0, 1) if hour in hours_down else (hour, 1, 0)
+            for hour in checked
+            if hour in hours_down or hour not in silent
+        ]
+
+    nodes = []
+    for hostname in sorted(hostnames):
+        silent = mute[hostname] - down[hostname]
+        nodes.append(
+            NodeLinks(
+                hostname,
+                states(down[hostname], silent),
+                {
+                    label: states(ports_down[(hostname, label)], silent)
+                    for label in sorted(port_names[hostname])
+                },
+            )
+        )
+    return nodes
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path, reverse_lazy
 
-from portal import views
+from portal import customer_views, provider_views, views
 
 app_name = "portal"
 
@@ -21,7 +21,23 @@ urlpatterns = [
     path("", views.overview, name="overview"),
     path("leases/<int:pk>/", views.lease_detail, name="lease"),
     path("leases/<int:pk>/sla/", views.lease_sla, name="lease-sla"),
+    path(
+        "leases/<int:pk>/evidence/new/",
+        customer_views.evidence_upload,
+        name="evidence-upload",
+    ),
+    path(
+        "leases/<int:pk>/evidence/<int:evidence_pk>/",
+        customer_views.evidence_detail,
+        name="evidence",
+    ),
+    path("tokens/", customer_views.token_list, name="tokens"),
+    path("tokens/<int:pk>/revoke/", customer_views.token_revoke, name="token-revoke"),
     path("invoices/", views.invoice_list, name="invoices"),
     path("invoices/<int:pk>.csv", views.invoice_csv, name="invoice-csv"),
     path("invoices/<int:pk>/", views.invoice_detail, name="invoice"),
+    path("provider/", provider_views.fleet, name="fleet"),
+    path("provider/fabrics/", provider_views.fabrics, name="fabrics"),
+    path("provider/cost-share/", provider_views.cost_share, name="cost-share"),
+    path("provider/incidents/", provider_views.incidents, name="incidents"),
 ]

@@ -1,5 +1,5 @@
 from benchmarks.models.alerts import SiteAlert
 from benchmarks.models.locks import NodeLock
-from benchmarks.models.runs import ProbeRun
+from benchmarks.models.runs import NOT_PASSED, ProbeRun
 
-__all__ = ["NodeLock", "ProbeRun", "SiteAlert"]
+__all__ = ["NOT_PASSED", "NodeLock", "ProbeRun", "SiteAlert"]

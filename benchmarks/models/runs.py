@@ -8,6 +8,11 @@ from common.querysets import TenantScopedQuerySet
 from leases.choices import ProbeKind
 from leases.models import Lease, LeaseTerms, Node, Site
 
+# The runs that did not pass: they failed, or measured nothing. A healthy lease has almost
+# none, so the partial index run_not_passed finds them without reading the passing ones
+# (the portal's link state timeline over a year of 5-minute checks).
+NOT_PASSED = models.Q(verdict=Verdict.FAIL) | ~models.Q(state=RunState.OK)
+
 
 class ProbeRunQuerySet(TenantScopedQuerySet):
     def finished(self) -> "ProbeRunQuerySet":
@@ -110,6 +115,9 @@ class ProbeRun(models.Model):
             models.Index(fields=["site", "-finished_at"], name="run_site_finished"),
             # The rollup job reads finished runs in (finished_at, id) order from a cursor.
             models.Index(fields=["finished_at", "id"], name="run_finished_cursor"),
+            models.Index(
+                fields=["lease", "kind", "slot_at"], condition=NOT_PASSED, name="run_not_passed"
+            ),
         ]
 
     def __str__(self) -> str:

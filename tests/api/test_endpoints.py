@@ -168,6 +168,28 @@ def test_cursor_pagination_reaches_a_deep_page(world, client_for):
     assert back["results"]
 
 
+def test_the_list_writes_each_run_as_the_serializer_would(world, client_for):
+    """The list's fast path (plain rows) and the serializer agree field for field,
+    including a run without terms, a running run (no finish) and the nodes' order."""
+    from rest_framework.test import APIRequestFactory
+
+    from api.serializers import ProbeRunSerializer
+
+    lease, nodes = world.alpha.lease, world.alpha.nodes
+    make_run(lease, slot=at("2026-11-12 00:00"), measured_bps=97_500_000_000, nodes=nodes[::-1])
+    running = make_run(lease, kind="link", slot=at("2026-11-12 01:00"), nodes=[nodes[0]])
+    ProbeRun.objects.filter(pk=running.pk).update(state="running", finished_at=None, terms=None)
+    listed = client_for(world.staff).get("/api/v1/probe-runs/", {"lease": lease.pk}).json()
+    request = APIRequestFactory().get("/api/v1/probe-runs/")
+    runs = ProbeRun.objects.filter(lease=lease).order_by("-slot_at", "-id")
+    expected = ProbeRunSerializer(runs, many=True, context={"request": request}).data
+    assert [row["id"] for row in listed["results"]] == [row["id"] for row in expected]
+    assert listed["results"] == [dict(row) for row in expected]
+    first = listed["results"][0]
+    assert first["state"] == "running" and first["finished_at"] is None
+    assert first["duration_s"] is None and first["terms_version"] is None
+
+
 LISTS = [
     "/api/v1/tenants/",
     "/api/v1/sites/",

@@ -42,3 +42,45 @@ def test_an_empty_chart_still_renders_axes():
     svg = charts.line_chart([], lines=[charts.Line("threshold", 95.0)])
     assert "<polyline" not in svg
     assert "</svg>" in svg
+
+
+# --- link state timeline ------------------------------------------------------------------
+
+
+def test_bucket_states_marks_a_slice_down_when_any_sample_in_it_was_down():
+    counts = [(0.0, 3, 0), (10.0, 2, 1), (25.0, 0, 0), (39.0, 1, 0), (40.0, 0, 9), (-1.0, 0, 5)]
+    # Four slices of 10 over [0, 40): the sample at 40 and the one before 0 fall outside.
+    assert charts.bucket_states(counts, start=0.0, end=40.0, buckets=4) == [
+        charts.UP,
+        charts.DOWN,
+        charts.NO_DATA,
+        charts.UP,
+    ]
+
+
+def test_bucket_states_of_nothing():
+    assert charts.bucket_states([], start=0.0, end=10.0, buckets=2) == [charts.NO_DATA] * 2
+    assert charts.bucket_states([(1.0, 1, 0)], start=5.0, end=5.0, buckets=3) == []
+
+
+def test_runs_of_merges_equal_neighbours():
+    states = ["up", "up", "down", "none", "none", "none", "up"]
+    assert charts.runs_of(states) == [(0, 2, "up"), (2, 1, "down"), (3, 3, "none"), (6, 1, "up")]
+    assert charts.runs_of([]) == []
+
+
+def test_timeline_draws_one_rectangle_per_run_whatever_the_number_of_slices():
+    states = [charts.UP] * 1000 + [charts.DOWN] * 3 + [charts.UP] * 997
+    svg = charts.timeline_chart(
+        [charts.Band("gz-01", states), charts.Band("mlx5_0:1", states, sub=True)],
+        start=0.0,
+        end=2000.0,
+        state_labels={charts.UP: "up", charts.DOWN: "port down", charts.NO_DATA: "none"},
+        span_text=lambda a, b: f"{a:.0f}-{b:.0f}",
+        title="Link <state>",
+    )
+    assert svg.count('<rect class="up"') == 4 and svg.count('<rect class="down"') == 2
+    # x from 150 to 700 over [0, 2000): the down run covers [1000, 1003).
+    assert '<rect class="down" x="425.0" y="12" width="0.8"' in svg
+    assert "<title>mlx5_0:1: port down, 1000-1003</title>" in svg
+    assert "Link &lt;state&gt;" in svg and "<state>" not in svg

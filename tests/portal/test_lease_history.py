@@ -1,0 +1,203 @@
+"""The lease page's link state timeline, NCCL bus bandwidth history and chart windows:
+hand-checked figures from a few runs. (The render time with a year of 5-minute history is
+measured by perf/bench_portal.py, not here.)"""
+
+import re
+from datetime import timedelta
+from decimal import Decimal
+
+import pytest
+from django.test import Client
+
+from billing.ingest import ingest_all
+from leases import services
+from leases.choices import LeaseStatus, LinkLayer, Role
+from portal import selectors
+from tests.factories import MembershipFactory, NicPortFactory, NodeFactory, at, make_lease, make_run
+
+pytestmark = pytest.mark.django_db
+
+NOW = at("2026-11-20 12:00")
+
+
+@pytest.fixture(autouse=True)
+def _pinned_clock(monkeypatch):
+    monkeypatch.setattr("portal.selectors.now", lambda: NOW)
+
+
+def client_for(user) -> Client:
+    client = Client(HTTP_ACCEPT_LANGUAGE="en")
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def member():
+    return MembershipFactory(role=Role.VIEWER)
+
+
+@pytest.fixture
+def nodes():
+    first, second = NodeFactory(hostname="sz-01"), NodeFactory(hostname="sz-02")
+    NicPortFactory(node=first, device="mlx5_0", port_number=1, link_layer=LinkLayer.INFINIBAND)
+    NicPortFactory(node=first, device="mlx5_1", netdev="ens2f0", link_layer=LinkLayer.ETHERNET)
+    NicPortFactory(node=second, device="mlx5_0", port_number=1, link_layer=LinkLayer.INFINIBAND)
+    return [first, second]
+
+
+@pytest.fixture
+def lease(member, nodes):
+    lease = make_lease(
+        tenant=member.tenant,
+        reference="ZY-2026-401",
+        nodes=nodes,
+        collective_busbw_floor_gbps=Decimal("160"),
+    )
+    return services.transition_lease(lease=lease, to=LeaseStatus.ACTIVE, at=at("2026-11-01"))
+
+
+def ports(**up):
+    return {"ports": [{"label": label, "up": state} for label, state in up.items()]}
+
+
+def link_runs(lease):
+    """Six hours of checks twice an hour on both nodes; at 02:30 sz-01's mlx5_0:1 is down."""
+    start = at("2026-11-19 00:00")
+    for index in range(12):
+        slot = start + timedelta(minutes=30 * index)
+        down = slot == at("2026-11-19 02:30")
+        make_run(
+            lease,
+            kind="link",
+            target="sz-01",
+            pattern="node",
+            slot=slot,
+            verdict="fail" if down else "pass",
+            parsed={
+                "ports": [{"label": "mlx5_0:1", "up": not down}, {"label": "ens2f0", "up": True}]
+            },
+        )
+        make_run(lease, kind="link", target="sz-02", pattern="node", slot=slot, verdict="pass")
+    # A check that could not reach the node says nothing about its links.
+    make_run(
+        lease,
+        kind="link",
+        target="sz-02",
+        pattern="node",
+        slot=at("2026-11-19 07:00"),
+        state="unreachable",
+    )
+    ingest_all(notify=False)  # the hourly rollups say which hours the checks spoke
+
+
+def test_link_timeline_states_per_node_and_port_per_hour(member, lease):
+    link_runs(lease)
+    nodes = selectors.link_timeline(user=member.user, lease=lease, instant=NOW)
+    assert [node.hostname for node in nodes] == ["sz-01", "sz-02"]
+    first, second = nodes
+    hours = [at("2026-11-19 00:00") + timedelta(hours=h) for h in range(6)]
+    down = at("2026-11-19 02:00")
+    assert first.hours == [(hour, 0, 1) if hour == down else (hour, 1, 0) for hour in hours]
+    assert sorted(first.ports) == ["ens2f0", "mlx5_0:1"]
+    assert (down, 0, 1) in first.ports["mlx5_0:1"]  # the 02:30 check found it down
+    assert (down, 1, 0) in first.ports["ens2f0"]  # the same check found this one up
+    # The unreachable check at 07:00 measured nothing: no hour for it.
+    assert second.hours == [(hour, 1, 0) for hour in hours]
+    assert list(second.ports) == ["mlx5_0:1"]  # from the inventory
+    # Another tenant sees none of it.
+    assert selectors.link_timeline(user=MembershipFactory().user, lease=lease, instant=NOW) == []
+
+
+def test_a_node_whose_checks_measured_nothing_has_no_state_that_hour(member, lease):
+    slot = at("2026-11-19 09:00")
+    make_run(lease, kind="link", target="sz-01", pattern="node", slot=slot, verdict="pass")
+    make_run(lease, kind="link", target="sz-02", pattern="node", slot=slot, state="unreachable")
+    ingest_all(notify=False)
+    first, second = selectors.link_timeline(user=member.user, lease=lease, instant=NOW)
+    assert first.hours == [(slot, 1, 0)] and second.hours == []
+
+
+def test_lease_page_shows_the_link_timeline_and_hours_down(member, lease):
+    link_runs(lease)
+    page = client_for(member.user).get(f"/leases/{lease.pk}/").content.decode()
+    timeline = re.search(r'<svg[^>]*class="timeline".*?</svg>', page, re.S).group(0)
+    # 5 rows (2 nodes, 3 ports); the 4-hour slice with 02:30 is down for sz-01 and mlx5_0:1.
+    assert timeline.count('<rect class="down"') == 2
+    assert "sz-01: link check failed, port down" in timeline
+    assert "mlx5_0:1: link check failed, port down, 11-19 00:00 to 11-19 04:00" in timeline
+    rows = re.findall(
+        r"<tr(?: class=\"port\")?><td>(?:&nbsp;&nbsp;)?([\w:.-]+)</td>\s*"
+        r'<td class="num">(\d+) h</td>\s*<td class="num">(\d+) h</td>',
+        page,
+    )
+    assert rows == [
+        ("sz-01", "1", "6"),
+        ("ens2f0", "0", "6"),
+        ("mlx5_0:1", "1", "6"),
+        ("sz-02", "0", "6"),
+        ("mlx5_0:1", "0", "6"),
+    ]
+
+
+def test_lease_page_shows_nccl_bus_bandwidth_against_the_contracted_floor(member, lease):
+    for hour, gbps in enumerate((180, 150, 175)):
+        make_run(
+            lease,
+            kind="collective",
+            tool="all_reduce_perf",
+            target="all",
+            pattern="all_nodes",
+            slot=at("2026-11-18 00:00") + timedelta(hours=hour),
+            verdict="pass" if gbps >= 160 else "fail",
+            measured_bps=gbps * 10**9,
+        )
+    page = client_for(member.user).get(f"/leases/{lease.pk}/").content.decode()
+    assert "Contracted bus bandwidth floor: 160 Gbit/s" in page
+    nccl = re.search(r"<svg[^>]*NCCL all_reduce bus bandwidth.*?</svg>", page, re.S).group(0)
+    assert "contracted floor 160 Gbit/s" in nccl
+    assert len(re.search(r'<polyline[^>]* points="([^"]*)"', nccl).group(1).split()) == 3
+    assert "No NCCL bus bandwidth measured" not in page
+
+
+def test_without_a_floor_or_runs_the_page_says_so(member, nodes):
+    lease = make_lease(tenant=member.tenant, reference="ZY-2026-402")
+    page = client_for(member.user).get(f"/leases/{lease.pk}/").content.decode()
+    assert "The contract sets no bus bandwidth floor." in page
+    assert "No NCCL bus bandwidth measured in the last 30 days." in page
+    assert "No link check in the last 30 days." in page
+
+
+# --- long windows ----------------------------------------------------------------------
+
+
+def test_a_long_window_shows_each_days_extremes_of_all_pairs(member, lease):
+    """?days=90 and beyond: one point per day (in the tenant's zone) at the lowest and
+    highest figure of any node pair, read from the hourly rollups, so a dip survives; an
+    unknown window falls back to 30 days, per node pair."""
+    for hour, gbps, target in ((0, 98, "n1>n2"), (5, 40, "n2>n1"), (23, 99, "n1>n2")):
+        make_run(
+            lease,
+            slot=at("2026-11-05 00:00") + timedelta(hours=hour),
+            measured_bps=gbps * 10**9,
+            target=target,
+        )
+    make_run(lease, slot=at("2026-11-19 00:00"), measured_bps=97 * 10**9)
+    ingest_all(notify=False)
+    series = selectors.throughput_series(user=member.user, lease=lease, instant=NOW, days=90)
+    assert series == {
+        "all node pairs": [
+            (at("2026-11-05 00:00"), 40 * 10**9),
+            (at("2026-11-05 00:00"), 99 * 10**9),
+            (at("2026-11-19 00:00"), 97 * 10**9),
+        ]
+    }
+    month = selectors.throughput_series(user=member.user, lease=lease, instant=NOW)
+    assert sorted(month) == ["n1>n2", "n2>n1"]
+    assert month["n2>n1"] == [(at("2026-11-05 05:00"), 40 * 10**9)]
+    client = client_for(member.user)
+    year = client.get(f"/leases/{lease.pk}/?days=365").content.decode()
+    assert "last 365 days" in year and "<strong>365 days</strong>" in year
+    assert "all node pairs" in year
+    fallback = client.get(f"/leases/{lease.pk}/?days=999").content.decode()
+    assert "Measured throughput per node pair, last 30 days" in fallback
+    assert "n2&gt;n1" in fallback

@@ -327,8 +327,22 @@ def ingest(*, limit: int = BATCH, notify: bool = True) -> IngestResult:
             and run.verdict in (Verdict.PASS, Verdict.FAIL)
             and run.tool != Tool.COUNTERS
         ]
+        # A pass where no incident is open changes nothing: most runs of a healthy fleet
+        # skip track_incident's queries.
+        open_keys = set(
+            Incident.objects.filter(state=IncidentState.OPEN, lease_id__in=leases).values_list(
+                "lease_id", "kind", "pattern", "target"
+            )
+        )
         for run in sorted(judged, key=lambda r: r.slot_at):
+            key = (run.lease_id, run.kind, run.pattern, run.target)
+            if run.verdict == Verdict.PASS and key not in open_keys:
+                continue
             incident, event = track_incident(run)
+            if event == "opened":
+                open_keys.add(key)
+            elif event == "closed":
+                open_keys.discard(key)
             if incident is not None and event:
                 (result.opened if event == "opened" else result.closed).append(incident.pk)
                 if notify:

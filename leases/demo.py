@@ -251,6 +251,7 @@ class _Loader:
             starts_at=starts_at,
             ends_at=ends_at,
             terms=terms,
+            probes_enabled=False,  # the demo's nodes are not real hosts
         )
         for node in nodes:
             services.assign_node(lease=lease, node=node)

@@ -38,11 +38,13 @@ def viewer_of(lease):  # type: ignore[no-untyped-def]
 
 
 def measure(client, path: str) -> dict:  # type: ignore[no-untyped-def]
-    from django.db import connection
+    from django.db import connection, reset_queries
     from django.test.utils import CaptureQueriesContext
 
+    reset_queries()  # the log is a bounded deque; a full one would slice to nothing
     with CaptureQueriesContext(connection) as captured:
         response = client.get(path)
+    queries = len(captured.captured_queries)
     if response.status_code != 200:
         raise RuntimeError(f"{path}: HTTP {response.status_code}")
     times = []
@@ -54,7 +56,7 @@ def measure(client, path: str) -> dict:  # type: ignore[no-untyped-def]
     return {
         "path": path,
         "bytes": len(response.content),
-        "queries": len(captured.captured_queries),
+        "queries": queries,
         "p50_ms": round(statistics.median(times), 1),
         "p95_ms": round(times[min(len(times) - 1, int(len(times) * 0.95))], 1),
         "max_ms": round(times[-1], 1),

@@ -49,6 +49,12 @@ def _ticks(top: float, count: int = 5) -> list[float]:
     return [step * index for index in range(count + 1)]
 
 
+def _text_width(text: str, font_size: float = 11) -> float:
+    """Roughly how wide ``text`` is drawn: CJK characters take a full em, others about
+    0.58 of one (enough to keep legend entries apart)."""
+    return sum(font_size if ord(char) >= 0x2E80 else font_size * 0.58 for char in text)
+
+
 def _number(value: float) -> str:
     return f"{value:.1f}".rstrip("0").rstrip(".")
 
@@ -245,6 +251,6 @@ def timeline_chart(
             f'<text x="{legend_x + 14}" y="{axis_y + 35}" font-size="11">'
             f"{escape(labels.get(state, state))}</text>"
         )
-        legend_x += 120
+        legend_x += 34 + _text_width(labels.get(state, state))
     parts.append("</svg>")
     return "".join(parts)

@@ -116,7 +116,7 @@ def test_tenant_logs_in_and_sees_the_throughput_chart_with_data(
 
     page.get_by_role("link", name="ZY-2026-101").click()
     page.wait_for_url(f"**/leases/{lease.pk}/")
-    chart = page.locator("h2:has-text('Measured throughput') + figure svg").first
+    chart = page.locator("figure#throughput svg").first
     assert chart.is_visible()
     assert "Measured throughput per node pair" in chart.locator("title").first.text_content()
     points = chart.locator("polyline").first.get_attribute("points").split()

@@ -16,10 +16,10 @@ def _counts():
 
 
 def test_demo_loads_the_described_world_and_is_idempotent(capsys):
-    call_command("demo")
+    call_command("demo", history_days=1)
     first_output = capsys.readouterr().out
     counts = _counts()
-    call_command("demo")
+    call_command("demo", history_days=1)
     second_output = capsys.readouterr().out
     assert _counts() == counts
     assert "(0 objects created this run)" in second_output

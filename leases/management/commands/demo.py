@@ -7,12 +7,30 @@ class Command(BaseCommand):
     help = "Load realistic demo data (tenants, three Guangdong sites, fabrics, 18 nodes, leases "
     "in every billing mode, users). Safe to run again: existing objects are kept."
 
+    def add_arguments(self, parser):  # type: ignore[no-untyped-def]
+        parser.add_argument(
+            "--history-days",
+            type=int,
+            default=21,
+            help="Days of synthetic measurement history for the demo's leases (default 21).",
+        )
+
     def handle(self, *args, **options):  # type: ignore[no-untyped-def]
         result = load_demo()
+        # benchmarks builds on leases, so the history is loaded here rather than by leases.
+        from benchmarks.demo_history import load_history
+
+        history = load_history(days=options["history_days"])
         self.stdout.write(
             f"Demo data ready: {result.tenants} tenants, {result.nodes} nodes, "
             f"{result.leases} leases ({result.created} objects created this run)."
         )
+        if history.runs:
+            self.stdout.write(
+                f"Synthetic measurement history: {history.runs} runs on {history.leases} "
+                "leases (their nodes are not real hosts; the network lab's lease is measured "
+                "for real)."
+            )
         self.stdout.write("Logins (local use only; stored in var/demo-logins.txt):")
         for login in result.logins:
             self.stdout.write(f"  {login.role:<16} {login.username:<18} {login.password}")

@@ -1,0 +1,43 @@
+"""The demo's synthetic history: judged by the probes' own rules, chained, ingested into
+rollups and incidents, and loaded once."""
+
+import pytest
+
+from benchmarks import chain
+from benchmarks.demo_history import load_history
+from benchmarks.models import ProbeRun
+from billing.models import HourlyRollup, Incident
+from leases.demo import load_demo
+from leases.models import Lease
+
+pytestmark = pytest.mark.django_db
+
+
+def test_demo_history_is_judged_chained_ingested_and_loaded_once():
+    load_demo()
+    result = load_history(days=2)
+    demo_leases = set(Lease.objects.filter(probes_enabled=False, status="active"))
+    assert result.leases == len(demo_leases) == 4
+    assert result.runs == ProbeRun.objects.count()
+    for lease in demo_leases:
+        assert ProbeRun.objects.filter(lease=lease, kind="throughput").exists(), lease
+        assert chain.verify_lease(lease_id=lease.pk) == [], lease
+        assert HourlyRollup.objects.filter(lease=lease, kind="link").exists(), lease
+    # Every raw output says what it is.
+    assert not ProbeRun.objects.exclude(raw_output__startswith="gpulease demo: synthetic").exists()
+    # The last eight hours of LX-2026-001's first pair are below the threshold (42 % of the
+    # contract): the one incident open now. ZY-2026-001's dip lies ten days back, outside.
+    (incident,) = Incident.objects.all()
+    assert incident.lease.reference == "LX-2026-001" and incident.state == "open"
+    assert incident.kind == "throughput" and incident.violations >= 3
+    failing = ProbeRun.objects.filter(verdict="fail")
+    assert set(failing.values_list("lease__reference", flat=True)) == {"LX-2026-001"}
+    contracted = incident.terms.contracted_bandwidth_gbps * 10**9
+    for run in failing:
+        assert 0.40 * float(contracted) <= run.measured_bps <= 0.44 * float(contracted)
+    # Passing runs sit between 95.5 % and 99 % of the contract, above a 95 % threshold.
+    assert not ProbeRun.objects.filter(
+        kind="throughput", verdict="pass", measured_bps=None
+    ).exists()
+    # Loaded once: a second call finds every demo lease measured already.
+    assert load_history(days=2).runs == 0

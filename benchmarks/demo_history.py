@@ -186,7 +186,7 @@ def _history(lease: Lease, now: datetime, days: int) -> list[tuple[ProbeRun, lis
                 parsed={"demo": True, "bits_per_second": bps},
             )
             made.append((run, [client, server]))
-        if terms.collective_busbw_floor_gbps is not None and slot.hour % 6 == 0:
+        if terms.collective_busbw_floor_gbps is not None and slot.hour // 2 % 3 == 0:
             busbw = int(float(terms.collective_busbw_floor_gbps) * GIGA * rng.uniform(1.05, 1.2))
             judgement = verdicts.collective(busbw_bps=busbw, terms=view)
             raw = _raw(Tool.ALL_REDUCE_PERF, f"# Avg bus bandwidth : {busbw / 8 / GIGA:.2f}")

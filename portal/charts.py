@@ -66,13 +66,13 @@ def line_chart(
     x_labels: Sequence[tuple[float, str]] = (),
     y_unit: str = "Gbit/s",
     title: str = "",
-    width: int = 720,
+    width: int = 860,
     height: int = 260,
     max_points: int = MAX_POINTS,
 ) -> str:
     """An inline <svg> document fragment: one polyline per series, y from 0, labelled in
     ``y_unit``; ``lines`` are horizontal reference lines, ``x_labels`` (x, text) ticks."""
-    left, right, top_margin, bottom = 70, 150, 20, 30
+    left, right, top_margin, bottom = 70, 230, 20, 30
     plot_w, plot_h = width - left - right, height - top_margin - bottom
     sampled = [(one, downsample(one.points, max_points)) for one in series]
     xs = [x for _, points in sampled for x, _y in points] + [x for x, _ in x_labels]
@@ -129,10 +129,15 @@ def line_chart(
             f'<line class="reference" x1="{left}" y1="{y:.1f}" x2="{left + plot_w}" '
             f'y2="{y:.1f}" stroke="#d62728"{dash}/>'
         )
+        # Named in the legend, below the series: at the line's own height the labels of
+        # two close lines (contract and threshold) would overwrite each other.
         parts.append(
-            f'<text x="{left + plot_w + 8}" y="{y + 4:.1f}" font-size="11" fill="#d62728">'
+            f'<line x1="{left + plot_w + 8}" y1="{legend_y - 4}" x2="{left + plot_w + 22}" '
+            f'y2="{legend_y - 4}" stroke="#d62728"{dash}/>'
+            f'<text x="{left + plot_w + 26}" y="{legend_y}" font-size="11" fill="#d62728">'
             f"{escape(line.label)} {_number(line.y)} {escape(y_unit)}</text>"
         )
+        legend_y += 14
     parts.append("</svg>")
     return "".join(parts)
 

@@ -187,7 +187,10 @@ def _history(lease: Lease, now: datetime, days: int) -> list[tuple[ProbeRun, lis
             )
             made.append((run, [client, server]))
         if terms.collective_busbw_floor_gbps is not None and slot.hour // 2 % 3 == 0:
-            busbw = int(float(terms.collective_busbw_floor_gbps) * GIGA * rng.uniform(1.05, 1.2))
+            # Near the per-node contract, as a healthy ring all-reduce runs (and the
+            # training-impact estimate expects), never below the contracted floor.
+            floor = float(terms.collective_busbw_floor_gbps) * GIGA
+            busbw = int(max(contracted * rng.uniform(0.90, 0.96), floor * rng.uniform(1.02, 1.08)))
             judgement = verdicts.collective(busbw_bps=busbw, terms=view)
             raw = _raw(Tool.ALL_REDUCE_PERF, f"# Avg bus bandwidth : {busbw / 8 / GIGA:.2f}")
             run = _run(

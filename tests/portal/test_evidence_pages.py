@@ -6,37 +6,20 @@ import re
 from decimal import Decimal
 
 import pytest
-from django.test import Client
 
 from benchmarks.parsers import ParseError, parse_iperf3
 from billing.models import Evidence
-from leases import services
-from leases.choices import LeaseStatus, Role
+from leases.choices import Role
 from tests.benchmarks.parsers import fixture_text
 from tests.factories import MembershipFactory, NodeFactory, StaffFactory, at, make_lease
+from tests.portal.support import NOW, active, client_for
 
 pytestmark = pytest.mark.django_db
 
-NOW = at("2026-11-20 12:00")
 # iperf 3.14 TCP, published sample: end.sum_received.bits_per_second = 204737447.4407,
 # that is 204.7 Mbit/s (tests/benchmarks/parsers/test_iperf3.py reads the same figure).
 IPERF3 = fixture_text("iperf3", "tcp_3.14_macos.json")
 TRUNCATED = fixture_text("iperf3", "tcp_3.9_stored_truncated.json")
-
-
-@pytest.fixture(autouse=True)
-def _pinned_clock(monkeypatch):
-    monkeypatch.setattr("portal.selectors.now", lambda: NOW)
-
-
-def client_for(user) -> Client:
-    client = Client(HTTP_ACCEPT_LANGUAGE="en")
-    client.force_login(user)
-    return client
-
-
-def active(lease):
-    return services.transition_lease(lease=lease, to=LeaseStatus.ACTIVE, at=at("2026-11-01"))
 
 
 @pytest.fixture

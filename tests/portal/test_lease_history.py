@@ -7,28 +7,15 @@ from datetime import timedelta
 from decimal import Decimal
 
 import pytest
-from django.test import Client
 
 from billing.ingest import ingest_all
 from leases import services
 from leases.choices import LeaseStatus, LinkLayer, Role
 from portal import selectors
 from tests.factories import MembershipFactory, NicPortFactory, NodeFactory, at, make_lease, make_run
+from tests.portal.support import NOW, client_for
 
 pytestmark = pytest.mark.django_db
-
-NOW = at("2026-11-20 12:00")
-
-
-@pytest.fixture(autouse=True)
-def _pinned_clock(monkeypatch):
-    monkeypatch.setattr("portal.selectors.now", lambda: NOW)
-
-
-def client_for(user) -> Client:
-    client = Client(HTTP_ACCEPT_LANGUAGE="en")
-    client.force_login(user)
-    return client
 
 
 @pytest.fixture

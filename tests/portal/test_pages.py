@@ -9,8 +9,6 @@ from django.test import Client
 from billing.choices import LineKind
 from billing.ingest import ingest_all
 from billing.models import Invoice, InvoiceLine
-from leases import services
-from leases.choices import LeaseStatus
 from tests.factories import (
     MembershipFactory,
     NodeFactory,
@@ -20,25 +18,9 @@ from tests.factories import (
     make_lease,
     make_run,
 )
+from tests.portal.support import active, client_for
 
 pytestmark = pytest.mark.django_db
-
-NOW = at("2026-11-20 12:00")
-
-
-@pytest.fixture(autouse=True)
-def _pinned_clock(monkeypatch):
-    monkeypatch.setattr("portal.selectors.now", lambda: NOW)
-
-
-def client_for(user, language="en") -> Client:
-    client = Client(HTTP_ACCEPT_LANGUAGE=language)
-    client.force_login(user)
-    return client
-
-
-def active(lease):
-    return services.transition_lease(lease=lease, to=LeaseStatus.ACTIVE, at=at("2026-11-01"))
 
 
 @pytest.fixture

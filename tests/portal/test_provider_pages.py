@@ -10,8 +10,7 @@ from django.test import Client
 from billing.choices import IncidentState
 from billing.ingest import ingest_all
 from billing.models import Incident
-from leases import services
-from leases.choices import LeaseStatus, SwitchRole
+from leases.choices import SwitchRole
 from tests.factories import (
     FabricFactory,
     MembershipFactory,
@@ -24,32 +23,17 @@ from tests.factories import (
     make_lease,
     make_run,
 )
+from tests.portal.support import active, client_for
 
 pytestmark = pytest.mark.django_db
 
-NOW = at("2026-11-20 12:00")
 PAGES = ["/provider/", "/provider/fabrics/", "/provider/cost-share/", "/provider/incidents/"]
 GIGA = 10**9
-
-
-@pytest.fixture(autouse=True)
-def _pinned_clock(monkeypatch):
-    monkeypatch.setattr("portal.selectors.now", lambda: NOW)
-
-
-def client_for(user) -> Client:
-    client = Client(HTTP_ACCEPT_LANGUAGE="en")
-    client.force_login(user)
-    return client
 
 
 @pytest.fixture
 def staff():
     return client_for(StaffFactory())
-
-
-def active(lease):
-    return services.transition_lease(lease=lease, to=LeaseStatus.ACTIVE, at=at("2026-11-01"))
 
 
 def hourly_lease(reference, *, failing=(), hours=20, tenant=None, start=None, **terms):

@@ -13,16 +13,11 @@ from api.models import ApiToken
 from leases import services
 from leases.choices import LeaseStatus, Role
 from tests.factories import MembershipFactory, NodeFactory, at, make_lease
+from tests.portal.support import client_for
 
 pytestmark = pytest.mark.django_db
 
 TOKEN = re.compile(r"gpl_[0-9a-f]{8}_[A-Za-z0-9_-]{43}")
-
-
-def client_for(user) -> Client:
-    client = Client(HTTP_ACCEPT_LANGUAGE="en")
-    client.force_login(user)
-    return client
 
 
 def api_get(secret: str, path: str = "/api/v1/leases/"):

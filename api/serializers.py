@@ -8,14 +8,16 @@ from typing import Any
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.core.validators import RegexValidator
 from django.urls import reverse
+from django.utils.translation import gettext as _
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema_field
+from drf_spectacular.utils import OpenApiParameter, extend_schema_field
 from rest_framework import serializers
 from rest_framework.serializers import as_serializer_error
 
 from api.base import StrictModelSerializer, StrictSerializer
 from api.models import ApiToken, Scope, TokenState
 from benchmarks.models import ProbeRun
+from billing.calculations import PERIOD
 from billing.models import Incident, Invoice, InvoiceLine
 from leases.choices import ProbeKind
 from leases.contract_rules import MIN_CADENCE_S
@@ -225,10 +227,33 @@ class RunNowResultSerializer(serializers.Serializer):
 
 class PeriodSerializer(StrictSerializer):
     period = serializers.RegexField(
-        r"^\d{4}-(0[1-9]|1[0-2])$",
+        PERIOD.pattern,
         help_text="A calendar month in the tenant's time zone: YYYY-MM.",
         error_messages={"invalid": "The period must be written YYYY-MM, for example 2026-11."},
     )
+
+    def validate_period(self, period: str) -> str:
+        if not 2000 <= int(period[:4]) <= 2999:
+            raise serializers.ValidationError(
+                _("The period must be a month between 2000-01 and 2999-12.")
+            )
+        return period
+
+    @classmethod
+    def of(cls, request: Any) -> str:
+        """The ?period= of a request, validated (a 400 with the reason otherwise)."""
+        query = cls(data={"period": request.query_params.get("period", "")})
+        query.is_valid(raise_exception=True)
+        return query.validated_data["period"]
+
+
+PERIOD_PARAMETER = OpenApiParameter(
+    "period",
+    OpenApiTypes.STR,
+    required=True,
+    pattern=PERIOD.pattern,
+    description="YYYY-MM, a calendar month in the tenant's time zone.",
+)
 
 
 # --- probe runs, incidents, invoices ---------------------------------------------------

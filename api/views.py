@@ -11,7 +11,7 @@ from django.db.models import Prefetch, QuerySet
 from django.http import HttpResponse
 from django.utils.translation import gettext as _
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import mixins, serializers, status
 from rest_framework.decorators import action
 from rest_framework.renderers import BaseRenderer, JSONRenderer
@@ -193,30 +193,14 @@ class LeaseViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewSet
         return Response(s.RunNowResultSerializer(result).data, status=status.HTTP_202_ACCEPTED)
 
     @extend_schema(
-        parameters=[
-            OpenApiParameter(
-                "period",
-                OpenApiTypes.STR,
-                required=True,
-                pattern=r"^\d{4}-(0[1-9]|1[0-2])$",
-                description="YYYY-MM, a calendar month in the tenant's time zone.",
-            )
-        ],
+        parameters=[s.PERIOD_PARAMETER],
         responses={200: OpenApiTypes.OBJECT},
         summary="SLA report of the lease for a month (billing.reports.sla_report)",
     )
     @action(detail=True, methods=["get"], filter_backends=[], pagination_class=None)
     def sla(self, request: Request, pk: str | None = None) -> Response:
         lease = self.get_object()
-        query = s.PeriodSerializer(data={"period": request.query_params.get("period", "")})
-        query.is_valid(raise_exception=True)
-        period = query.validated_data["period"]
-        year = int(period[:4])
-        if not 2000 <= year <= 2999:
-            raise serializers.ValidationError(
-                {"period": [_("The period must be a month between 2000-01 and 2999-12.")]}
-            )
-        return Response(sla_report(lease=lease, period=period))
+        return Response(sla_report(lease=lease, period=s.PeriodSerializer.of(request)))
 
 
 def _assignments() -> QuerySet:

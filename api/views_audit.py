@@ -21,7 +21,7 @@ from django.db.models import Prefetch, QuerySet
 from django.utils.translation import gettext as _
 from django_filters import rest_framework as filters
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, serializers, status
 from rest_framework.decorators import action
 from rest_framework.permissions import AllowAny
@@ -232,28 +232,13 @@ class LeaseAuditViewSet(BaseViewSet):
         return queryset.select_related("tenant")
 
     @extend_schema(
-        parameters=[
-            OpenApiParameter(
-                "period",
-                OpenApiTypes.STR,
-                required=True,
-                pattern=r"^\d{4}-(0[1-9]|1[0-2])$",
-                description="YYYY-MM, a calendar month in the tenant's time zone.",
-            )
-        ],
+        parameters=[s.PERIOD_PARAMETER],
         responses={200: OpenApiTypes.OBJECT},
         summary="Signed audit bundle of the lease for a month (README, Contract audit)",
     )
     def bundle(self, request: Request, pk: str | None = None) -> Response:
         lease = self.get_object()
-        query = s.PeriodSerializer(data={"period": request.query_params.get("period", "")})
-        query.is_valid(raise_exception=True)
-        period = query.validated_data["period"]
-        if not 2000 <= int(period[:4]) <= 2999:
-            raise serializers.ValidationError(
-                {"period": [_("The period must be a month between 2000-01 and 2999-12.")]}
-            )
-        return Response(audit.signed_bundle(lease=lease, period=period))
+        return Response(audit.signed_bundle(lease=lease, period=s.PeriodSerializer.of(request)))
 
 
 def _evidence_rows(queryset: QuerySet) -> QuerySet:

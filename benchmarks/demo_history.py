@@ -23,6 +23,7 @@ import hashlib
 import random
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
@@ -56,6 +57,7 @@ def _raw(tool: str, text: str) -> str:
 
 
 def _run(
+    *,
     lease: Lease,
     terms: LeaseTerms,
     kind: str,
@@ -63,10 +65,11 @@ def _run(
     target: str,
     pattern: str,
     slot: datetime,
+    site_id: int,
     raw: str,
     judgement: verdicts.Judgement,
-    **figures,
-) -> ProbeRun:  # type: ignore[no-untyped-def]
+    **figures: Any,
+) -> ProbeRun:
     return ProbeRun(
         lease=lease,
         kind=kind,
@@ -76,7 +79,7 @@ def _run(
         trigger=Trigger.SCHEDULE,
         slot_at=slot,
         deadline_at=slot + CADENCE,
-        site_id=figures.pop("site_id"),
+        site_id=site_id,
         state=RunState.OK,
         attempts=1,
         started_at=slot + timedelta(seconds=3),
@@ -90,6 +93,31 @@ def _run(
         verdict_reason=judgement.reason,
         **figures,
     )
+
+
+def _link_check(ports: list[NicPort]) -> tuple[str, list[verdicts.PortState], dict]:
+    """A node's link check with every port up at its rate: (tool, port states, parsed)."""
+    states = [
+        verdicts.PortState(
+            label=f"{p.device}:{p.port_number}"
+            if p.link_layer == LinkLayer.INFINIBAND
+            else p.netdev,
+            up=True,
+            speed_bps=float(p.rate_gbps * GIGA),
+            expected_bps=float(p.rate_gbps * GIGA),
+            link_down_count=0,
+            previous_link_down_count=0,
+        )
+        for p in ports
+    ]
+    infiniband = any(p.link_layer == LinkLayer.INFINIBAND for p in ports)
+    parsed = {
+        "ports": [
+            {"label": s.label, "up": s.up, "speed_bps": s.speed_bps, "link_down_count": 0}
+            for s in states
+        ]
+    }
+    return (Tool.IBSTATUS if infiniband else Tool.ETHTOOL), states, parsed
 
 
 def _history(lease: Lease, now: datetime, days: int) -> list[tuple[ProbeRun, list[Node]]]:
@@ -117,6 +145,7 @@ def _history(lease: Lease, now: datetime, days: int) -> list[tuple[ProbeRun, lis
     share = {ref: s for ref, _first, _hours, _index, s in EPISODES}.get(lease.reference, 1.0)
     start = max(lease.starts_at, now - timedelta(days=days))
     slot = start.astimezone(UTC).replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
+    checks = {node.pk: _link_check(ports.get(node.pk, [])) for node in nodes}
     made: list[tuple[ProbeRun, list[Node]]] = []
     while slot < now:
         terms = next((v for v in reversed(versions) if v.effective_from <= slot), None)
@@ -125,44 +154,24 @@ def _history(lease: Lease, now: datetime, days: int) -> list[tuple[ProbeRun, lis
             continue
         view = terms_view(terms)
         contracted = float(terms.contracted_bandwidth_gbps) * GIGA
+        common: dict[str, Any] = {"lease": lease, "terms": terms, "slot": slot, "site_id": site_id}
         for node in nodes:
-            states = [
-                verdicts.PortState(
-                    label=f"{p.device}:{p.port_number}"
-                    if p.link_layer == LinkLayer.INFINIBAND
-                    else p.netdev,
-                    up=True,
-                    speed_bps=float(p.rate_gbps * GIGA),
-                    expected_bps=float(p.rate_gbps * GIGA),
-                    link_down_count=0,
-                    previous_link_down_count=0,
+            tool, states, parsed = checks[node.pk]
+            made.append(
+                (
+                    _run(
+                        kind=ProbeKind.LINK,
+                        tool=tool,
+                        target=node.hostname,
+                        pattern=Pattern.NODE,
+                        raw=_raw(tool, f"{len(states)} port(s) up"),
+                        judgement=verdicts.link(ports=states, terms=view),
+                        parsed=parsed,
+                        **common,
+                    ),
+                    [node],
                 )
-                for p in ports.get(node.pk, [])
-            ]
-            infiniband = any(p.link_layer == LinkLayer.INFINIBAND for p in ports.get(node.pk, []))
-            tool = Tool.IBSTATUS if infiniband else Tool.ETHTOOL
-            parsed = {
-                "ports": [
-                    {"label": s.label, "up": s.up, "speed_bps": s.speed_bps, "link_down_count": 0}
-                    for s in states
-                ]
-            }
-            judgement = verdicts.link(ports=states, terms=view)
-            raw = _raw(tool, f"{len(states)} port(s) up")
-            run = _run(
-                lease,
-                terms,
-                ProbeKind.LINK,
-                tool,
-                node.hostname,
-                Pattern.NODE,
-                slot,
-                raw,
-                judgement,
-                site_id=site_id,
-                parsed=parsed,
             )
-            made.append((run, [node]))
         for index, (client, server) in enumerate(pairs):
             degraded = any(index == i and slot <= at < slot + CADENCE for i, at in slow)
             factor = share * rng.uniform(0.97, 1.03) if degraded else rng.uniform(0.955, 0.99)
@@ -170,20 +179,16 @@ def _history(lease: Lease, now: datetime, days: int) -> list[tuple[ProbeRun, lis
             tool = Tool.IB_WRITE_BW if terms.technology == Technology.INFINIBAND else Tool.IPERF3
             judgement = verdicts.throughput(measured_bps=bps, terms=view)
             raw = _raw(tool, f"{bps / GIGA:.2f} Gbit/s from {client.hostname} to {server.hostname}")
-            target = f"{client.hostname}>{server.hostname}"
             run = _run(
-                lease,
-                terms,
-                ProbeKind.THROUGHPUT,
-                tool,
-                target,
-                Pattern.RING,
-                slot,
-                raw,
-                judgement,
-                site_id=site_id,
+                kind=ProbeKind.THROUGHPUT,
+                tool=tool,
+                target=f"{client.hostname}>{server.hostname}",
+                pattern=Pattern.RING,
+                raw=raw,
+                judgement=judgement,
                 measured_bps=bps,
                 parsed={"demo": True, "bits_per_second": bps},
+                **common,
             )
             made.append((run, [client, server]))
         if terms.collective_busbw_floor_gbps is not None and slot.hour // 2 % 3 == 0:
@@ -194,18 +199,15 @@ def _history(lease: Lease, now: datetime, days: int) -> list[tuple[ProbeRun, lis
             judgement = verdicts.collective(busbw_bps=busbw, terms=view)
             raw = _raw(Tool.ALL_REDUCE_PERF, f"# Avg bus bandwidth : {busbw / 8 / GIGA:.2f}")
             run = _run(
-                lease,
-                terms,
-                ProbeKind.COLLECTIVE,
-                Tool.ALL_REDUCE_PERF,
-                "all",
-                Pattern.ALL_NODES,
-                slot,
-                raw,
-                judgement,
-                site_id=site_id,
+                kind=ProbeKind.COLLECTIVE,
+                tool=Tool.ALL_REDUCE_PERF,
+                target="all",
+                pattern=Pattern.ALL_NODES,
+                raw=raw,
+                judgement=judgement,
                 measured_bps=busbw,
                 parsed={"demo": True, "busbw_bps": busbw},
+                **common,
             )
             made.append((run, nodes))
         slot += CADENCE

@@ -166,18 +166,7 @@ class InvoiceLineAdmin(ReadOnlyAdmin):
     list_filter = ["kind", "invoice__status", "invoice__period"]
     search_fields = ["invoice__tenant__name", "lease__reference", "description"]
     list_select_related = ["invoice__tenant", "lease"]
-    readonly_fields = [
-        "invoice",
-        "position",
-        "lease",
-        "kind",
-        "description",
-        "quantity",
-        "unit",
-        "unit_price",
-        "amount",
-        "detail",
-    ]
+    readonly_fields = ["invoice", *LINE_FIELDS]
 
 
 @admin.register(HourlyRollup)

@@ -29,10 +29,8 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from django.conf import settings
-from django.core.exceptions import ValidationError
 from django.db.models import Max, Min, Q
 from django.utils import timezone
-from django.utils.translation import gettext as _
 
 from benchmarks import chain
 from benchmarks.models import ProbeRun
@@ -216,15 +214,6 @@ def _terms(version: LeaseTerms, in_force: bool) -> dict[str, Any]:
 
 def _hour(instant: datetime) -> datetime:
     return instant.replace(minute=0, second=0, microsecond=0)
-
-
-def check_period(period: str) -> None:
-    try:
-        month_bounds(period, "UTC")
-    except (TypeError, ValueError):
-        raise ValidationError(
-            _("The period must be written YYYY-MM, got %(period)r.") % {"period": period}
-        ) from None
 
 
 Window = tuple[datetime | None, datetime | None, datetime | None, str]
@@ -432,7 +421,7 @@ def _disputes_doc(lease: Lease, period: str, start: datetime, end: datetime) -> 
 def build_bundle(*, lease: Lease, period: str, now: datetime | None = None) -> dict[str, Any]:
     """The self-contained audit bundle of a lease for a month (tenant zone). Links any
     finished run not yet in the chain first, so every finished run of the month is in it."""
-    check_period(period)
+    invoicing.check_period(period)
     now = now or timezone.now()
     lease = Lease.objects.select_related("tenant").get(pk=lease.pk)
     chain.link_pending(lease_id=lease.pk, now=now)
@@ -978,7 +967,6 @@ __all__ = [
     "FORMAT",
     "build_bundle",
     "canonical_bytes",
-    "check_period",
     "key_path",
     "load_public_key",
     "public_key_info",

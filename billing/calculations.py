@@ -59,7 +59,8 @@ WRAP_TOLERANCE = Decimal("1.1")
 HUNDRED = Decimal(100)
 ZERO_CNY = Decimal("0.00")
 
-_PERIOD = re.compile(r"^(\d{4})-(0[1-9]|1[0-2])$")
+# A billing period: a calendar month written YYYY-MM (commands, API and portal match it).
+PERIOD = re.compile(r"^(\d{4})-(0[1-9]|1[0-2])$")
 
 
 def _dec(value: Number, name: str) -> Decimal:
@@ -262,7 +263,7 @@ def traffic_charge(*, total_bytes: int, price_per_gb: Number) -> Decimal:
 
 def _year_month(period: str | tuple[int, int]) -> tuple[int, int]:
     if isinstance(period, str):
-        match = _PERIOD.match(period)
+        match = PERIOD.match(period)
         if not match:
             raise ValueError(f"A billing period is written YYYY-MM, not {period!r}.")
         return int(match.group(1)), int(match.group(2))

@@ -166,7 +166,7 @@ def previous_period(period: str) -> str:
     return f"{year - 1}-12" if month == 1 else f"{year}-{month - 1:02d}"
 
 
-def _check_period(period: str) -> None:
+def check_period(period: str) -> None:
     try:
         month_bounds(period, "UTC")
     except (TypeError, ValueError):
@@ -770,7 +770,7 @@ def _dispute_credits(tenant: Tenant, period: str) -> list[ComputedLine]:
 def compute_invoice(*, tenant: Tenant, period: str) -> ComputedInvoice:
     """What the tenant's invoice for the month says now: lease lines, adjustments for the
     previous finalised month, totals. Reads only; nothing is saved."""
-    _check_period(period)
+    check_period(period)
     start, end = month_bounds(period, tenant.time_zone)
     lease_part = _lease_part(tenant, period)
     lines = lease_part + _adjustments(tenant, period) + _dispute_credits(tenant, period)
@@ -808,7 +808,7 @@ def draft_invoice(*, tenant: Tenant, period: str, now: datetime | None = None) -
     """Create or recompute the tenant's draft invoice for the month: its lines are
     deleted and rebuilt from ``compute_invoice``. A finalised invoice is refused, and so
     is a month that has not started yet (``now``, default the current time)."""
-    _check_period(period)
+    check_period(period)
     now = now or timezone.now()
     # One drafter per tenant at a time: the tenant row is the lock.
     tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)
@@ -896,7 +896,7 @@ def draft_period(
     or with adjustments to carry from the month before. A finalised invoice is returned
     unchanged (status ``final``) rather than refused, so that a run over every tenant
     goes on; callers say so."""
-    _check_period(period)
+    check_period(period)
     invoices = []
     for candidate in _candidate_tenants(period, tenant):
         existing = Invoice.objects.filter(tenant=candidate, period=period).first()

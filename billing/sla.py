@@ -12,9 +12,11 @@ availability (the share of minutes in which every node's links were up), over th
 the lease has."""
 
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import ROUND_HALF_UP, Decimal
+from typing import Any
 from zoneinfo import ZoneInfo
 
 from django.db.models import Max, Min, Q, QuerySet, Sum
@@ -104,6 +106,36 @@ class SlaSummary:
         return min(figures) if figures else None
 
 
+# Rollup rows summed into one Compliance (evaluate_many, daily).
+COMPLIANCE_SUMS = {
+    "passed": Sum("passed"),
+    "failed": Sum("failed"),
+    "unknown": Sum("unknown"),
+    "excluded": Sum("excluded"),
+    "informational": Sum("informational"),
+    "measured": Sum("measured"),
+    "sum_bps": Sum("sum_bps"),
+    "min_bps": Min("min_bps"),
+    "max_bps": Max("max_bps"),
+    "sum_latency_us": Sum("sum_latency_us"),
+}
+
+
+def _compliance(row: Mapping[str, Any]) -> Compliance:
+    return Compliance(
+        passed=row["passed"],
+        failed=row["failed"],
+        unknown=row["unknown"],
+        excluded=row["excluded"],
+        informational=row["informational"],
+        measured=row["measured"],
+        sum_bps=row["sum_bps"] or Decimal(0),
+        min_bps=row["min_bps"],
+        max_bps=row["max_bps"],
+        sum_latency_us=row["sum_latency_us"] or 0.0,
+    )
+
+
 def evaluate_many(
     *, windows: dict[int, tuple[datetime, datetime]], rollups: QuerySet | None = None
 ) -> dict[int, SlaSummary]:
@@ -119,16 +151,7 @@ def evaluate_many(
         .filter(scope)
         .values("lease_id", "kind")
         .annotate(
-            passed=Sum("passed"),
-            failed=Sum("failed"),
-            unknown=Sum("unknown"),
-            excluded=Sum("excluded"),
-            informational=Sum("informational"),
-            measured=Sum("measured"),
-            sum_bps=Sum("sum_bps"),
-            min_bps=Min("min_bps"),
-            max_bps=Max("max_bps"),
-            sum_latency_us=Sum("sum_latency_us"),
+            **COMPLIANCE_SUMS,
             available=Sum("available_minutes"),
             unavailable=Sum("unavailable_minutes"),
             unknown_minutes=Sum("unknown_minutes"),
@@ -138,18 +161,7 @@ def evaluate_many(
     by_kind: dict[int, dict[str, Compliance]] = defaultdict(dict)
     availability: dict[int, Availability] = {}
     for row in rows:
-        by_kind[row["lease_id"]][row["kind"]] = Compliance(
-            passed=row["passed"],
-            failed=row["failed"],
-            unknown=row["unknown"],
-            excluded=row["excluded"],
-            informational=row["informational"],
-            measured=row["measured"],
-            sum_bps=row["sum_bps"] or Decimal(0),
-            min_bps=row["min_bps"],
-            max_bps=row["max_bps"],
-            sum_latency_us=row["sum_latency_us"] or 0.0,
-        )
+        by_kind[row["lease_id"]][row["kind"]] = _compliance(row)
         if row["kind"] == ProbeKind.LINK:
             availability[row["lease_id"]] = Availability(
                 available_minutes=row["available"] or 0,
@@ -183,28 +195,7 @@ def daily(*, lease: Lease, start: datetime, end: datetime) -> dict[tuple[str, st
         HourlyRollup.objects.filter(lease=lease, hour__gte=start, hour__lt=end)
         .annotate(day=TruncDate("hour", tzinfo=zone))
         .values("day", "kind")
-        .annotate(
-            passed=Sum("passed"),
-            failed=Sum("failed"),
-            unknown=Sum("unknown"),
-            excluded=Sum("excluded"),
-            measured=Sum("measured"),
-            sum_bps=Sum("sum_bps"),
-            min_bps=Min("min_bps"),
-            max_bps=Max("max_bps"),
-        )
+        .annotate(**COMPLIANCE_SUMS)
         .order_by("day", "kind")
     )
-    return {
-        (row["day"].isoformat(), row["kind"]): Compliance(
-            passed=row["passed"],
-            failed=row["failed"],
-            unknown=row["unknown"],
-            excluded=row["excluded"],
-            measured=row["measured"],
-            sum_bps=row["sum_bps"] or Decimal(0),
-            min_bps=row["min_bps"],
-            max_bps=row["max_bps"],
-        )
-        for row in rows
-    }
+    return {(row["day"].isoformat(), row["kind"]): _compliance(row) for row in rows}

@@ -23,6 +23,7 @@ from common.dbfunctions import EpochHour
 from leases.choices import LinkLayer, ProbeKind
 from leases.contract_rules import credit_tiers
 from leases.models import Lease, LeaseTerms, NicPort, NodeAssignment
+from leases.selectors import TermsTimeline
 
 MEETING, DEGRADED, BREACHED = "meeting", "degraded", "breached"
 CHART_DAYS = 30
@@ -158,15 +159,6 @@ def lease_overview(*, user, instant: datetime) -> list[LeaseRow]:  # type: ignor
             )
         )
     return rows
-
-
-def terms_at(versions: list[LeaseTerms], instant: datetime) -> LeaseTerms | None:
-    """The version in force at ``instant`` from versions ordered by effective_from."""
-    current = None
-    for version in versions:
-        if version.effective_from <= instant:
-            current = version
-    return current
 
 
 def _extremes(
@@ -378,14 +370,12 @@ def sla_history(*, user, lease: Lease, instant: datetime) -> list[MonthRow]:  # 
     if last <= lease.starts_at:
         return []
     zone = lease.tenant.time_zone
-    versions = list(
-        LeaseTerms.objects.visible_to(user).filter(lease=lease).order_by("effective_from")
-    )
+    versions = TermsTimeline(LeaseTerms.objects.visible_to(user).filter(lease=lease))
     rows = []
     for period in reversed(_months(lease.starts_at, last, zone)):
         start, end = billed_window(lease, *calculations.month_bounds(period, zone))
         end = min(end, instant)
         summary = sla.evaluate(lease=lease, start=start, end=max(start, end))
-        terms = terms_at(versions, max(start, end - timedelta(microseconds=1)))
+        terms = versions.at(max(start, end - timedelta(microseconds=1)))
         rows.append(MonthRow(period, summary, _credit(terms, summary.credit_compliance_percent)))
     return rows

@@ -17,6 +17,7 @@ from billing.models import Evidence, Incident, Invoice, InvoiceLine
 from billing.reports import sla_report
 from common.units import plain
 from leases.models import Lease, LeaseTerms
+from leases.selectors import TermsTimeline
 from portal import charts, selectors
 
 GIGA = 10**9
@@ -153,9 +154,8 @@ def lease_detail(request: HttpRequest, pk: int) -> HttpResponse:
     lease = _lease(request, pk)
     instant = selectors.now()
     zone = lease.tenant.time_zone
-    terms = selectors.terms_at(
-        list(LeaseTerms.objects.visible_to(request.user).filter(lease=lease).order_by("version")),
-        instant,
+    terms = TermsTimeline(LeaseTerms.objects.visible_to(request.user).filter(lease=lease)).at(
+        instant
     )
     days = _days(request)
     series = selectors.throughput_series(user=request.user, lease=lease, instant=instant, days=days)

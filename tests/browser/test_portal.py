@@ -11,9 +11,7 @@ from pathlib import Path
 import pytest
 from django.db import transaction
 
-from billing.choices import LineKind
 from billing.ingest import ingest_all
-from billing.models import Invoice, InvoiceLine
 from leases import services
 from leases.choices import LeaseStatus, Role
 from tests.factories import (
@@ -25,8 +23,8 @@ from tests.factories import (
     make_lease,
     make_run,
 )
+from tests.portal.support import NOW, october_invoice
 
-NOW = at("2026-11-20 12:00")
 # A real iperf 3.14 TCP client run (-J), about 205 Mbit/s; its source is in SOURCES.md there.
 IPERF3_JSON = Path(__file__).resolve().parents[1] / "benchmarks/fixtures/iperf3/tcp_3.14_macos.json"
 
@@ -75,35 +73,7 @@ def lease(member):
 
 @pytest.fixture
 def invoice(member, lease):
-    invoice = Invoice.objects.create(
-        tenant=member.tenant,
-        period="2026-10",
-        period_start=at("2026-10-01 00:00"),
-        period_end=at("2026-11-01 00:00"),
-        subtotal=Decimal("67000.00"),
-        tax=Decimal("4020.00"),
-        total=Decimal("71020.00"),
-        tax_rate_percent=Decimal("6.00"),
-    )
-    for position, (kind, description, amount) in enumerate(
-        [
-            (LineKind.NODE_RENT, "2 nodes", Decimal("45000.00")),
-            (LineKind.NETWORK_FEE, "network 100 Gbps", Decimal("22000.00")),
-        ],
-        start=1,
-    ):
-        InvoiceLine.objects.create(
-            invoice=invoice,
-            position=position,
-            lease=lease,
-            kind=kind,
-            description=description,
-            quantity=Decimal("1"),
-            unit="month",
-            unit_price=amount,
-            amount=amount,
-        )
-    return invoice
+    return october_invoice(tenant=member.tenant, lease=lease)
 
 
 def test_tenant_logs_in_and_sees_the_throughput_chart_with_data(

@@ -6,9 +6,7 @@ from decimal import Decimal
 import pytest
 from django.test import Client
 
-from billing.choices import LineKind
 from billing.ingest import ingest_all
-from billing.models import Invoice, InvoiceLine
 from tests.factories import (
     MembershipFactory,
     NodeFactory,
@@ -18,7 +16,7 @@ from tests.factories import (
     make_lease,
     make_run,
 )
-from tests.portal.support import active, client_for
+from tests.portal.support import active, client_for, october_invoice
 
 pytestmark = pytest.mark.django_db
 
@@ -116,35 +114,7 @@ def test_sla_history_lists_each_month_with_compliance_and_credit(member, lease):
 
 @pytest.fixture
 def invoice(member, lease):
-    invoice = Invoice.objects.create(
-        tenant=member.tenant,
-        period="2026-10",
-        period_start=at("2026-10-01 00:00"),
-        period_end=at("2026-11-01 00:00"),
-        subtotal=Decimal("67000.00"),
-        tax=Decimal("4020.00"),
-        total=Decimal("71020.00"),
-        tax_rate_percent=Decimal("6.00"),
-    )
-    for position, (kind, description, amount) in enumerate(
-        [
-            (LineKind.NODE_RENT, "2 nodes", Decimal("45000.00")),
-            (LineKind.NETWORK_FEE, "network 100 Gbps", Decimal("22000.00")),
-        ],
-        start=1,
-    ):
-        InvoiceLine.objects.create(
-            invoice=invoice,
-            position=position,
-            lease=lease,
-            kind=kind,
-            description=description,
-            quantity=Decimal("1"),
-            unit="month",
-            unit_price=amount,
-            amount=amount,
-        )
-    return invoice
+    return october_invoice(tenant=member.tenant, lease=lease)
 
 
 def test_invoice_list_detail_and_csv(member, invoice):

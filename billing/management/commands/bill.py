@@ -1,5 +1,4 @@
 import json
-import re
 from decimal import Decimal
 from typing import Any
 
@@ -8,10 +7,9 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
 from billing import invoicing
+from billing.calculations import PERIOD
 from billing.choices import InvoiceStatus
 from leases.models import Tenant
-
-PERIOD = re.compile(r"^\d{4}-(0[1-9]|1[0-2])$")
 
 
 class Command(BaseCommand):

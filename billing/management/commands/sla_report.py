@@ -1,15 +1,13 @@
 import json
-import re
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
+from billing.calculations import PERIOD
 from billing.ingest import ingest_all
 from billing.reports import sla_report
 from common.units import format_bps
 from leases.models import Lease
-
-PERIOD = re.compile(r"^\d{4}-(0[1-9]|1[0-2])$")
 
 
 def _figure(bps: int | None) -> str:

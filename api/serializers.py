@@ -17,8 +17,9 @@ from rest_framework.serializers import as_serializer_error
 from api.base import StrictModelSerializer, StrictSerializer
 from api.models import ApiToken, Scope, TokenState
 from benchmarks.models import ProbeRun
-from billing.calculations import PERIOD
 from billing.models import Incident, Invoice, InvoiceLine
+from common.periods import PATTERN as PERIOD_PATTERN
+from common.periods import Period, PeriodError
 from leases.choices import ProbeKind
 from leases.contract_rules import MIN_CADENCE_S
 from leases.models import Fabric, Lease, LeaseTerms, Node, NodeAssignment, Site, Tenant
@@ -226,18 +227,23 @@ class RunNowResultSerializer(serializers.Serializer):
 
 
 class PeriodSerializer(StrictSerializer):
-    period = serializers.RegexField(
-        PERIOD.pattern,
+    period = serializers.CharField(
+        trim_whitespace=False,
         help_text="A calendar month in the tenant's time zone: YYYY-MM.",
-        error_messages={"invalid": "The period must be written YYYY-MM, for example 2026-11."},
     )
 
     def validate_period(self, period: str) -> str:
-        if not 2000 <= int(period[:4]) <= 2999:
+        try:
+            parsed = Period.parse(period)
+        except PeriodError:
+            raise serializers.ValidationError(
+                _("The period must be written YYYY-MM, for example 2026-11.")
+            ) from None
+        if not 2000 <= parsed.year <= 2999:
             raise serializers.ValidationError(
                 _("The period must be a month between 2000-01 and 2999-12.")
             )
-        return period
+        return str(parsed)
 
     @classmethod
     def of(cls, request: Any) -> str:
@@ -251,7 +257,7 @@ PERIOD_PARAMETER = OpenApiParameter(
     "period",
     OpenApiTypes.STR,
     required=True,
-    pattern=PERIOD.pattern,
+    pattern=PERIOD_PATTERN,
     description="YYYY-MM, a calendar month in the tenant's time zone.",
 )
 

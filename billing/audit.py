@@ -38,8 +38,6 @@ from billing import invoicing, sla
 from billing.calculations import (
     billable_mbps,
     bytes_to_gb,
-    month_bounds,
-    month_seconds,
     percentile_95,
     prorate,
     sla_credit,
@@ -49,6 +47,7 @@ from billing.choices import LineKind
 from billing.models import Dispute, Evidence, HourlyRollup, Invoice, TrafficSample
 from billing.samples import OUTCOMES, classify_sample, link_slot_outcome
 from common.money import to_fen
+from common.periods import Period
 from leases.contract_rules import credit_tiers
 from leases.models import Lease, LeaseTerms
 from leases.selectors import TermsTimeline
@@ -426,7 +425,7 @@ def build_bundle(*, lease: Lease, period: str, now: datetime | None = None) -> d
     lease = Lease.objects.select_related("tenant").get(pk=lease.pk)
     chain.link_pending(lease_id=lease.pk, now=now)
     tenant, zone = lease.tenant, lease.tenant.time_zone
-    start, end = month_bounds(period, zone)
+    start, end = Period.parse(period).bounds(zone)
     timeline = TermsTimeline.for_lease(lease)
     versions = list(timeline)
     in_force = {
@@ -503,7 +502,7 @@ def build_bundle(*, lease: Lease, period: str, now: datetime | None = None) -> d
             "time_zone": zone,
             "start": chain.iso_utc(start),
             "end": chain.iso_utc(end),
-            "month_seconds": month_seconds(period, zone),
+            "month_seconds": Period.parse(period).seconds(zone),
         },
         "terms": terms_doc,
         "billing_window": {
@@ -814,9 +813,9 @@ class _Checker:
     def lines(self) -> None:
         period = self.b["period"]
         seconds = int(period["month_seconds"])
-        recomputed_month = month_seconds(period["period"], period["time_zone"])
+        recomputed_month = Period.parse(period["period"]).seconds(period["time_zone"])
         self.same("month seconds", seconds, recomputed_month)
-        bounds = month_bounds(period["period"], period["time_zone"])
+        bounds = Period.parse(period["period"]).bounds(period["time_zone"])
         self.same("period start", _at(period["start"]), bounds[0])
         self.same("period end", _at(period["end"]), bounds[1])
         terms = self.terms_by_version()

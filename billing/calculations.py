@@ -23,10 +23,9 @@ Conventions for the whole module:
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from decimal import (
     ROUND_HALF_EVEN,
     Context,
@@ -38,7 +37,6 @@ from decimal import (
 )
 from enum import StrEnum
 from itertools import pairwise
-from zoneinfo import ZoneInfo
 
 from common.money import FEN, ROUNDING, to_fen
 
@@ -58,9 +56,6 @@ SHARE_QUANTUM = Decimal("0.0001")
 WRAP_TOLERANCE = Decimal("1.1")
 HUNDRED = Decimal(100)
 ZERO_CNY = Decimal("0.00")
-
-# A billing period: a calendar month written YYYY-MM (commands, API and portal match it).
-PERIOD = re.compile(r"^(\d{4})-(0[1-9]|1[0-2])$")
 
 
 def _dec(value: Number, name: str) -> Decimal:
@@ -259,42 +254,6 @@ def traffic_charge(*, total_bytes: int, price_per_gb: Number) -> Decimal:
 # --------------------------------------------------------------------------------------
 # 3. Proration (node rent per node-month)
 # --------------------------------------------------------------------------------------
-
-
-def _year_month(period: str | tuple[int, int]) -> tuple[int, int]:
-    if isinstance(period, str):
-        match = PERIOD.match(period)
-        if not match:
-            raise ValueError(f"A billing period is written YYYY-MM, not {period!r}.")
-        return int(match.group(1)), int(match.group(2))
-    year, month = period
-    if not 1 <= month <= 12:
-        raise ValueError(f"Month must be 1 to 12, not {month}.")
-    return year, month
-
-
-def month_bounds(period: str | tuple[int, int], tz_name: str) -> tuple[datetime, datetime]:
-    """The billing month ``[start, end)`` as aware UTC datetimes.
-
-    Rule: the month runs from local midnight on the 1st to local midnight on the 1st of
-    the next month, in the tenant's time zone ``tz_name`` (IANA name). November 2026 in
-    Asia/Shanghai is 2026-10-31T16:00Z to 2026-11-30T16:00Z. Where a zone's midnight does
-    not exist (a DST jump at midnight), the offset in force before the jump is used
-    (``zoneinfo``'s fold=0).
-    """
-    year, month = _year_month(period)
-    zone = ZoneInfo(tz_name)
-    next_year, next_month = (year + 1, 1) if month == 12 else (year, month + 1)
-    start = datetime(year, month, 1, tzinfo=zone).astimezone(UTC)
-    end = datetime(next_year, next_month, 1, tzinfo=zone).astimezone(UTC)
-    return start, end
-
-
-def month_seconds(period: str | tuple[int, int], tz_name: str) -> int:
-    """The length of the billing month in seconds, in the tenant's zone: 30 days in a
-    DST-free zone = 2,592,000 s; a month with a DST change is an hour shorter or longer."""
-    start, end = month_bounds(period, tz_name)
-    return (end - start) // timedelta(seconds=1)
 
 
 def overlap_seconds(
@@ -673,8 +632,6 @@ __all__ = [
     "credit_percent",
     "gpu_hour_price",
     "invoice_totals",
-    "month_bounds",
-    "month_seconds",
     "network_cost_share",
     "node_rent_line",
     "overlap_seconds",

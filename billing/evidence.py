@@ -42,6 +42,7 @@ from billing.models import (
     Invoice,
 )
 from common.money import FEN
+from common.periods import Period
 from common.querysets import is_provider_staff
 from leases.choices import Role
 from leases.models import Lease, LeaseTerms, Membership, NodeAssignment
@@ -343,14 +344,12 @@ def _credit(value: Any) -> Decimal:
 def credit_period_at(*, lease: Lease, at: datetime) -> str:
     """The invoice month an accepted dispute's credit goes on: the month of acceptance in
     the tenant's time zone, or the next month when that invoice is already final."""
-    local = at.astimezone(ZoneInfo(lease.tenant.time_zone))
-    period = f"{local.year}-{local.month:02d}"
+    period = Period.containing(at, lease.tenant.time_zone)
     if Invoice.objects.filter(
-        tenant_id=lease.tenant_id, period=period, status=InvoiceStatus.FINAL
+        tenant_id=lease.tenant_id, period=str(period), status=InvoiceStatus.FINAL
     ).exists():
-        year, month = (local.year + 1, 1) if local.month == 12 else (local.year, local.month + 1)
-        period = f"{year}-{month:02d}"
-    return period
+        period = period.next
+    return str(period)
 
 
 @transaction.atomic

@@ -5,8 +5,8 @@ each line's ``detail`` and saves the result.
 
 The rules, in the order an invoice is built:
 
-1. **Period.** A calendar month in the tenant's time zone (``month_bounds``). Every
-   proration divides by that month's seconds (``month_seconds``), whatever part of it a
+1. **Period.** A calendar month in the tenant's time zone (``common.periods.Period``).
+   Every proration divides by that month's seconds (``Period.seconds``), whatever part of it a
    lease covers.
 2. **Leases.** The tenant's leases that are active or ended (drafts and cancelled leases
    are never billed) and overlap the month, in reference order.
@@ -80,8 +80,6 @@ from billing.calculations import (
     billable_mbps,
     bytes_to_gb,
     invoice_totals,
-    month_bounds,
-    month_seconds,
     network_cost_share,
     node_rent_line,
     overlap_seconds,
@@ -92,6 +90,7 @@ from billing.calculations import (
 from billing.choices import InvoiceStatus, LineKind
 from billing.models import Invoice, InvoiceLine, TrafficSample
 from common.money import ROUNDING, to_fen
+from common.periods import Period, PeriodError
 from leases.choices import BillingMode, LeaseStatus
 from leases.contract_rules import credit_tiers
 from leases.models import Lease, LeaseTerms, NodeAssignment, Tenant
@@ -162,14 +161,13 @@ def _money(value: Decimal) -> str:
 
 def previous_period(period: str) -> str:
     """'2026-11' -> '2026-10'; '2027-01' -> '2026-12'."""
-    year, month = (int(part) for part in period.split("-"))
-    return f"{year - 1}-12" if month == 1 else f"{year}-{month - 1:02d}"
+    return str(Period.parse(period).previous)
 
 
 def check_period(period: str) -> None:
     try:
-        month_bounds(period, "UTC")
-    except (TypeError, ValueError):
+        Period.parse(period)
+    except PeriodError:
         raise ValidationError(
             _("The period must be written YYYY-MM, got %(period)r.") % {"period": period}
         ) from None
@@ -300,8 +298,9 @@ class _Month:
 
     @classmethod
     def of(cls, period: str, zone: str) -> _Month:
-        start, end = month_bounds(period, zone)
-        return cls(period, zone, start, end, month_seconds(period, zone))
+        month = Period.parse(period)
+        start, end = month.bounds(zone)
+        return cls(period, zone, start, end, month.seconds(zone))
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -630,7 +629,7 @@ def lease_lines(*, lease: Lease, period: str, zone: str) -> list[ComputedLine]:
 
 def billed_leases(*, tenant: Tenant, period: str) -> list[Lease]:
     """The tenant's active or ended leases that overlap the month, by reference."""
-    start, end = month_bounds(period, tenant.time_zone)
+    start, end = Period.parse(period).bounds(tenant.time_zone)
     return list(
         Lease.objects.filter(tenant=tenant, status__in=BILLED_STATUSES, starts_at__lt=end)
         .filter(Q(ends_at__isnull=True) | Q(ends_at__gt=start))
@@ -771,7 +770,7 @@ def compute_invoice(*, tenant: Tenant, period: str) -> ComputedInvoice:
     """What the tenant's invoice for the month says now: lease lines, adjustments for the
     previous finalised month, totals. Reads only; nothing is saved."""
     check_period(period)
-    start, end = month_bounds(period, tenant.time_zone)
+    start, end = Period.parse(period).bounds(tenant.time_zone)
     lease_part = _lease_part(tenant, period)
     lines = lease_part + _adjustments(tenant, period) + _dispute_credits(tenant, period)
     rates = {line.tax_rate_percent for line in lease_part if line.tax_rate_percent is not None}
@@ -812,7 +811,7 @@ def draft_invoice(*, tenant: Tenant, period: str, now: datetime | None = None) -
     now = now or timezone.now()
     # One drafter per tenant at a time: the tenant row is the lock.
     tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)
-    start, end = month_bounds(period, tenant.time_zone)
+    start, end = Period.parse(period).bounds(tenant.time_zone)
     if start > now:
         raise ValidationError(
             _("Period %(period)s has not started yet; there is nothing to bill.")
@@ -874,7 +873,7 @@ def finalise_invoice(*, invoice: Invoice, now: datetime | None = None) -> Invoic
 def _candidate_tenants(period: str, tenant: Tenant | None) -> list[Tenant]:
     """Tenants with a billed lease near the month (every zone is within a day of UTC),
     or a finalised invoice for the month before (late results may adjust it)."""
-    utc_start, utc_end = month_bounds(period, "UTC")
+    utc_start, utc_end = Period.parse(period).bounds("UTC")
     near = Lease.objects.filter(
         status__in=BILLED_STATUSES, starts_at__lt=utc_end + timedelta(days=1)
     ).filter(Q(ends_at__isnull=True) | Q(ends_at__gt=utc_start - timedelta(days=1)))

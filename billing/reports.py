@@ -7,6 +7,7 @@ from typing import Any
 
 from billing import calculations, impact, sla
 from billing.models import Incident
+from common.periods import Period
 from leases.contract_rules import credit_tiers
 from leases.models import Lease, LeaseTerms
 
@@ -47,7 +48,7 @@ def billed_window(lease: Lease, start: datetime, end: datetime) -> tuple[datetim
 
 def sla_report(*, lease: Lease, period: str, model: impact.Model | None = None) -> dict[str, Any]:
     model = model or impact.Model()
-    start, end = calculations.month_bounds(period, lease.tenant.time_zone)
+    start, end = Period.parse(period).bounds(lease.tenant.time_zone)
     window_start, window_end = billed_window(lease, start, end)
     summary = sla.evaluate(lease=lease, start=window_start, end=window_end)
     versions = list(

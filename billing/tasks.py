@@ -44,18 +44,25 @@ def ingest() -> int:
 
 @shared_task(name="billing.draft_previous_month", ignore_result=True)
 def draft_previous_month() -> int:
-    """Month end: bring the rollups up to date, then draft every tenant's invoice for the
-    month that just ended (in Asia/Shanghai, the providers' zone; each invoice is still cut
-    in its tenant's own zone)."""
-    from datetime import timedelta
-    from zoneinfo import ZoneInfo
-
+    """Month end: bring the rollups up to date, then draft each tenant's invoice for the
+    month that has just ended in that tenant's own time zone. Beat calls it every hour on
+    the 1st and 2nd (UTC), so every zone from UTC-12 to UTC+14 has closed its month by one
+    of the calls; a month already drafted is left for `bill` to recompute."""
     from django.utils import timezone
 
     from billing.ingest import ingest_all
     from billing.invoicing import draft_period
+    from billing.models import Invoice
+    from common.periods import Period
+    from leases.models import Tenant
 
+    now = timezone.now()
+    due = []
+    for tenant in Tenant.objects.order_by("slug"):
+        period = Period.containing(now, tenant.time_zone).previous
+        if not Invoice.objects.filter(tenant=tenant, period=str(period)).exists():
+            due.append((tenant, str(period)))
+    if not due:
+        return 0
     ingest_all()
-    local = timezone.now().astimezone(ZoneInfo("Asia/Shanghai"))
-    last_month = local.replace(day=1) - timedelta(days=1)
-    return len(draft_period(period=f"{last_month:%Y-%m}"))
+    return sum(len(draft_period(period=p, tenant=t, now=now)) for t, p in due)

@@ -9,13 +9,13 @@ import secrets
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
-from zoneinfo import ZoneInfo
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
+from common.periods import Period
 from leases import services
 from leases.choices import (
     BillingMode,
@@ -30,7 +30,7 @@ from leases.choices import (
 )
 from leases.models import Fabric, Lease, Membership, NicPort, Node, Site, Switch, Tenant
 
-SHANGHAI = ZoneInfo("Asia/Shanghai")
+DEMO_ZONE = "Asia/Shanghai"
 LOGINS_FILE = "demo-logins.txt"
 
 
@@ -117,12 +117,9 @@ FABRICS = [
 
 
 def _month_start(months_ago: int) -> datetime:
-    now = timezone.now().astimezone(SHANGHAI)
-    year, month = now.year, now.month - months_ago
-    while month < 1:
-        month += 12
-        year -= 1
-    return datetime(year, month, 1, tzinfo=SHANGHAI)
+    """Midnight on the 1st, ``months_ago`` months before this one, in Shanghai."""
+    this_month = Period.containing(timezone.now(), DEMO_ZONE)
+    return this_month.shift(-months_ago).local_start(DEMO_ZONE)
 
 
 class _Loader:
@@ -308,7 +305,7 @@ class _Loader:
             name="H800 400G IB 包年",
             nodes=ib400[:4],
             starts_at=three_months_ago,
-            ends_at=three_months_ago.replace(year=three_months_ago.year + 1),
+            ends_at=_month_start(3 - 12),
             terms={
                 **common,
                 "technology": Technology.INFINIBAND,

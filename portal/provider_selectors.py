@@ -27,9 +27,10 @@ from django.db.models.functions import Coalesce
 from benchmarks.choices import RunState, Verdict
 from benchmarks.models import ProbeRun
 from billing import invoicing
-from billing.calculations import month_bounds, network_cost_share
+from billing.calculations import network_cost_share
 from billing.choices import IncidentState, LineKind
 from billing.models import Incident
+from common.periods import Period, PeriodError
 from leases.choices import LeaseStatus, ProbeKind, SwitchRole
 from leases.models import Fabric, Lease, Switch, Tenant
 from portal import selectors
@@ -244,9 +245,8 @@ def default_period(instant: datetime) -> str:
 def valid_period(period: str) -> bool:
     """YYYY-MM with a month 01-12 that every time zone can place (billing's own parser)."""
     try:
-        month_bounds(period, "UTC")
-        month_bounds(period, PROVIDER_ZONE)
-    except (TypeError, ValueError, OverflowError):
+        Period.parse(period)
+    except PeriodError:
         return False
     return True
 

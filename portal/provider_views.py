@@ -50,9 +50,7 @@ def fabrics(request: HttpRequest) -> HttpResponse:
 
 @provider_staff_required
 def cost_share(request: HttpRequest) -> HttpResponse:
-    period = request.GET.get("period", "").strip() or provider_selectors.default_period(
-        selectors.now()
-    )
+    period = request.GET.get("period", "") or provider_selectors.default_period(selectors.now())
     if not provider_selectors.valid_period(period):
         error = _(
             "The period must be a month written YYYY-MM, for example 2026-11; got %(period)s."

@@ -20,6 +20,7 @@ from billing.choices import IncidentState
 from billing.models import HourlyRollup, Incident
 from billing.reports import billed_window
 from common.dbfunctions import EpochHour
+from common.periods import Period
 from leases.choices import LinkLayer, ProbeKind
 from leases.contract_rules import credit_tiers
 from leases.models import Lease, LeaseTerms, NicPort, NodeAssignment
@@ -38,7 +39,7 @@ def now() -> datetime:
 
 
 def current_period(zone: str, instant: datetime) -> str:
-    return instant.astimezone(ZoneInfo(zone)).strftime("%Y-%m")
+    return str(Period.containing(instant, zone))
 
 
 def _credit(terms: LeaseTerms | None, compliance: Decimal | None) -> CreditResult | None:
@@ -114,8 +115,7 @@ def lease_overview(*, user, instant: datetime) -> list[LeaseRow]:  # type: ignor
         terms[version.lease_id] = version
     periods = {lease.pk: current_period(lease.tenant.time_zone, instant) for lease in leases}
     months = {
-        lease.pk: calculations.month_bounds(periods[lease.pk], lease.tenant.time_zone)
-        for lease in leases
+        lease.pk: Period.parse(periods[lease.pk]).bounds(lease.tenant.time_zone) for lease in leases
     }
     windows = {
         lease.pk: (start, max(start, min(instant, end)))
@@ -355,13 +355,9 @@ class MonthRow:
 
 
 def _months(first: datetime, last: datetime, zone: str) -> list[str]:
-    local_first, local_last = first.astimezone(ZoneInfo(zone)), last.astimezone(ZoneInfo(zone))
-    year, month = local_first.year, local_first.month
-    periods = []
-    while (year, month) <= (local_last.year, local_last.month):
-        periods.append(f"{year:04d}-{month:02d}")
-        year, month = (year + 1, 1) if month == 12 else (year, month + 1)
-    return periods[-HISTORY_MONTHS:]
+    newest = Period.containing(last, zone)
+    oldest = max(Period.containing(first, zone), newest.shift(1 - HISTORY_MONTHS))
+    return [str(period) for period in Period.span(oldest, newest)]
 
 
 def sla_history(*, user, lease: Lease, instant: datetime) -> list[MonthRow]:  # type: ignore[no-untyped-def]
@@ -373,7 +369,7 @@ def sla_history(*, user, lease: Lease, instant: datetime) -> list[MonthRow]:  # 
     versions = TermsTimeline(LeaseTerms.objects.visible_to(user).filter(lease=lease))
     rows = []
     for period in reversed(_months(lease.starts_at, last, zone)):
-        start, end = billed_window(lease, *calculations.month_bounds(period, zone))
+        start, end = billed_window(lease, *Period.parse(period).bounds(zone))
         end = min(end, instant)
         summary = sla.evaluate(lease=lease, start=start, end=max(start, end))
         terms = versions.at(max(start, end - timedelta(microseconds=1)))

@@ -74,3 +74,20 @@ def non_negative(value: Number, what: str) -> Number:
     if value < 0:
         raise ParseError(f"{what} is negative ({value}); the tool's own arithmetic failed")
     return value
+
+
+# The largest figure a run row can hold (a signed 64-bit column, as PostgreSQL's bigint).
+# Anything beyond it (1e300 bits/s, 9e999) cannot be a real measurement.
+MAX_FIGURE = 2**63 - 1
+
+
+def storable(value: Number, what: str) -> Number:
+    """`value` if it is a finite, non-negative figure that a run row can store, else
+    ParseError: the output is then kept raw and marked unparsable, never a crash."""
+    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+        raise ParseError(f"{what} is not a finite number ({value})")
+    if value < 0:
+        raise ParseError(f"{what} is negative ({value}); the tool's own arithmetic failed")
+    if value > MAX_FIGURE:
+        raise ParseError(f"{what} ({value:.3g}) is too large to be a real measurement")
+    return value

@@ -93,7 +93,7 @@ def test_json_is_one_list_of_invoice_summaries(zhiyuan):
 
 
 def test_bad_period_and_unknown_tenant_are_refused(zhiyuan):
-    with pytest.raises(CommandError, match="period must be YYYY-MM, got '2026-1'"):
+    with pytest.raises(CommandError, match="written YYYY-MM, not '2026-1'"):
         bill("--period", "2026-1")
     with pytest.raises(CommandError, match="no tenant with slug 'nobody'"):
         bill("--period", "2026-11", "--tenant", "nobody")

@@ -17,8 +17,6 @@ from billing.calculations import (
     credit_percent,
     gpu_hour_price,
     invoice_totals,
-    month_bounds,
-    month_seconds,
     network_cost_share,
     node_rent_line,
     overlap_seconds,
@@ -30,6 +28,7 @@ from billing.calculations import (
     training_impact,
 )
 from common.money import to_fen
+from common.periods import Period
 from leases.contract_rules import credit_tiers, default_credit_tiers
 
 SHANGHAI = ZoneInfo("Asia/Shanghai")
@@ -169,34 +168,10 @@ def test_traffic_charge_does_not_round_the_gb():
 # --- proration -------------------------------------------------------------------------
 
 
-def test_november_in_shanghai_starts_at_16_00_utc():
-    start, end = month_bounds("2026-11", "Asia/Shanghai")
-    assert start == utc("2026-10-31 16:00")
-    assert end == utc("2026-11-30 16:00")
-    assert month_bounds((2026, 11), "Asia/Shanghai") == (start, end)
-    assert month_bounds("2026-11", "UTC") == (utc("2026-11-01 00:00"), utc("2026-12-01 00:00"))
-    # 30 days x 86,400 = 2,592,000 s.
-    assert month_seconds("2026-11", "Asia/Shanghai") == 2_592_000
-    # December rolls into the next year.
-    assert month_bounds("2026-12", "Asia/Shanghai")[1] == utc("2026-12-31 16:00")
-
-
-def test_dst_months_are_an_hour_short_or_long():
-    # Europe/Berlin: 29 March 2026 loses an hour, 25 October 2026 gains one.
-    assert month_seconds("2026-03", "Europe/Berlin") == 31 * DAY - 3_600  # 2,674,800
-    assert month_seconds("2026-10", "Europe/Berlin") == 31 * DAY + 3_600  # 2,682,000
-
-
-@pytest.mark.parametrize("period", ["2026-13", "2026-1", "26-11", "2026/11"])
-def test_bad_periods_are_refused(period):
-    with pytest.raises(ValueError, match="YYYY-MM"):
-        month_bounds(period, "Asia/Shanghai")
-
-
 def test_half_a_november_is_half_the_rent():
     # Assigned 2026-11-16 00:00 Shanghai to month end: 15 days = 1,296,000 s of 2,592,000.
     # 45,000 x 1,296,000 / 2,592,000 = 22,500.00.
-    start, end = month_bounds("2026-11", "Asia/Shanghai")
+    start, end = Period.parse("2026-11").bounds("Asia/Shanghai")
     line = node_rent_line(
         monthly_rate=D("45000.00"),
         assignments=[(sh("2026-11-16 00:00"), None)],
@@ -225,7 +200,7 @@ def test_cutting_in_utc_would_bill_eight_more_hours():
 def test_a_node_swap_is_one_node_month():
     # Old node 11-01 00:00 to 11-10 12:00 = 9.5 days = 820,800 s; the new node from then on
     # = 20.5 days = 1,771,200 s; together 2,592,000 s = one node-month = 45,000.00.
-    start, end = month_bounds("2026-11", "Asia/Shanghai")
+    start, end = Period.parse("2026-11").bounds("Asia/Shanghai")
     swap = sh("2026-11-10 12:00")
     assert (
         overlap_seconds(start=sh("2026-10-01 00:00"), end=swap, period_start=start, period_end=end)
@@ -244,7 +219,7 @@ def test_a_node_swap_is_one_node_month():
 def test_rent_is_rounded_once_per_line():
     # Three nodes of 10 days each in a 30-day month at 100.00: 100 x 3 x 864,000 / 2,592,000
     # = 100.00. Rounding each node first would give 3 x 33.33 = 99.99.
-    start, end = month_bounds("2026-11", "Asia/Shanghai")
+    start, end = Period.parse("2026-11").bounds("Asia/Shanghai")
     ten_days = [
         (sh("2026-11-01 00:00"), sh("2026-11-11 00:00")),
         (sh("2026-11-11 00:00"), sh("2026-11-21 00:00")),
@@ -260,7 +235,7 @@ def test_rent_is_rounded_once_per_line():
 
 
 def test_overlap_edges():
-    start, end = month_bounds("2026-11", "Asia/Shanghai")
+    start, end = Period.parse("2026-11").bounds("Asia/Shanghai")
     # Entirely before or after, and touching the edges (half-open intervals): 0.
     assert (
         overlap_seconds(start=sh("2026-10-01 00:00"), end=start, period_start=start, period_end=end)

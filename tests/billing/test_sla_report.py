@@ -63,7 +63,7 @@ def test_text_report_and_bad_input(lease, capsys):
     text = capsys.readouterr().out
     assert text.startswith("SLA report ZY-2026-009")
     assert "0 passed, 0 failed, 0 unknown" in text
-    with pytest.raises(CommandError, match="period must be YYYY-MM, got '2026-13'"):
+    with pytest.raises(CommandError, match="written YYYY-MM, not '2026-13'"):
         call_command("sla_report", "--lease", "ZY-2026-009", "--period", "2026-13")
     with pytest.raises(CommandError, match="no lease with reference 'NOPE'"):
         call_command("sla_report", "--lease", "NOPE", "--period", "2026-11")

@@ -7,8 +7,8 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
 from billing import invoicing
-from billing.calculations import PERIOD
 from billing.choices import InvoiceStatus
+from common.periods import Period, PeriodError
 from leases.models import Tenant
 
 
@@ -30,8 +30,10 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         period = options["period"]
-        if not PERIOD.match(period):
-            raise CommandError(f"period must be YYYY-MM, got {period!r}")
+        try:
+            Period.parse(period)
+        except PeriodError as error:
+            raise CommandError(str(error)) from None
         tenant = None
         if options["tenant"]:
             tenant = Tenant.objects.filter(slug=options["tenant"]).first()

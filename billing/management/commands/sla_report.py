@@ -3,9 +3,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from billing.calculations import PERIOD
 from billing.ingest import ingest_all
 from billing.reports import sla_report
+from common.periods import Period, PeriodError
 from common.units import format_bps
 from leases.models import Lease
 
@@ -23,8 +23,10 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true", help="one JSON document")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        if not PERIOD.match(options["period"]):
-            raise CommandError(f"period must be YYYY-MM, got {options['period']!r}")
+        try:
+            Period.parse(options["period"])
+        except PeriodError as error:
+            raise CommandError(str(error)) from None
         lease = Lease.objects.select_related("tenant").filter(reference=options["lease"]).first()
         if lease is None:
             raise CommandError(f"no lease with reference {options['lease']!r}")

@@ -9,7 +9,7 @@ import hashlib
 import hmac
 import secrets
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.db import models
@@ -22,6 +22,7 @@ from leases.choices import Role
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+    from django.db.models import QuerySet
 
 TOKEN_MARK = "gpl"
 PREFIX_LENGTH = 8
@@ -60,19 +61,47 @@ def split_token(token: str) -> str | None:
     return parts[1]
 
 
+# What each role may do through a token; a token never gets more than its issuer holds.
+ROLE_SCOPES: dict[str, frozenset[str]] = {
+    Role.ADMIN: frozenset({Scope.READ, Scope.WRITE, Scope.AUDIT}),
+    Role.VIEWER: frozenset({Scope.READ}),
+    Role.AUDITOR: frozenset({Scope.READ, Scope.AUDIT}),
+}
+
+
+def managed_users(actor: "AbstractBaseUser | AnonymousUser") -> "QuerySet[Any]":
+    """The other users whose tokens ``actor`` may issue, list and revoke.
+
+    Provider staff: every user. A tenant admin: the users none of whose memberships lies
+    outside the tenants that admin administers, and never provider staff (who hold the
+    provider's keys) nor a user who is also a member elsewhere. Anybody else: nobody."""
+    from django.contrib.auth import get_user_model
+
+    from leases.models import Membership
+
+    users = get_user_model()._default_manager
+    if not actor.is_authenticated or not actor.is_active:
+        return users.none()
+    if is_provider_staff(actor):
+        return users.all()
+    administered = Membership.objects.filter(user_id=actor.pk, role=Role.ADMIN).values("tenant")
+    elsewhere = Membership.objects.exclude(tenant__in=administered).values("user")
+    return (
+        users.filter(memberships__tenant__in=administered, is_staff=False, is_superuser=False)
+        .exclude(pk__in=elsewhere)
+        .distinct()
+    )
+
+
 class ApiTokenQuerySet(models.QuerySet):
     def visible_to(self, user: "AbstractBaseUser | AnonymousUser") -> "ApiTokenQuerySet":
-        """Staff see every token; a user sees their own, and a tenant admin also sees the
-        tokens of their tenant's members. Anybody else sees none."""
+        """A user sees their own tokens, and those of the users they manage
+        (``managed_users``: staff all, a tenant admin their own tenants' members)."""
         if not user.is_authenticated or not user.is_active:
             return self.none()
         if is_provider_staff(user):
             return self
-        from leases.models import Membership
-
-        administered = Membership.objects.filter(user_id=user.pk, role=Role.ADMIN).values("tenant")
-        members = Membership.objects.filter(tenant__in=administered).values("user")
-        return self.filter(Q(user=user) | Q(user__in=members))
+        return self.filter(Q(user=user) | Q(user__in=managed_users(user).values("pk")))
 
 
 class ApiToken(models.Model):

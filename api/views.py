@@ -5,7 +5,6 @@ api.tokens) and never save models themselves."""
 import hashlib
 from typing import Any
 
-from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.db.models import Prefetch, QuerySet
 from django.http import HttpResponse
@@ -22,18 +21,17 @@ from api import filtersets, tokens
 from api import serializers as s
 from api.base import BaseViewSet
 from api.exceptions import Conflict
-from api.models import ApiToken
+from api.models import ApiToken, managed_users
 from api.pagination import SlotCursorPagination
-from api.permissions import ALL_ROLES, roles_of
+from api.permissions import ALL_ROLES
 from benchmarks import services as probe_services
 from benchmarks.models import ProbeRun
 from billing.models import Incident, Invoice
 from billing.reports import sla_report
-from common.querysets import is_provider_staff
 from leases import selectors
 from leases import services as lease_services
 from leases.choices import LeaseStatus, Role
-from leases.models import Fabric, Lease, Membership, Node, Site, Tenant
+from leases.models import Fabric, Lease, Node, Site, Tenant
 
 READ_ONLY = ["get", "head", "options"]
 
@@ -331,13 +329,7 @@ class ApiTokenViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseView
 
     def roles_for_object(self, request: Request, token: ApiToken) -> set[str]:
         held = {"owner"} if token.user_id == request.user.pk else set()
-        administered = {tid for tid, role in roles_of(request).items() if role == Role.ADMIN}
-        if (
-            administered
-            and Membership.objects.filter(
-                user_id=token.user_id, tenant_id__in=administered
-            ).exists()
-        ):
+        if managed_users(request.user).filter(pk=token.user_id).exists():
             held.add(Role.ADMIN)
         return held
 
@@ -352,7 +344,12 @@ class ApiTokenViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseView
         data = body.validated_data
         holder = self._holder(request, data.get("user"))
         issued = tokens.issue_token(
-            user=holder, scopes=data["scopes"], name=data["name"], expires_at=data["expires_at"]
+            user=holder,
+            scopes=data["scopes"],
+            name=data["name"],
+            expires_at=data["expires_at"],
+            issuer=request.user,
+            issuer_token=request.auth if isinstance(request.auth, ApiToken) else None,
         )
         answer = s.IssuedTokenSerializer(issued.token).data
         answer["token"] = issued.secret
@@ -361,16 +358,15 @@ class ApiTokenViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseView
     def _holder(self, request: Request, username: str | None) -> Any:
         if not username or username == request.user.get_username():
             return request.user
-        users = get_user_model()._default_manager
-        if is_provider_staff(request.user):
-            candidates = users.all()
-        else:
-            administered = [t for t, role in roles_of(request).items() if role == Role.ADMIN]
-            candidates = users.filter(memberships__tenant_id__in=administered).distinct()
-        holder = candidates.filter(username=username).first()
+        holder = managed_users(request.user).filter(username=username).first()
         if holder is None:
             raise serializers.ValidationError(
-                {"user": [_("No user %(name)s among your tenant's members.") % {"name": username}]}
+                {
+                    "user": [
+                        _("No user %(name)s among the members whose tokens you manage.")
+                        % {"name": username}
+                    ]
+                }
             )
         return holder
 

@@ -221,6 +221,10 @@ CACHES = {
 # REST API (api/). Token or session authentication; every 4xx answers
 # {"error": {"code", "message", "fields"}}; one rate per token (else per user, else per IP).
 API_RATE_LIMIT = env.str("API_RATE_LIMIT", default="600/min")
+# Every API token expires: after this many days unless asked otherwise, and never later
+# than the maximum.
+API_TOKEN_DEFAULT_DAYS = env.int("API_TOKEN_DEFAULT_DAYS", default=90)
+API_TOKEN_MAX_DAYS = env.int("API_TOKEN_MAX_DAYS", default=365)
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "api.authentication.ApiTokenAuthentication",

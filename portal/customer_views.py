@@ -240,6 +240,7 @@ def token_list(request: HttpRequest) -> HttpResponse:
                 scopes=data["scopes"],
                 name=data["name"],
                 expires_at=data["expires_at"],
+                issuer=request.user,
             )
         except ValidationError as error:
             _show_refusal(form, error)

@@ -69,7 +69,9 @@ class Tenant(TimeStampedModel):
 
 
 class Membership(TimeStampedModel):
-    """A user's place in a tenant. Provider staff (is_staff) need none."""
+    """A user's place in a tenant. Provider staff (is_staff) hold none: they act for the
+    provider, and a tenant admin must never be able to reach them (their tokens, their
+    sessions) through a membership."""
 
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL,
@@ -98,3 +100,16 @@ class Membership(TimeStampedModel):
 
     def __str__(self) -> str:
         return f"{self.user} @ {self.tenant} ({self.get_role_display()})"
+
+    def clean(self) -> None:
+        user = getattr(self, "user", None)
+        if user is not None and (user.is_staff or user.is_superuser):
+            raise ValidationError(
+                {
+                    "user": _(
+                        "%(user)s is provider staff; staff cannot be members of a tenant. "
+                        "Use a separate account for tenant work."
+                    )
+                    % {"user": user.get_username()}
+                }
+            )

@@ -3,6 +3,7 @@ revoke; the token shown works as a Bearer token on the API and stops working whe
 
 import re
 from datetime import timedelta
+from zoneinfo import ZoneInfo
 
 import pytest
 from django.test import Client
@@ -139,5 +140,14 @@ def test_a_token_needs_a_scope_and_a_future_expiry(admin):
 
 
 def test_expiry_is_read_in_the_tenants_time_zone(admin):
-    create(client_for(admin.user), expires_at="2030-01-01T08:00")
-    assert ApiToken.objects.get().expires_at == at("2030-01-01 08:00")
+    # 08:00 on a day about 200 days ahead, on Shanghai's clock (within the 365-day maximum).
+    day = (timezone.now() + timedelta(days=200)).astimezone(ZoneInfo("Asia/Shanghai"))
+    create(client_for(admin.user), expires_at=f"{day:%Y-%m-%d}T08:00")
+    assert ApiToken.objects.get().expires_at == at(f"{day:%Y-%m-%d} 08:00")
+
+
+def test_an_expiry_beyond_the_maximum_is_refused_in_a_sentence(admin):
+    response = create(client_for(admin.user), expires_at="2099-01-01T08:00")
+    assert response.status_code == 400
+    assert "A token may expire at the latest at" in response.content.decode()
+    assert not ApiToken.objects.exists()

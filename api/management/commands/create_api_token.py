@@ -18,7 +18,11 @@ class Command(BaseCommand):
         )
         parser.add_argument("--name", default="", help="a label to tell tokens apart")
         parser.add_argument(
-            "--expires-days", type=int, default=None, help="days until it expires (default never)"
+            "--expires-days",
+            type=int,
+            default=None,
+            help="days until it expires (default API_TOKEN_DEFAULT_DAYS, "
+            "at most API_TOKEN_MAX_DAYS)",
         )
 
     def handle(self, *args, **options) -> None:  # type: ignore[no-untyped-def]

@@ -88,6 +88,10 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         )
     elif isinstance(exc, django_exceptions.PermissionDenied):
         exc = exceptions.PermissionDenied()
+    if isinstance(exc, exceptions.NotAuthenticated | exceptions.AuthenticationFailed):
+        from api.throttling import note_failed_authentication
+
+        note_failed_authentication(context.get("request"))
     response = drf_exception_handler(exc, context)
     if response is None:
         return None  # a server error: Django's 500 handling and logging apply

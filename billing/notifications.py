@@ -7,31 +7,36 @@ nothing for that event again. When the email went out and the webhook then faile
 raises PartlyDelivered naming the channels still pending, and the Celery task retries
 only those (see billing.tasks). A webhook delivery keeps its X-Gpulease-Delivery id across
 retries, so the receiver can drop a repeat.
+
+A webhook goes only to a public address (common.egress), checked when the URL is saved and
+again before each delivery, and the request connects to the address that was checked.
+A redirect is a failed delivery, never followed.
 """
 
 import hashlib
 import hmac
 import http.client
 import json
-import urllib.error
-import urllib.request
 import uuid
 from datetime import UTC, datetime
 from decimal import Decimal
 from enum import StrEnum
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 from zoneinfo import ZoneInfo
 
+from django.conf import settings
 from django.core.mail import send_mail
 from django.template.loader import render_to_string
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from billing.models import Incident
+from common import egress, pinned_http
 from common.units import format_bps, one_decimal, plain
 
-WEBHOOK_TIMEOUT_S = 10
+# Enough for an error page's first lines; the receiver's answer is otherwise unused.
+MAX_ANSWER_BYTES = 4096
 EVENTS = ("opened", "closed")
 _NOTIFIED_FIELD = {"opened": "notified_open_at", "closed": "notified_close_at"}
 _DELIVERY_NAMESPACE = uuid.UUID("5f6c7a0e-2b1d-4c47-9a0e-6b7f3d2c9e41")
@@ -104,22 +109,21 @@ def delivery_id(*, incident: Incident, event: str) -> str:
 
 def send_webhook(*, incident: Incident, event: str) -> None:
     tenant = incident.lease.tenant
-    if urlsplit(tenant.webhook_url).scheme not in ("http", "https"):
-        raise WebhookFailed(f"{tenant.webhook_url!r} is not an http(s) URL")
+    shown = _without_credentials(tenant.webhook_url)
+    try:
+        destination = egress.check_url_for_webhooks(tenant.webhook_url)
+    except egress.EgressRefused as refused:
+        raise WebhookFailed(f"{shown} is not a permitted destination: {refused.reason}") from None
     body = encode_payload(incident_payload(incident=incident, event=event))
-    request = urllib.request.Request(
-        tenant.webhook_url,
-        data=body,
-        method="POST",
-        headers={
-            "Content-Type": "application/json",
-            "User-Agent": "gpulease-webhook",
-            "X-Gpulease-Event": f"incident.{event}",
-            "X-Gpulease-Delivery": delivery_id(incident=incident, event=event),
-            "X-Gpulease-Signature": sign(body=body, secret=tenant.webhook_secret),
-        },
-    )
-    _post(request)
+    headers = {
+        "Content-Type": "application/json",
+        "User-Agent": "gpulease-webhook",
+        "Connection": "close",
+        "X-Gpulease-Event": f"incident.{event}",
+        "X-Gpulease-Delivery": delivery_id(incident=incident, event=event),
+        "X-Gpulease-Signature": sign(body=body, secret=tenant.webhook_secret),
+    }
+    _post(shown, destination, body=body, headers=headers)
 
 
 def send_email(*, incident: Incident, event: str) -> None:
@@ -178,25 +182,32 @@ def _mark_notified(*, incident_id: int, event: str) -> None:
     )
 
 
-def _post(request: urllib.request.Request) -> None:
-    opener = urllib.request.build_opener(_RefuseRedirects)
+def _post(
+    shown: str, destination: egress.Destination, *, body: bytes, headers: dict[str, str]
+) -> None:
     try:
-        with opener.open(request, timeout=WEBHOOK_TIMEOUT_S) as response:
-            response.read(4096)
-            status = response.status
-    except urllib.error.HTTPError as error:
-        raise WebhookFailed(f"{request.full_url} answered HTTP {error.code}") from error
-    except (OSError, http.client.HTTPException, ValueError) as error:
-        raise WebhookFailed(f"{request.full_url} could not be reached: {error}") from error
-    if not 200 <= status < 300:
-        raise WebhookFailed(f"{request.full_url} answered HTTP {status}")
+        answer = pinned_http.post(
+            destination,
+            body=body,
+            headers=headers,
+            connect_timeout=settings.WEBHOOK_CONNECT_TIMEOUT_S,
+            read_timeout=settings.WEBHOOK_READ_TIMEOUT_S,
+            max_answer_bytes=MAX_ANSWER_BYTES,
+        )
+    except (OSError, http.client.HTTPException) as error:
+        raise WebhookFailed(f"{shown} could not be reached: {error}") from error
+    if 300 <= answer.status < 400:
+        raise WebhookFailed(f"{shown} answered HTTP {answer.status}; redirects are not followed")
+    if not 200 <= answer.status < 300:
+        raise WebhookFailed(f"{shown} answered HTTP {answer.status}")
 
 
-class _RefuseRedirects(urllib.request.HTTPRedirectHandler):
-    """A redirect is an answer other than 2xx: the body and signature go nowhere else."""
-
-    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
-        return None
+def _without_credentials(url: str) -> str:
+    """The URL for messages and logs: a password in it must not end up there."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc="***@" + parts.netloc.rpartition("@")[2]))
 
 
 def _email_subject(incident: Incident, event: str) -> str:

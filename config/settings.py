@@ -5,7 +5,9 @@ filesystem Celery broker under var/, DEBUG on and a generated local SECRET_KEY. 
 sets DJANGO_DEBUG=false, SECRET_KEY, ALLOWED_HOSTS, DATABASE_URL and CELERY_BROKER_URL.
 """
 
+import ipaddress
 import secrets
+from datetime import timedelta
 from pathlib import Path
 
 import environ
@@ -55,6 +57,7 @@ INSTALLED_APPS = [
     "django_filters",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    "axes",
     "api",
     "portal",
 ]
@@ -70,7 +73,24 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, as django-axes asks: it answers a locked-out login with LOGIN_LOCKOUT's 429.
+    "axes.middleware.AxesMiddleware",
 ]
+
+# Login throttling for the portal and the admin (django-axes): after LOGIN_FAILURE_LIMIT
+# failed logins from one address, that address is locked out for LOGIN_LOCKOUT_MINUTES.
+# A success resets the count.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env.int("LOGIN_FAILURE_LIMIT", default=10)
+AXES_COOLOFF_TIME = timedelta(minutes=env.int("LOGIN_LOCKOUT_MINUTES", default=15))
+AXES_LOCKOUT_PARAMETERS = ["ip_address"]
+AXES_RESET_ON_SUCCESS = True
+AXES_HTTP_RESPONSE_CODE = 429
+AXES_LOCKOUT_TEMPLATE = "portal/locked_out.html"
+AXES_VERBOSE = False
 
 ROOT_URLCONF = "config.urls"
 WSGI_APPLICATION = "config.wsgi.application"
@@ -188,6 +208,8 @@ PROBE_MAX_ATTEMPTS = env.int("PROBE_MAX_ATTEMPTS", default=3)
 # Self-check: a site where runs fell due in the window but none finished raises an alert.
 PROBE_SELF_CHECK_WINDOW_S = env.int("PROBE_SELF_CHECK_WINDOW_S", default=1800)
 PROBE_SELF_CHECK_GRACE_S = env.int("PROBE_SELF_CHECK_GRACE_S", default=300)
+# A tenant's run-now: refused (429) this long after the lease's last run-now runs were over.
+RUN_NOW_COOLDOWN_S = env.int("RUN_NOW_COOLDOWN_S", default=300)
 
 # The provider's Ed25519 key that signs contract audit bundles (billing.audit). Empty:
 # VAR_DIR/audit/ed25519.pem, created on first use.
@@ -209,6 +231,16 @@ EMAIL_BACKEND = env.str(
 )
 ADMINS = [("gpulease operators", a) for a in env.list("ADMIN_EMAILS", default=[])]
 
+# Incident webhooks (billing.notifications) go only to public addresses (common.egress).
+# WEBHOOK_ALLOWED_NETWORKS opens named ranges, comma-separated CIDRs such as
+# 10.20.0.0/16 for a receiver on the provider's own network; cloud metadata addresses stay
+# closed. A CIDR with host bits set (10.20.0.1/16) stops the start, as it is likely a typo.
+WEBHOOK_ALLOWED_NETWORKS = [
+    ipaddress.ip_network(cidr.strip()) for cidr in env.list("WEBHOOK_ALLOWED_NETWORKS", default=[])
+]
+WEBHOOK_CONNECT_TIMEOUT_S = env.float("WEBHOOK_CONNECT_TIMEOUT_S", default=3.0)
+WEBHOOK_READ_TIMEOUT_S = env.float("WEBHOOK_READ_TIMEOUT_S", default=5.0)
+
 # The cache holds the API's rate-limit counters. In production CACHE_URL names Redis, so
 # every gunicorn worker counts against the same budget; the default is per process.
 CACHE_URL = env.str("CACHE_URL", default="")
@@ -221,18 +253,30 @@ CACHES = {
 # REST API (api/). Token or session authentication; every 4xx answers
 # {"error": {"code", "message", "fields"}}; one rate per token (else per user, else per IP).
 API_RATE_LIMIT = env.str("API_RATE_LIMIT", default="600/min")
+API_ANON_RATE_LIMIT = env.str("API_ANON_RATE_LIMIT", default="60/min")
+API_AUTH_FAILURE_LIMIT = env.str("API_AUTH_FAILURE_LIMIT", default="20/min")
 # Every API token expires: after this many days unless asked otherwise, and never later
 # than the maximum.
 API_TOKEN_DEFAULT_DAYS = env.int("API_TOKEN_DEFAULT_DAYS", default=90)
 API_TOKEN_MAX_DAYS = env.int("API_TOKEN_MAX_DAYS", default=365)
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
+        "api.throttling.AddressGuard",
         "api.authentication.ApiTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["api.permissions.RolePermission"],
-    "DEFAULT_THROTTLE_CLASSES": ["api.throttling.TokenRateThrottle"],
-    "DEFAULT_THROTTLE_RATES": {"api": API_RATE_LIMIT},
+    "DEFAULT_THROTTLE_CLASSES": [
+        "api.throttling.TokenRateThrottle",
+        "api.throttling.AnonymousRateThrottle",
+    ],
+    "DEFAULT_THROTTLE_RATES": {
+        "api": API_RATE_LIMIT,
+        "anon": API_ANON_RATE_LIMIT,
+        "auth_failure": API_AUTH_FAILURE_LIMIT,
+    },
+    # How many proxies in front of gunicorn append to X-Forwarded-For; 0 trusts none.
+    "NUM_PROXIES": env.int("API_NUM_PROXIES", default=0),
     "DEFAULT_PARSER_CLASSES": ["api.parsers.StrictJSONParser"],
     "DEFAULT_RENDERER_CLASSES": [
         "rest_framework.renderers.JSONRenderer",
@@ -269,6 +313,11 @@ SPECTACULAR_SETTINGS = {
         "ProbeToolEnum": "benchmarks.choices.Tool",
         "EvidenceToolEnum": "billing.models.evidence.EvidenceTool",
     },
+    # The ways to authenticate (AddressGuard only refuses, so it is no scheme of its own).
+    "AUTHENTICATION_WHITELIST": [
+        "api.authentication.ApiTokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "api.schema.add_error_responses",

@@ -13,6 +13,7 @@ from django.utils import timezone
 from django.utils.formats import date_format
 from django.utils.translation import gettext as _
 
+from leases import validators
 from leases.choices import LEASE_TRANSITIONS, LeaseStatus, NodeStatus, SwitchRole
 from leases.models import (
     Fabric,
@@ -370,7 +371,20 @@ def register_cluster(
 ) -> list[Node]:
     """Create or update a site, its fabric, switches, nodes and NIC ports as described:
     used to register hosts that announce themselves (the network lab). Host keys and
-    addresses are updated, so a rebuilt host is pinned to its new key."""
+    addresses are updated, so a rebuilt host is pinned to its new key. Names that will
+    reach a shell are checked first, as the model fields would check them in a form."""
+    try:
+        for spec in nodes:
+            validators.check_hostname(spec.hostname)
+            validators.check_host_address(spec.management_address)
+            for port in spec.ports:
+                validators.check_rdma_device_name(port.device)
+                if port.netdev:
+                    validators.check_interface_name(port.netdev)
+                if port.address:
+                    validators.check_ip_address(port.address)
+    except ValueError as refusal:
+        raise ValidationError(str(refusal)) from None
     site, _ = Site.objects.update_or_create(
         code=site_code, defaults={"name": site_name, "city": city}
     )

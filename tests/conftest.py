@@ -43,6 +43,19 @@ def _private_var_dir(settings, tmp_path):
 
 
 @pytest.fixture(autouse=True)
+def _roomy_address_budgets(monkeypatch):
+    """Every test client comes from 127.0.0.1, so the per-address budgets for anonymous
+    requests and failed authentication would carry from one request loop to the next.
+    Tests of those budgets set their own rates."""
+    from rest_framework.throttling import SimpleRateThrottle
+
+    rates = {**SimpleRateThrottle.THROTTLE_RATES, "anon": "100000/min"}
+    monkeypatch.setattr(
+        SimpleRateThrottle, "THROTTLE_RATES", rates | {"auth_failure": "100000/min"}
+    )
+
+
+@pytest.fixture(autouse=True)
 def _english():
     """Messages are asserted in English; pages that test Chinese ask for it explicitly."""
     from django.utils import translation

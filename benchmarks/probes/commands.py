@@ -11,6 +11,8 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from benchmarks.choices import Tool
+from benchmarks.probes import arguments as arg
 from benchmarks.probes.plan import PlanNode, PlanPort
 from leases.choices import LinkLayer
 
@@ -20,13 +22,14 @@ IPERF3_BASE_PORT = 5201
 IPERF3_OMIT_SECONDS = 1
 
 
-def _q(value: object) -> str:
-    return shlex.quote(str(value))
-
-
 def sections(parts: Sequence[tuple[str, str]]) -> str:
     """One shell command that prints each part under a '### label' header."""
-    return "; ".join(f"echo {_q('### ' + label)}; {command} 2>&1" for label, command in parts)
+    return "; ".join(f"{_say('### ' + label)}; {command} 2>&1" for label, command in parts)
+
+
+def _say(line: str) -> str:
+    # printf, not echo: dash's echo would expand a backslash in an interface name.
+    return f"printf '%s\\n' {shlex.quote(line)}"
 
 
 def split_sections(text: str) -> dict[str, str]:
@@ -39,27 +42,28 @@ def split_sections(text: str) -> dict[str, str]:
     }
 
 
+def _ib_sysfs(port: PlanPort) -> str:
+    return (
+        f"/sys/class/infiniband/{arg.rdma_device(port.device)}/ports/{arg.port_number(port.port)}"
+    )
+
+
 def link_check(node: PlanNode) -> str:
     """Port state and speed, plus the link-down counter whose movement is a flap."""
     parts = []
     for port in node.ports:
         if port.link_layer == LinkLayer.INFINIBAND:
-            parts.append(
-                (f"ibstatus {port.device}:{port.port}", f"ibstatus {_q(port.device)}:{port.port}")
-            )
-            parts.append(
-                (
-                    f"link_downed {port.device}:{port.port}",
-                    f"cat /sys/class/infiniband/{_q(port.device)}/ports/{port.port}"
-                    "/counters/link_downed",
-                )
-            )
+            label = f"{port.device}:{port.port}"
+            device_port = f"{arg.rdma_device(port.device)}:{arg.port_number(port.port)}"
+            parts.append((f"ibstatus {label}", f"ibstatus {device_port}"))
+            parts.append((f"link_downed {label}", f"cat {_ib_sysfs(port)}/counters/link_downed"))
         elif port.netdev:
-            parts.append((f"ethtool {port.netdev}", f"ethtool {_q(port.netdev)}"))
+            netdev = arg.interface(port.netdev)
+            parts.append((f"ethtool {port.netdev}", f"ethtool {netdev}"))
             parts.append(
                 (
                     f"carrier_down_count {port.netdev}",
-                    f"cat /sys/class/net/{_q(port.netdev)}/carrier_down_count",
+                    f"cat /sys/class/net/{netdev}/carrier_down_count",
                 )
             )
     return sections(parts)
@@ -67,17 +71,18 @@ def link_check(node: PlanNode) -> str:
 
 def _port_counters(port: PlanPort) -> tuple[str, str] | None:
     if port.link_layer == LinkLayer.INFINIBAND:
-        path = f"/sys/class/infiniband/{_q(port.device)}/ports/{port.port}/counters/*"
-        return (f"counters {port.device}:{port.port}", f"grep -H . {path}")
+        label = f"counters {port.device}:{port.port}"
+        return (label, f"grep -H . {_ib_sysfs(port)}/counters/*")
     if not port.netdev:
         return None
+    netdev = arg.interface(port.netdev)
     if port.device.startswith("mlx"):
         # mlx5's *_phy counters include RoCE traffic that the kernel's netdev stats miss.
         return (
             f"counters {port.netdev}",
-            f"echo '# ethtool -S {port.netdev}'; ethtool -S {_q(port.netdev)}",
+            f"{_say('# ethtool -S ' + port.netdev)}; ethtool -S {netdev}",
         )
-    base = f"/sys/class/net/{_q(port.netdev)}"
+    base = f"/sys/class/net/{netdev}"
     return (f"counters {port.netdev}", f"grep -H . {base}/statistics/* {base}/carrier_down_count")
 
 
@@ -91,6 +96,14 @@ def iperf3_streams(contracted_gbps: float) -> int:
     return max(1, min(16, math.ceil(contracted_gbps / 20)))
 
 
+def _data_address(node: PlanNode) -> str:
+    if node.data_address is None:
+        raise arg.UnsafeValue(
+            f"refusing to build the command: node {node.hostname!r} has no data address"
+        )
+    return arg.address(node.data_address)
+
+
 @dataclass(frozen=True)
 class PairCommands:
     server: str
@@ -100,14 +113,19 @@ class PairCommands:
 def iperf3_pair(
     *, client: PlanNode, server: PlanNode, seconds: int, streams: int, port: int
 ) -> PairCommands:
-    server_address, client_address = server.data_address, client.data_address
+    server_address, client_address = _data_address(server), _data_address(client)
+    tcp_port = arg.tcp_port(port)
     return PairCommands(
-        server=f"iperf3 -s -1 -p {port} -B {_q(server_address)}",
+        server=f"iperf3 -s -1 -p {tcp_port} -B {server_address}",
         client=(
-            f"iperf3 -c {_q(server_address)} -p {port} -B {_q(client_address)} -J "
-            f"-t {seconds} -O {IPERF3_OMIT_SECONDS} -P {streams}"
+            f"iperf3 -c {server_address} -p {tcp_port} -B {client_address} -J "
+            f"-t {arg.count(seconds, what='duration')} -O {IPERF3_OMIT_SECONDS} "
+            f"-P {arg.count(streams, what='stream count', high=128)}"
         ),
     )
+
+
+PERFTEST_TOOLS = frozenset({Tool.IB_WRITE_BW, Tool.IB_WRITE_LAT})
 
 
 def perftest_pair(
@@ -115,24 +133,35 @@ def perftest_pair(
 ) -> PairCommands:
     client_port, server_port = client.rdma_port, server.rdma_port
     assert client_port is not None and server_port is not None
+    program = arg.one_of(tool, PERFTEST_TOOLS, what="perftest tool")
     bw = tool.endswith("_bw")
-    extra = f"--report_gbits -D {seconds}" if bw else "-n 10000"
-    common = f"-p {port} {extra}"
+    extra = f"--report_gbits -D {arg.count(seconds, what='duration')}" if bw else "-n 10000"
+    common = f"-p {arg.tcp_port(port)} {extra}"
+
+    def side(rdma: PlanPort) -> str:
+        return f"{program} -d {arg.rdma_device(rdma.device)} -i {arg.port_number(rdma.port)}"
+
     return PairCommands(
-        server=f"{tool} -d {_q(server_port.device)} -i {server_port.port} {common}",
-        client=(
-            f"{tool} -d {_q(client_port.device)} -i {client_port.port} {common} "
-            f"{_q(server.data_address)}"
-        ),
+        server=f"{side(server_port)} {common}",
+        client=f"{side(client_port)} {common} {_data_address(server)}",
     )
 
 
 def ping_pair(*, client: PlanNode, server: PlanNode, count: int = 20) -> str:
-    return f"ping -n -q -c {count} -i 0.2 -I {_q(client.data_address)} {_q(server.data_address)}"
+    return (
+        f"ping -n -q -c {arg.count(count, what='ping count')} -i 0.2 "
+        f"-I {_data_address(client)} {_data_address(server)}"
+    )
+
+
+def _mpi_host(node: PlanNode) -> str:
+    name = arg.address(node.data_address) if node.data_address else arg.hostname(node.hostname)
+    return f"{name}:{arg.count(node.gpus, what='GPU count', low=0, high=1024)}"
 
 
 def all_reduce(nodes: Sequence[PlanNode]) -> str:
-    hosts = ",".join(f"{node.data_address or node.hostname}:{node.gpus}" for node in nodes)
+    # Each entry is quoted on its own; joined by ':' and ',' they stay one shell word.
+    hosts = ",".join(_mpi_host(node) for node in nodes)
     ranks = sum(node.gpus for node in nodes)
     return (
         f"mpirun --allow-run-as-root -np {ranks} -H {hosts} -x NCCL_DEBUG=WARN "

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 
 from benchmarks.choices import RunState, Tool
 from benchmarks.probes import commands
+from benchmarks.probes.arguments import UnsafeValue
 from benchmarks.probes.plan import PlannedRun, PlanNode
 from benchmarks.transports import (
     AsyncTransport,
@@ -27,6 +28,7 @@ from benchmarks.transports import (
 
 NODE_CHECK_TIMEOUT_S = 60.0
 SERVER_READY_TIMEOUT_S = 10.0
+PERFTEST_BASE_PORT = 18515
 
 
 @dataclass(frozen=True)
@@ -98,7 +100,8 @@ def _failure(execution: Execution, error: TransportError) -> Execution:
 
 async def _wait_listening(transport: AsyncTransport, port: int) -> None:
     check = (
-        f"i=0; while [ $i -lt 200 ]; do ss -Hltn 'sport = :{port}' | grep -q . && exit 0; "
+        f"i=0; while [ $i -lt 200 ]; do ss -Hltn {shlex.quote(f'sport = :{int(port)}')} "
+        "| grep -q . && exit 0; "
         "sleep 0.05; i=$((i+1)); done; exit 1"
     )
     result = await transport.run(check, timeout_s=SERVER_READY_TIMEOUT_S + 5)
@@ -141,9 +144,9 @@ async def _run_one(
     started = time.monotonic()
     try:
         if run.tool in (Tool.ETHTOOL, Tool.IBSTATUS, Tool.COUNTERS):
-            await _node_check(execution, run, nodes, connections, options)
+            await _node_check(execution, run, index, nodes, connections, options)
         elif run.tool == Tool.ALL_REDUCE_PERF:
-            execution.command = commands.all_reduce([nodes[name] for name in run.nodes])
+            execution.command = planned_commands(run, index, nodes, options).client
             result = await connections(run.nodes[0]).run(
                 execution.command, timeout_s=1800, max_output_bytes=options.max_output_bytes
             )
@@ -152,6 +155,9 @@ async def _run_one(
             await _pair(execution, run, index, nodes, connections, options, barrier)
     except TransportError as error:
         _failure(execution, error)
+    except UnsafeValue as error:
+        execution.state = RunState.FAILED
+        execution.error = str(error)
     except asyncio.BrokenBarrierError:
         execution.state = RunState.FAILED
         execution.error = "another pair of this batch could not start, so none ran together"
@@ -161,10 +167,43 @@ async def _run_one(
     return execution
 
 
-async def _node_check(execution, run, nodes, connections, options) -> None:  # type: ignore[no-untyped-def]
+def planned_commands(
+    run: PlannedRun, index: int, nodes: dict[str, PlanNode], options: Options
+) -> commands.PairCommands:
+    """The commands of one run. Only a pair has a server side; the client side of a node
+    check or of all_reduce_perf runs on the run's first node. Raises UnsafeValue rather
+    than build a command from a value that breaks the inventory's rules."""
+    if run.tool in (Tool.ETHTOOL, Tool.IBSTATUS, Tool.COUNTERS):
+        build = commands.counters if run.tool == Tool.COUNTERS else commands.link_check
+        return commands.PairCommands(server="", client=build(nodes[run.nodes[0]]))
+    if run.tool == Tool.ALL_REDUCE_PERF:
+        command = commands.all_reduce([nodes[name] for name in run.nodes])
+        return commands.PairCommands(server="", client=command)
+    client, server = nodes[run.nodes[0]], nodes[run.nodes[1]]
+    if run.tool == Tool.PING:
+        return commands.PairCommands(
+            server="", client=commands.ping_pair(client=client, server=server)
+        )
+    if run.tool == Tool.IPERF3:
+        return commands.iperf3_pair(
+            client=client,
+            server=server,
+            seconds=options.throughput_seconds,
+            streams=commands.iperf3_streams(options.contracted_gbps),
+            port=commands.IPERF3_BASE_PORT + index,
+        )
+    return commands.perftest_pair(
+        tool=run.tool,
+        client=client,
+        server=server,
+        seconds=options.throughput_seconds,
+        port=PERFTEST_BASE_PORT + index,
+    )
+
+
+async def _node_check(execution, run, index, nodes, connections, options) -> None:  # type: ignore[no-untyped-def]
     node = nodes[run.nodes[0]]
-    build = commands.counters if run.tool == Tool.COUNTERS else commands.link_check
-    execution.command = build(node)
+    execution.command = planned_commands(run, index, nodes, options).client
     result = await connections(node.hostname).run(
         execution.command,
         timeout_s=NODE_CHECK_TIMEOUT_S,
@@ -180,26 +219,7 @@ async def _node_check(execution, run, nodes, connections, options) -> None:  # t
 async def _pair(execution, run, index, nodes, connections, options, barrier) -> None:  # type: ignore[no-untyped-def]
     client, server = nodes[run.nodes[0]], nodes[run.nodes[1]]
     port = commands.IPERF3_BASE_PORT + index
-    if run.tool == Tool.PING:
-        pair_commands = commands.PairCommands(
-            server="", client=commands.ping_pair(client=client, server=server)
-        )
-    elif run.tool == Tool.IPERF3:
-        pair_commands = commands.iperf3_pair(
-            client=client,
-            server=server,
-            seconds=options.throughput_seconds,
-            streams=commands.iperf3_streams(options.contracted_gbps),
-            port=port,
-        )
-    else:
-        pair_commands = commands.perftest_pair(
-            tool=run.tool,
-            client=client,
-            server=server,
-            seconds=options.throughput_seconds,
-            port=18515 + index,
-        )
+    pair_commands = planned_commands(run, index, nodes, options)
     execution.command = (
         f"on {server.hostname}: {pair_commands.server}\n" if pair_commands.server else ""
     ) + f"on {client.hostname}: {pair_commands.client}"

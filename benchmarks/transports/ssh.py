@@ -182,6 +182,12 @@ async def _connect(target: SSHTarget) -> asyncssh.SSHClientConnection:
     return conn
 
 
+def remote_command(command: str, *, timeout_s: float, kill_grace_s: float) -> str:
+    """What the SSH channel asks the node to run; sshd hands it to the login shell's -c, so
+    ``command`` is quoted once more for that shell."""
+    return f"timeout -k {kill_grace_s:.3f} {timeout_s:.3f} sh -c {shlex.quote(command)}"
+
+
 class SSHTransport:
     """One node over SSH. The connection is opened lazily and shared by concurrent commands.
 
@@ -240,7 +246,7 @@ class SSHTransport:
         raise AssertionError("unreachable")
 
     def _remote_command(self, command: str, timeout_s: float) -> str:
-        return f"timeout -k {self.kill_grace_s:.3f} {timeout_s:.3f} sh -c {shlex.quote(command)}"
+        return remote_command(command, timeout_s=timeout_s, kill_grace_s=self.kill_grace_s)
 
     async def run(
         self,

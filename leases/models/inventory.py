@@ -1,7 +1,7 @@
 from decimal import Decimal
 
 from django.conf import settings
-from django.core.validators import MinValueValidator
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
@@ -9,6 +9,12 @@ from common.models import TimeStampedModel
 from common.querysets import TenantScopedQuerySet
 from common.units import plain
 from leases.choices import GpuModel, LinkLayer, NodeStatus, SwitchRole, Technology, Topology
+from leases.validators import (
+    validate_host_address,
+    validate_hostname,
+    validate_interface_name,
+    validate_rdma_device_name,
+)
 
 
 class Site(TimeStampedModel):
@@ -110,11 +116,18 @@ class NodeQuerySet(TenantScopedQuerySet):
 class Node(TimeStampedModel):
     """An 8-GPU server. Tenants see a node only while it is (or was) in one of their leases."""
 
-    hostname = models.CharField(_("hostname"), max_length=200, unique=True)
-    management_address = models.CharField(
-        _("management address"), max_length=255, help_text=_("IP address or DNS name for SSH.")
+    hostname = models.CharField(
+        _("hostname"), max_length=200, unique=True, validators=[validate_hostname]
     )
-    ssh_port = models.PositiveIntegerField(_("SSH port"), default=22)
+    management_address = models.CharField(
+        _("management address"),
+        max_length=255,
+        help_text=_("IP address or DNS name for SSH."),
+        validators=[validate_host_address],
+    )
+    ssh_port = models.PositiveIntegerField(
+        _("SSH port"), default=22, validators=[MinValueValidator(1), MaxValueValidator(65535)]
+    )
     ssh_user = models.CharField(_("SSH user"), max_length=64, default="gpulease")
     ssh_host_key = models.TextField(
         _("SSH host key"),
@@ -151,9 +164,21 @@ class NicPort(TimeStampedModel):
     node = models.ForeignKey(
         Node, on_delete=models.CASCADE, related_name="nic_ports", verbose_name=_("node")
     )
-    device = models.CharField(_("device"), max_length=32, help_text=_("For example mlx5_0."))
-    port_number = models.PositiveSmallIntegerField(_("port number"), default=1)
-    netdev = models.CharField(_("network interface"), max_length=32, blank=True)
+    device = models.CharField(
+        _("device"),
+        max_length=32,
+        help_text=_("For example mlx5_0."),
+        validators=[validate_rdma_device_name],
+    )
+    port_number = models.PositiveSmallIntegerField(
+        _("port number"), default=1, validators=[MinValueValidator(1), MaxValueValidator(255)]
+    )
+    netdev = models.CharField(
+        _("network interface"),
+        max_length=32,
+        blank=True,
+        validators=[validate_interface_name],
+    )
     address = models.GenericIPAddressField(
         _("data address"),
         null=True,

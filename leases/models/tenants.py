@@ -6,6 +6,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
+from common.egress import validate_webhook_url
 from common.models import TimeStampedModel
 from common.money import CURRENCY
 from common.querysets import TenantScopedQuerySet
@@ -47,6 +48,7 @@ class Tenant(TimeStampedModel):
     webhook_url = models.URLField(
         _("incident webhook URL"),
         blank=True,
+        validators=[validate_webhook_url],
         help_text=_("Incidents opening and closing are POSTed here, signed with the secret."),
     )
     webhook_secret = models.CharField(

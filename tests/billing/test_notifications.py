@@ -1,5 +1,6 @@
 """Incident notifications: a signed webhook to a real HTTP server on 127.0.0.1, and email
-through Django's locmem backend."""
+through Django's locmem backend. The address policy itself is proven in
+test_webhook_egress.py."""
 
 import hashlib
 import hmac
@@ -12,6 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from ipaddress import ip_network
 
 import pytest
 from django.core.mail.backends.locmem import EmailBackend
@@ -23,6 +25,13 @@ from billing.tasks import notify_incident
 from tests.factories import TenantFactory, at, make_lease, make_run
 
 SECRET = "3f" * 32
+
+
+@pytest.fixture(autouse=True)
+def _receiver_on_loopback_allowed(settings):
+    """These receivers listen on 127.0.0.1, which webhooks may reach only when the provider
+    allows it (WEBHOOK_ALLOWED_NETWORKS)."""
+    settings.WEBHOOK_ALLOWED_NETWORKS = [ip_network("127.0.0.0/8")]
 
 
 @dataclass

@@ -1,6 +1,7 @@
 import pytest
 from django.contrib.auth import authenticate
 from django.core.management import call_command
+from django.test import RequestFactory
 
 from leases.choices import BillingMode, LeaseStatus
 from leases.models import Fabric, Lease, LeaseTerms, Node, NodeAssignment, Tenant
@@ -45,4 +46,5 @@ def test_demo_loads_the_described_world_and_is_idempotent(capsys):
     logins = [line.split() for line in first_output.splitlines() if line.startswith("  ")]
     assert logins == [line.split() for line in second_output.splitlines() if line.startswith("  ")]
     for *_role, username, password in logins:
-        assert authenticate(username=username, password=password) is not None, username
+        request = RequestFactory().post("/accounts/login/")
+        assert authenticate(request, username=username, password=password) is not None, username

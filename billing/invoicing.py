@@ -25,7 +25,8 @@ The rules, in the order an invoice is built:
      monthly): fee x segment seconds / month seconds. The pay-per-use modes replace the
      fixed fee, so it is not billed there;
    - *traffic* (按量计费), per segment: bytes of the samples whose slot starts in the
-     segment x price per GB;
+     segment (``metering.samples_in``; an interval that straddles the month boundary is
+     split pro rata by time, ``billing.traffic_intervals``) x price per GB;
    - *95th percentile* (95计费), per segment: the p95 of the segment's own samples, in
      billable Mbps, x price per Mbps x segment seconds / month seconds. A mid-month
      price or bandwidth change therefore bills each part's p95 for its share of the
@@ -77,6 +78,7 @@ from benchmarks.models import ProbeRun
 from billing import metering, sla
 from billing.calculations import (
     P95_DROP_PERCENT,
+    CreditResult,
     billable_mbps,
     bytes_to_gb,
     invoice_totals,
@@ -88,7 +90,7 @@ from billing.calculations import (
     traffic_charge,
 )
 from billing.choices import InvoiceStatus, LineKind
-from billing.models import Invoice, InvoiceLine, TrafficSample
+from billing.models import Invoice, InvoiceLine
 from common.money import ROUNDING, to_fen
 from common.periods import Period, PeriodError
 from leases.choices import BillingMode, LeaseStatus
@@ -403,9 +405,8 @@ def _fee_line(lease: Lease, segment: Segment, month: _Month) -> ComputedLine | N
 
 
 def _sample_facts(lease: Lease, segment: Segment) -> dict[str, Any]:
-    facts = TrafficSample.objects.filter(
-        lease_id=lease.pk, slot_at__gte=segment.start, slot_at__lt=segment.end
-    ).aggregate(count=Count("pk"), first=Min("slot_at"), last=Max("slot_at"))
+    samples = metering.samples_in(lease_id=lease.pk, start=segment.start, end=segment.end)
+    facts = samples.aggregate(count=Count("pk"), first=Min("slot_at"), last=Max("slot_at"))
     return {
         "samples": facts["count"],
         "first_slot": _iso(facts["first"]),
@@ -483,19 +484,41 @@ def _usage_line(lease: Lease, segment: Segment, month: _Month) -> ComputedLine |
     return None
 
 
-def _credit_line(
-    lease: Lease, window: tuple[datetime, datetime], terms: LeaseTerms, fee: Decimal, month: _Month
-) -> ComputedLine | None:
+@dataclass(frozen=True)
+class LeaseCredit:
+    """A lease's SLA credit for one month: the one computation every face shows (the
+    invoice line, the SLA report, the portal, the API, the audit bundle)."""
+
+    start: datetime  # the billed window: lease dates and acceptance, inside the month
+    end: datetime
+    summary: sla.SlaSummary
+    terms: LeaseTerms  # the version in force at the window's end: tiers and cap
+    network_fee: Decimal  # the base: the network fee lines actually billed for the month
+    result: CreditResult
+
+    @property
+    def compliance(self) -> Decimal | None:
+        return self.summary.credit_compliance_percent
+
+
+def _credit(
+    lease: Lease, window: tuple[datetime, datetime], terms: LeaseTerms, fee: Decimal
+) -> LeaseCredit:
     start, end = window
     summary = sla.evaluate(lease=lease, start=start, end=end)
-    compliance = summary.credit_compliance_percent
-    tiers = credit_tiers(terms.credit_tiers)
-    credit = sla_credit(
+    result = sla_credit(
         network_fee=fee,
-        compliance_percent=compliance,
-        tiers=tiers,
+        compliance_percent=summary.credit_compliance_percent,
+        tiers=credit_tiers(terms.credit_tiers),
         cap_percent=terms.credit_cap_percent,
     )
+    return LeaseCredit(start, end, summary, terms, fee, result)
+
+
+def _credit_line(lease: Lease, outcome: LeaseCredit, month: _Month) -> ComputedLine | None:
+    start, end, terms, fee = outcome.start, outcome.end, outcome.terms, outcome.network_fee
+    summary, compliance, credit = outcome.summary, outcome.compliance, outcome.result
+    tiers = credit_tiers(terms.credit_tiers)
     if credit.amount == 0:
         return None
     throughput, availability = summary.throughput, summary.availability
@@ -567,6 +590,20 @@ def lease_lines(*, lease: Lease, period: str, zone: str) -> list[ComputedLine]:
     """The lines of one lease for one month, computed and not saved (see the module
     docstring for the rules). No lines while an acceptance the terms require has not
     passed."""
+    return _lease_month(lease, period, zone)[0]
+
+
+def lease_credit(*, lease: Lease, period: str) -> LeaseCredit | None:
+    """The lease's SLA credit for the month, from the network fee lines its invoice
+    carries (so prorated and amended months agree with the invoice to the fen); None when
+    nothing is billed (before acceptance, outside the lease, no network fee). For a month
+    in progress it is the credit the samples so far would earn."""
+    return _lease_month(lease, period, lease.tenant.time_zone)[1]
+
+
+def _lease_month(
+    lease: Lease, period: str, zone: str
+) -> tuple[list[ComputedLine], LeaseCredit | None]:
     month = _Month.of(period, zone)
     timeline = TermsTimeline.for_lease(lease)
     start = max(month.start, lease.starts_at)
@@ -575,11 +612,11 @@ def lease_lines(*, lease: Lease, period: str, zone: str) -> list[ComputedLine]:
     if _requires_acceptance(timeline):
         accepted = billing_start(lease)
         if accepted is None:
-            return []
+            return [], None
         start = max(start, accepted)
         acceptance = {"billing_start": _iso(accepted), "billing_start_rule": "acceptance passed"}
     if start >= end:
-        return []
+        return [], None
     parts = segments(timeline=timeline, start=start, end=end)
     assignments = list(
         NodeAssignment.objects.filter(lease_id=lease.pk, void=False)
@@ -596,8 +633,10 @@ def lease_lines(*, lease: Lease, period: str, zone: str) -> list[ComputedLine]:
             if line is not None:
                 by_kind[line.kind].append(line)
     fee = sum((line.amount for line in by_kind[LineKind.NETWORK_FEE]), ZERO)
+    outcome = None
     if parts and fee > 0:
-        credit = _credit_line(lease, (parts[0].start, parts[-1].end), parts[-1].terms, fee, month)
+        outcome = _credit(lease, (parts[0].start, parts[-1].end), parts[-1].terms, fee)
+        credit = _credit_line(lease, outcome, month)
         if credit is not None:
             by_kind[LineKind.SLA_CREDIT].append(credit)
     lines = [line for kind in KIND_ORDER for line in by_kind[kind]]
@@ -624,7 +663,7 @@ def lease_lines(*, lease: Lease, period: str, zone: str) -> list[ComputedLine]:
             tax_rate_percent=line.tax_rate_percent,
         )
         for line in lines
-    ]
+    ], outcome
 
 
 def billed_leases(*, tenant: Tenant, period: str) -> list[Lease]:

@@ -5,16 +5,17 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from billing import calculations, impact, sla
+from billing import impact, invoicing, sla
 from billing.models import Incident
 from common.periods import Period
-from leases.contract_rules import credit_tiers
 from leases.models import Lease, LeaseTerms
 
 POLICY = (
     "Samples that measured nothing (failed, timed out, unreachable, unparsable or missed "
     "probes) are unknown and count against the provider: compliance = passed / (passed + "
-    "failed + unknown). Samples inside maintenance windows are excluded. Credits use the "
+    "failed + unknown). Samples inside maintenance windows are excluded, and so are scheduled "
+    "slots that the tenant's own run-now probes crowded out (skipped, 'busy with "
+    "tenant-requested runs'). Credits use the "
     "lower of throughput compliance and availability."
 )
 
@@ -49,8 +50,13 @@ def billed_window(lease: Lease, start: datetime, end: datetime) -> tuple[datetim
 def sla_report(*, lease: Lease, period: str, model: impact.Model | None = None) -> dict[str, Any]:
     model = model or impact.Model()
     start, end = Period.parse(period).bounds(lease.tenant.time_zone)
-    window_start, window_end = billed_window(lease, start, end)
-    summary = sla.evaluate(lease=lease, start=window_start, end=window_end)
+    month_credit = invoicing.lease_credit(lease=lease, period=period)
+    if month_credit is not None:  # the invoice's window: lease dates and acceptance
+        window_start, window_end = month_credit.start, month_credit.end
+        summary = month_credit.summary
+    else:
+        window_start, window_end = billed_window(lease, start, end)
+        summary = sla.evaluate(lease=lease, start=window_start, end=window_end)
     versions = list(
         LeaseTerms.objects.filter(lease=lease, effective_from__lt=window_end).order_by(
             "effective_from"
@@ -64,16 +70,11 @@ def sla_report(*, lease: Lease, period: str, model: impact.Model | None = None) 
     terms = in_force[-1] if in_force else None
     compliance = summary.credit_compliance_percent
     credit = None
-    if terms is not None:
-        fee = terms.network_fee_per_month
-        result = calculations.sla_credit(
-            network_fee=fee,
-            compliance_percent=compliance,
-            tiers=credit_tiers(terms.credit_tiers),
-            cap_percent=terms.credit_cap_percent,
-        )
+    if month_credit is not None:
+        result = month_credit.result
         credit = {
-            "on_monthly_network_fee": str(fee),
+            "on_network_fee": str(month_credit.network_fee),
+            "terms_version": month_credit.terms.version,
             "tier_percent": str(result.tier_percent),
             "percent_applied": str(result.percent_applied),
             "capped": result.capped,

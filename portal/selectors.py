@@ -14,7 +14,7 @@ from django.utils.translation import gettext as _
 
 from benchmarks.choices import RunState, Verdict
 from benchmarks.models import NOT_PASSED, ProbeRun
-from billing import calculations, sla
+from billing import calculations, invoicing, sla
 from billing.calculations import CreditResult
 from billing.choices import IncidentState
 from billing.models import HourlyRollup, Incident
@@ -24,7 +24,6 @@ from common.periods import Period
 from leases.choices import LinkLayer, ProbeKind
 from leases.contract_rules import credit_tiers
 from leases.models import Lease, LeaseTerms, NicPort, NodeAssignment
-from leases.selectors import TermsTimeline
 
 MEETING, DEGRADED, BREACHED = "meeting", "degraded", "breached"
 CHART_DAYS = 30
@@ -42,23 +41,23 @@ def current_period(zone: str, instant: datetime) -> str:
     return str(Period.containing(instant, zone))
 
 
-def _credit(terms: LeaseTerms | None, compliance: Decimal | None) -> CreditResult | None:
-    if terms is None:
+def _credit_percent(terms: LeaseTerms | None, compliance: Decimal | None) -> Decimal | None:
+    """The credit percentage this compliance earns under the terms (tier, then cap): the
+    status light needs no amount, and amounts come only from invoicing.lease_credit."""
+    if terms is None or compliance is None:
         return None
-    return calculations.sla_credit(
-        network_fee=terms.network_fee_per_month,
-        compliance_percent=compliance,
-        tiers=credit_tiers(terms.credit_tiers),
-        cap_percent=terms.credit_cap_percent,
+    tier = calculations.credit_percent(
+        compliance_percent=compliance, tiers=credit_tiers(terms.credit_tiers)
     )
+    return min(tier, terms.credit_cap_percent)
 
 
-def status_of(*, open_incidents: int, incidents_this_month: int, credit: CreditResult | None):
+def status_of(*, open_incidents: int, incidents_this_month: int, credit_percent: Decimal | None):
     """breached: an incident is open now; degraded: this month's compliance already earns
     a credit, or an incident was opened this month; meeting: otherwise."""
     if open_incidents:
         return BREACHED
-    if incidents_this_month or (credit is not None and credit.percent_applied > 0):
+    if incidents_this_month or (credit_percent is not None and credit_percent > 0):
         return DEGRADED
     return MEETING
 
@@ -71,7 +70,7 @@ class LeaseRow:
     latest_bps: int | None
     latest_at: datetime | None
     summary: sla.SlaSummary
-    credit: CreditResult | None
+    credit_percent: Decimal | None
     open_incidents: int
     incidents_this_month: int
     status: str
@@ -139,7 +138,7 @@ def lease_overview(*, user, instant: datetime) -> list[LeaseRow]:  # type: ignor
     rows = []
     for lease in leases:
         summary = summaries[lease.pk]
-        credit = _credit(terms.get(lease.pk), summary.credit_compliance_percent)
+        credit_percent = _credit_percent(terms.get(lease.pk), summary.credit_compliance_percent)
         rows.append(
             LeaseRow(
                 lease=lease,
@@ -148,13 +147,13 @@ def lease_overview(*, user, instant: datetime) -> list[LeaseRow]:  # type: ignor
                 latest_bps=lease.latest_bps,  # type: ignore[attr-defined]
                 latest_at=lease.latest_at,  # type: ignore[attr-defined]
                 summary=summary,
-                credit=credit,
+                credit_percent=credit_percent,
                 open_incidents=open_count[lease.pk],
                 incidents_this_month=month_count[lease.pk],
                 status=status_of(
                     open_incidents=open_count[lease.pk],
                     incidents_this_month=month_count[lease.pk],
-                    credit=credit,
+                    credit_percent=credit_percent,
                 ),
             )
         )
@@ -361,17 +360,20 @@ def _months(first: datetime, last: datetime, zone: str) -> list[str]:
 
 
 def sla_history(*, user, lease: Lease, instant: datetime) -> list[MonthRow]:  # type: ignore[no-untyped-def]
-    """Month by month (newest first) from the lease's start to now or its end."""
+    """Month by month (newest first) from the lease's start to now or its end. The user
+    reached ``lease`` through ``visible_to``; each month's credit is the invoice's
+    (invoicing.lease_credit), so this page, the SLA report and the invoice agree."""
     last = min(instant, lease.ends_at) if lease.ends_at else instant
     if last <= lease.starts_at:
         return []
     zone = lease.tenant.time_zone
-    versions = TermsTimeline(LeaseTerms.objects.visible_to(user).filter(lease=lease))
     rows = []
     for period in reversed(_months(lease.starts_at, last, zone)):
+        credit = invoicing.lease_credit(lease=lease, period=period)
+        if credit is not None:
+            rows.append(MonthRow(period, credit.summary, credit.result))
+            continue
         start, end = billed_window(lease, *Period.parse(period).bounds(zone))
-        end = min(end, instant)
-        summary = sla.evaluate(lease=lease, start=start, end=max(start, end))
-        terms = versions.at(max(start, end - timedelta(microseconds=1)))
-        rows.append(MonthRow(period, summary, _credit(terms, summary.credit_compliance_percent)))
+        summary = sla.evaluate(lease=lease, start=start, end=max(start, min(end, instant)))
+        rows.append(MonthRow(period, summary, None))
     return rows

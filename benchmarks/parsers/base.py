@@ -36,6 +36,10 @@ def one_line(text: str, limit: int = 300) -> str:
     return flat if len(flat) <= limit else flat[: limit - 3] + "..."
 
 
+# No tool prints a figure with more than 24 integer digits (a bigint has 19); longer
+# numbers would overflow Decimal contexts or int() limits before any sanity check.
+MAX_DIGITS = 24
+
 _NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
 
 
@@ -48,6 +52,8 @@ def decimal(text: str, what: str) -> Decimal:
         value = Decimal(candidate)
     except InvalidOperation as error:  # pragma: no cover - the regex already guards
         raise ParseError(f"{what}: {candidate!r} is not a number") from error
+    if value.adjusted() > MAX_DIGITS:
+        raise ParseError(f"{what}: {candidate!r} is too large to be a real measurement")
     return value
 
 
@@ -55,6 +61,8 @@ def integer(text: str, what: str) -> int:
     candidate = text.strip()
     if not re.fullmatch(r"[+-]?\d+", candidate):
         raise ParseError(f"{what}: {candidate!r} is not an integer")
+    if len(candidate.lstrip("+-")) > MAX_DIGITS:
+        raise ParseError(f"{what}: {candidate[:30]!r}... is too large to be a real measurement")
     return int(candidate)
 
 

@@ -6,20 +6,27 @@ line is the mean busbw of the printed rows, in the same unit.
 
 The result table layout changed over the years, so columns are located by their header:
 
-- old:    size count type redop | time algbw busbw error  | time algbw busbw error
-- 2.x:    size count type redop root | time algbw busbw #wrong | ... (root -1 when unused)
-- newer:  the same plus "#iters", a timestamp, or per-iteration statistics per group
-- "error" (old) is the maximum numeric deviation, not a count; "#wrong" is a count and
-  reads "N/A" when checking was disabled (-c 0).
+- 2017:   bytes N type op [root] | time algbw busbw res | ...   (time in ms, as NCCL 1's tests)
+- 2019:   size count type [redop] [root] | time algbw busbw error | ...   (time in us)
+- 2.13+:  size count type redop root | time algbw busbw #wrong | ...  (root -1 when unused)
+- newer:  the same plus "copybw", per-iteration statistics (i_min ...) or a timestamp
+- "error"/"res" is the maximum numeric deviation, not a count; "#wrong" is a count printed
+  with %g (so 1048576 wrong elements read "1.04858e+06") and "N/A" when unchecked (-c 0).
+- alltoall and other tests without a reduction printed an empty redop cell for years, so
+  their rows hold one value fewer than the header names; hypercube still does.
+- a row whose out-of-place time/algbw/busbw read "N/A" measured nothing and is left out; an
+  in-place group that reads so is None.
 
 Lines may carry launcher prefixes ("[1,0]<stdout>:" from mpirun --tag-output, "0: " from
-srun -l, "host: " from pdsh) and NCCL INFO/WARN lines may be interleaved.
+srun -l, "host: " from pdsh), NCCL INFO/WARN lines may be interleaved, and outputs pasted
+into Markdown often lost their leading "#".
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from decimal import Decimal
 
 from .base import (
     BITS_PER_BYTE,
@@ -31,9 +38,13 @@ from .base import (
     exact,
     integer,
     one_line,
+    storable,
 )
 
 _GIGABYTES_TO_BITS = GIGA * BITS_PER_BYTE
+# No real figure has more digits than this; it also keeps int() and Decimal arithmetic
+# cheap when the text holds "9e999999999" or a thousand-digit number.
+_MAX_DIGITS = 24
 
 _PREFIXES = (
     re.compile(r"^\[\d+,\d+\]<std(?:out|err)>:\s?"),
@@ -42,7 +53,7 @@ _PREFIXES = (
 )
 _COLLECTIVE_STARTING = re.compile(r"Collective test starting:\s*(\w+?)_perf")
 _BINARY = re.compile(r"\b([a-z][a-z_]*?)_perf(?:_mpi)?\b")
-_RANK = re.compile(r"^#?\s*Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+\S+\s+device")
+_RANK = re.compile(r"^#?\s*Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?(?:Pid\s+\d+\s+)?on\s+\S+\s+device")
 _NRANKS = re.compile(r"\bnranks\s+(\d+)")
 _AVG_BUSBW = re.compile(r"^#?\s*Avg bus bandwidth\s*:\s*(\S+)")
 _OUT_OF_BOUNDS = re.compile(r"^#?\s*Out of bounds values\s*:\s*(\d+)")
@@ -60,11 +71,14 @@ _COLLECTIVES = {
     "sendrecv",
     "hypercube",
 }
+# The 2017 header named its columns after NCCL 1's tests.
+_ALIASES = {"bytes": "size", "N": "count", "op": "redop", "res": "error"}
 _GROUP_COLUMNS = {
     "time",
     "cputime",
     "algbw",
     "busbw",
+    "copybw",
     "#wrong",
     "error",
     "#bitdiff",
@@ -75,6 +89,10 @@ _GROUP_COLUMNS = {
     "esttime",
 }
 _TIME_COLUMNS = ("time", "cputime")
+# Cells a row may leave empty: the redop of a test without a reduction, and the root with
+# it (tolerated, though no upstream release prints an empty root).
+_OPTIONAL_CELLS = (("redop",), ("redop", "root"))
+_NOT_MEASURED = "N/A"
 
 
 @dataclass(frozen=True)
@@ -108,13 +126,18 @@ class NcclTestsResult:
 
 @dataclass(frozen=True)
 class _Layout:
-    columns: list[str]
-    groups: list[dict[str, int]]
+    columns: tuple[str, ...]
+    groups: tuple[dict[str, int], ...]
+    us_per_time_unit: int
 
-    def matches(self, values: list[str]) -> bool:
-        if self.columns[-1] == "timestamp":
-            return len(values) >= len(self.columns)
-        return len(values) == len(self.columns)
+    @property
+    def has_timestamp(self) -> bool:
+        return self.columns[-1] == "timestamp"
+
+    def fits(self, values: list[str]) -> bool:
+        # The timestamp ("%Y-%m-%d %H:%M:%S") is one column and two words.
+        expected = len(self.columns) + (1 if self.has_timestamp else 0)
+        return len(values) == expected
 
 
 def parse_nccl_tests(text: str) -> NcclTestsResult:
@@ -127,13 +150,14 @@ def parse_nccl_tests(text: str) -> NcclTestsResult:
     if not rows:
         raise ParseError("no nccl-tests result rows found")
     peak = max(rows, key=lambda row: row.out_of_place.busbw_bps)
+    wrong_total = _out_of_bounds(lines) if uses_error_column else _wrong_total(rows)
     return NcclTestsResult(
         collective=_collective(text),
         ranks=ranks,
         avg_busbw_bps=_avg_busbw(lines),
         peak_busbw_bps=peak.out_of_place.busbw_bps,
         peak_size_bytes=peak.size_bytes,
-        wrong_total=_out_of_bounds(lines) if uses_error_column else _wrong_total(rows),
+        wrong_total=None if wrong_total is None else int(storable(wrong_total, "#wrong total")),
         rows=tuple(rows),
     )
 
@@ -159,7 +183,9 @@ def _collective(text: str) -> str | None:
 
 
 def _ranks(lines: list[str]) -> int | None:
-    ranks = [int(match.group(1)) for line in lines if (match := _RANK.match(line.strip()))]
+    ranks = [
+        _count(m.group(1), "nccl-tests rank") for line in lines if (m := _RANK.match(line.strip()))
+    ]
     if ranks:
         if len(set(ranks)) != len(ranks):
             raise ParseError(
@@ -168,7 +194,9 @@ def _ranks(lines: list[str]) -> int | None:
             )
         # A trimmed listing (say only "Rank 71") does not tell how many ranks ran.
         return len(ranks) if sorted(ranks) == list(range(len(ranks))) else None
-    counts = [int(match.group(1)) for line in lines if (match := _NRANKS.search(line))]
+    counts = [
+        _count(m.group(1), "nccl-tests nranks") for line in lines if (m := _NRANKS.search(line))
+    ]
     return max(counts) if counts else None
 
 
@@ -177,9 +205,10 @@ def _avg_busbw(lines: list[str]) -> Number | None:
         match = _AVG_BUSBW.match(line.strip())
         if match:
             value = match.group(1)
+            # nccl-tests prints -nan when no row was timed: there is no average.
             if value.lower().lstrip("+-") in ("nan", "inf"):
                 return None
-            return exact(decimal(value, "nccl-tests Avg bus bandwidth") * _GIGABYTES_TO_BITS)
+            return _bandwidth(value, "Avg bus bandwidth")
     return None
 
 
@@ -187,7 +216,7 @@ def _out_of_bounds(lines: list[str]) -> int | None:
     for line in lines:
         match = _OUT_OF_BOUNDS.match(line.strip())
         if match:
-            return int(match.group(1))
+            return _count(match.group(1), "nccl-tests Out of bounds values")
     return None
 
 
@@ -201,10 +230,25 @@ def _wrong_total(rows: list[NcclRow]) -> int | None:
     return sum(counts) if counts else None
 
 
-def _layout(header: str) -> _Layout | None:
-    columns = header.lstrip("#").split()
+def _layouts(header: str) -> list[_Layout]:
+    """The header's layout, then the same without the cells rows may leave empty."""
+    columns = [_ALIASES.get(name, name) for name in header.lstrip("#").split()]
     if not columns or columns[0] != "size" or "count" not in columns:
-        return None
+        return []
+    us_per_time_unit = 1000 if header.lstrip("#").split()[0] == "bytes" else 1
+    full = _layout(columns, us_per_time_unit)
+    if full is None:
+        return []
+    layouts = [full]
+    for dropped in _OPTIONAL_CELLS:
+        if all(name in columns for name in dropped):
+            reduced = _layout([c for c in columns if c not in dropped], us_per_time_unit)
+            if reduced is not None:
+                layouts.append(reduced)
+    return layouts
+
+
+def _layout(columns: list[str], us_per_time_unit: int) -> _Layout | None:
     starts = [index for index, name in enumerate(columns) if name in _TIME_COLUMNS]
     if not starts or "busbw" not in columns:
         return None
@@ -219,38 +263,65 @@ def _layout(header: str) -> _Layout | None:
         if not {"time", "algbw", "busbw"} <= group.keys():
             return None
         groups.append(group)
-    return _Layout(columns=columns, groups=groups)
+    return _Layout(columns=tuple(columns), groups=tuple(groups), us_per_time_unit=us_per_time_unit)
+
+
+def _fit(layouts: list[_Layout], values: list[str]) -> _Layout | None:
+    full, *reduced = layouts
+    if full.fits(values):
+        return full
+    for layout in reduced:
+        # The row must hold a number where the header puts the empty cell: a row cut short
+        # ("... float sum -1 10052") is garbled, not a test without a reduction.
+        first_dropped = next(i for i, name in enumerate(full.columns) if name not in layout.columns)
+        if layout.fits(values) and _is_number(values[first_dropped]):
+            return layout
+    return None
+
+
+def _is_number(text: str) -> bool:
+    try:
+        decimal(text, "cell")
+    except ParseError:
+        return False
+    return True
 
 
 def _table(lines: list[str]) -> tuple[list[NcclRow], bool]:
-    layout: _Layout | None = None
+    layouts: list[_Layout] = []
     rows: list[NcclRow] = []
     for line in lines:
         if _is_noise(line):
             continue
         stripped = line.strip()
-        header = _layout(stripped)
-        if header is not None:
-            layout = header
+        header = _layouts(stripped)
+        if header:
+            layouts = header
             continue
         if stripped.startswith("#"):
             continue
         values = stripped.split()
-        if layout is None or not values or not values[0].isdigit():
+        if not layouts or not values or not values[0].isdigit():
             continue
-        if not layout.matches(values):
+        layout = _fit(layouts, values)
+        if layout is None:
             raise ParseError(f"nccl-tests result row does not fit the header: {one_line(line)}")
-        rows.append(_row(layout, values))
-    uses_error_column = layout is not None and "error" in layout.groups[0]
+        row = _row(layout, values)
+        if row is not None:
+            rows.append(row)
+    uses_error_column = bool(layouts) and "error" in layouts[0].groups[0]
     return rows, uses_error_column
 
 
-def _row(layout: _Layout, values: list[str]) -> NcclRow:
+def _row(layout: _Layout, values: list[str]) -> NcclRow | None:
+    """The row, or None when its out-of-place figures read N/A (nothing was measured)."""
     cell = dict(zip(layout.columns, values, strict=False))
-    measurements = [_measurement(group, values) for group in layout.groups]
+    measurements = [_measurement(layout, group, values) for group in layout.groups]
+    if measurements[0] is None:
+        return None
     return NcclRow(
-        size_bytes=integer(cell["size"], "nccl-tests size"),
-        count=integer(cell["count"], "nccl-tests count"),
+        size_bytes=_count(cell["size"], "nccl-tests size"),
+        count=_count(cell["count"], "nccl-tests count"),
         type=cell.get("type"),
         redop=cell.get("redop"),
         out_of_place=measurements[0],
@@ -258,19 +329,44 @@ def _row(layout: _Layout, values: list[str]) -> NcclRow:
     )
 
 
-def _measurement(group: dict[str, int], values: list[str]) -> NcclMeasurement:
-    def bandwidth(name: str) -> Number:
-        value = exact(decimal(values[group[name]], f"nccl-tests {name}") * _GIGABYTES_TO_BITS)
-        if value < 0:
-            raise ParseError(f"nccl-tests {name} is negative")
-        return value
-
-    wrong = None
-    if "#wrong" in group and values[group["#wrong"]] != "N/A":
-        wrong = integer(values[group["#wrong"]], "nccl-tests #wrong")
+def _measurement(
+    layout: _Layout, group: dict[str, int], values: list[str]
+) -> NcclMeasurement | None:
+    cells = {name: values[index] for name, index in group.items()}
+    if _NOT_MEASURED in (cells["time"], cells["algbw"], cells["busbw"]):
+        return None
+    time_us = _bounded(cells["time"], "nccl-tests time") * layout.us_per_time_unit
     return NcclMeasurement(
-        time_us=float(decimal(values[group["time"]], "nccl-tests time")),
-        algbw_bps=bandwidth("algbw"),
-        busbw_bps=bandwidth("busbw"),
-        wrong=wrong,
+        time_us=float(storable(float(time_us), "nccl-tests time")),
+        algbw_bps=_bandwidth(cells["algbw"], "algbw"),
+        busbw_bps=_bandwidth(cells["busbw"], "busbw"),
+        wrong=_wrong(cells["#wrong"]) if "#wrong" in cells else None,
     )
+
+
+def _wrong(text: str) -> int | None:
+    """The #wrong count; %g prints large counts in exponent notation, rounded to 6 digits."""
+    if text == _NOT_MEASURED:
+        return None
+    value = _bounded(text, "nccl-tests #wrong")
+    if value != value.to_integral_value():
+        raise ParseError(f"nccl-tests #wrong {text!r} is not a count")
+    return int(storable(int(value), "nccl-tests #wrong"))
+
+
+def _bandwidth(text: str, what: str) -> Number:
+    name = f"nccl-tests {what}"
+    return storable(exact(_bounded(text, name) * _GIGABYTES_TO_BITS), name)
+
+
+def _bounded(text: str, what: str) -> Decimal:
+    value = decimal(text, what)
+    if value.adjusted() > _MAX_DIGITS:
+        raise ParseError(f"{what} ({text.strip()}) is too large to be a real measurement")
+    return value
+
+
+def _count(text: str, what: str) -> int:
+    if len(text.strip().lstrip("+-")) > _MAX_DIGITS:
+        raise ParseError(f"{what} has too many digits to be a real count")
+    return int(storable(integer(text, what), what))

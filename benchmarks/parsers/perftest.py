@@ -8,6 +8,13 @@ Units, from linux-rdma/perftest src/perftest_parameters.c (print_report_bw):
 The peak is computed as ``!(noPeak) * ...``: perftest prints 0.00 when it did not measure a
 peak (duration mode -D, --run_infinitely, -N, or the passive server side). That 0.00 becomes
 None here, never a zero bandwidth.
+
+Layouts over the releases (perftest_parameters.h RESULT_FMT*): the bandwidth table may add
+"#sl" (raw QoS), per-port "BW Port1[...] MsgRate Port1[Mpps] ..." columns or "CPU_Util[%]";
+the latency table was "t_min t_max t_typical" until 2016, then gained t_avg, t_stdev and the
+99% / 99.9% percentiles; duration mode (-D) prints only "t_avg[usec] tps average".
+--run_infinitely prints one row per interval and never a closing line: the last row is the
+latest interval.
 """
 
 from __future__ import annotations
@@ -25,9 +32,13 @@ from .base import (
     decimal,
     exact,
     integer,
-    non_negative,
     one_line,
+    storable,
 )
+
+# No real figure has more digits than this; it also keeps int() and Decimal arithmetic
+# cheap when the text holds "9e999999999" or a thousand-digit number.
+_MAX_DIGITS = 24
 
 
 @dataclass(frozen=True)
@@ -84,13 +95,14 @@ PerftestResult = PerftestBandwidthResult | PerftestLatencyResult
 
 _VERBS = {
     "Send": "send",
+    "Send_imm": "send",
     "RDMA_Write": "write",
     "RDMA_Write_imm": "write",
     "RDMA_Read": "read",
     "Atomic": "atomic",
 }
 _TITLE = re.compile(
-    r"^\s*(Send|RDMA_Write_imm|RDMA_Write|RDMA_Read|Atomic)\b.*\b(BW|Latency)\b.*Test\s*$"
+    r"^\s*(Send_imm|Send|RDMA_Write_imm|RDMA_Write|RDMA_Read|Atomic)\b.*\b(BW|Latency)\b.*Test\s*$"
 )
 _RAW_ETHERNET = re.compile(r"Connection type\s*:\s*RawEth\b")
 _COLUMN = re.compile(
@@ -186,32 +198,56 @@ def _cells(columns: list[str], line: str) -> dict[str, str]:
         raise ParseError(
             f"perftest row has {len(values)} values for {len(columns)} columns: {one_line(line)}"
         )
+    missing = {"#bytes", "#iterations"} - set(columns)
+    if missing:
+        raise ParseError(f"perftest result header lacks {', '.join(sorted(missing))}")
     return dict(zip(columns, values, strict=True))
+
+
+def _column(columns: list[str], prefix: str) -> str:
+    found = next((column for column in columns if column.startswith(prefix)), None)
+    if found is None:
+        raise ParseError(f"perftest result header has no {prefix.rstrip('[')!r} column")
+    return found
 
 
 def _bandwidth_row(columns: list[str], line: str) -> PerftestBandwidthRow:
     cells = _cells(columns, line)
-    peak_column = next(c for c in columns if c.startswith("BW peak"))
-    average_column = next(c for c in columns if c.startswith("BW average"))
+    peak_column = _column(columns, "BW peak")
+    average_column = _column(columns, "BW average")
     rate_column = next((c for c in columns if c.startswith("MsgRate[")), None)
     peak = _bandwidth(cells[peak_column], _bits_per_second_factor(peak_column), "BW peak")
     average = _bandwidth(cells[average_column], _bits_per_second_factor(average_column), "BW avg")
     return PerftestBandwidthRow(
-        msg_size_bytes=integer(cells["#bytes"], "perftest #bytes"),
-        iterations=integer(cells["#iterations"], "perftest #iterations"),
+        msg_size_bytes=_count(cells["#bytes"], "perftest #bytes"),
+        iterations=_count(cells["#iterations"], "perftest #iterations"),
         bw_peak_bps=peak or None,
         bw_avg_bps=average,
         msg_rate_mpps=_float(cells[rate_column], "MsgRate") if rate_column else None,
     )
 
 
+def _bounded(text: str, what: str) -> Decimal:
+    value = decimal(text, what)
+    if value.adjusted() > _MAX_DIGITS:
+        raise ParseError(f"{what} ({text.strip()}) is too large to be a real measurement")
+    return value
+
+
 def _bandwidth(text: str, factor: int, what: str) -> Number:
-    value: Decimal = decimal(text, f"perftest {what}")
-    return non_negative(exact(value * factor), f"perftest {what}")
+    name = f"perftest {what}"
+    return storable(exact(_bounded(text, name) * factor), name)
 
 
 def _float(text: str, what: str) -> float:
-    return float(non_negative(float(decimal(text, f"perftest {what}")), f"perftest {what}"))
+    name = f"perftest {what}"
+    return float(storable(float(_bounded(text, name)), name))
+
+
+def _count(text: str, what: str) -> int:
+    if len(text.strip().lstrip("+-")) > _MAX_DIGITS:
+        raise ParseError(f"{what} has too many digits to be a real count")
+    return int(storable(integer(text, what), what))
 
 
 def _latency_row(columns: list[str], line: str) -> PerftestLatencyRow:
@@ -226,8 +262,8 @@ def _latency_row(columns: list[str], line: str) -> PerftestLatencyRow:
             raise ParseError(f"perftest latency is in {unit_name!r}, not usec (run without -C)")
         times[_LATENCY_COLUMNS[name]] = _float(value, name)
     return PerftestLatencyRow(
-        msg_size_bytes=integer(cells["#bytes"], "perftest #bytes"),
-        iterations=integer(cells["#iterations"], "perftest #iterations"),
+        msg_size_bytes=_count(cells["#bytes"], "perftest #bytes"),
+        iterations=_count(cells["#iterations"], "perftest #iterations"),
         **times,
     )
 

@@ -59,8 +59,8 @@ class Command(BaseCommand):
         credit = report["credit"]
         if credit:
             lines.append(
-                f"credit: {credit['percent_applied']}% of the monthly network fee "
-                f"¥{credit['on_monthly_network_fee']} = ¥{credit['amount']} ({credit['reason']})"
+                f"credit: {credit['percent_applied']}% of the network fee billed "
+                f"¥{credit['on_network_fee']} = ¥{credit['amount']} ({credit['reason']})"
             )
         lines.append(f"incidents: {len(report['incidents'])}")
         for incident in report["incidents"]:

@@ -11,7 +11,8 @@ TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 CHROMIUM ?= /usr/bin/chromium
 # make run's embedded SQLite must behave as PostgreSQL does where dates and hostile input
 # are concerned: these tests run a second time on SQLite.
-SQLITE_TESTS := tests/test_clock_matrix.py
+SQLITE_TESTS := tests/test_clock_matrix.py tests/api/test_hostile_input.py \
+	tests/portal/test_hostile_input.py
 
 .PHONY: run setup test lint format typecheck bench messages clean browser
 

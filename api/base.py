@@ -7,7 +7,11 @@ with the rows the user may see, then lets the view add joins and ordering in
 ``visible`` (a function of the user), or the view refuses to run.
 
 Audit and other views add ``required_scope = "audit"`` and ``read_roles`` to narrow who
-may use them (api.permissions)."""
+may use them (api.permissions).
+
+Input is strict before any view code runs: a query parameter the view does not know is a
+400 (a misspelt filter would otherwise be ignored and answer every row), and so is a write
+whose body is not a JSON object."""
 
 from collections.abc import Callable
 from typing import Any
@@ -16,11 +20,57 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db.models import QuerySet
 from django.utils.translation import gettext as _
 from rest_framework import serializers, viewsets
+from rest_framework.request import Request
+from rest_framework.settings import api_settings
 
 from api.permissions import ALL_ROLES
 
+WRITE_METHODS = frozenset({"POST", "PUT", "PATCH"})
+_PAGINATION_PARAMETERS = (
+    "page_query_param",
+    "page_size_query_param",
+    "cursor_query_param",
+    "limit_query_param",
+    "offset_query_param",
+)
 
-class BaseViewSet(viewsets.GenericViewSet):
+
+class KnownQueryParametersMixin:
+    """Refuse query parameters the view does not know: its filters (a range filter as
+    ``<name>_after`` and ``<name>_before``), its paginator's, ``format``, and those it
+    names in ``query_parameters`` (per view, or per action through ``@action(...)``)."""
+
+    query_parameters: frozenset[str] = frozenset()
+
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        super().initial(request, *args, **kwargs)  # type: ignore[misc]
+        unknown = sorted(set(request.query_params) - self.known_query_parameters())
+        if unknown:
+            raise serializers.ValidationError(
+                {name: [_("Unknown query parameter.")] for name in unknown}
+            )
+
+    def known_query_parameters(self) -> set[str]:
+        known = {*self.query_parameters, api_settings.URL_FORMAT_OVERRIDE}
+        paginator = getattr(self, "paginator", None)
+        known |= {getattr(paginator, name, None) for name in _PAGINATION_PARAMETERS}
+        for backend in getattr(self, "filter_backends", ()):
+            if hasattr(backend, "get_filterset_class"):
+                filterset = backend().get_filterset_class(self, self.get_queryset())  # type: ignore[attr-defined]
+                known |= filter_parameters(filterset) if filterset else set()
+        return {name for name in known if name}
+
+
+def filter_parameters(filterset: Any) -> set[str]:
+    """The query parameters a django-filter FilterSet reads."""
+    names = set()
+    for name, item in filterset.base_filters.items():
+        suffixes = getattr(item.field_class.widget, "suffixes", None)
+        names |= {f"{name}_{suffix}" for suffix in suffixes} if suffixes else {name}
+    return names
+
+
+class BaseViewSet(KnownQueryParametersMixin, viewsets.GenericViewSet):
     visible: Callable[[Any], QuerySet] | None = None
     # Who may use the view (api.permissions); actions may override these in @action(...).
     read_roles: frozenset[str] = ALL_ROLES
@@ -40,6 +90,11 @@ class BaseViewSet(viewsets.GenericViewSet):
                 "in `visible`."
             )
         return self.optimize(rows)
+
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        super().initial(request, *args, **kwargs)
+        if request.method in WRITE_METHODS and not isinstance(request.data, dict):
+            raise serializers.ValidationError(_("The body must be a JSON object."))
 
     def optimize(self, queryset: QuerySet) -> QuerySet:
         """Joins, prefetches and ordering for this view; never widens the rows."""
@@ -68,3 +123,12 @@ class StrictSerializer(StrictFieldsMixin, serializers.Serializer):
 
 class StrictModelSerializer(StrictFieldsMixin, serializers.ModelSerializer):
     pass
+
+
+class NoBodySerializer(StrictSerializer):
+    """The body of an action that takes none: empty, or ``{}``."""
+
+
+def refuse_body(request: Request) -> None:
+    """A 400 naming each key of a body sent to an action that takes none."""
+    NoBodySerializer(data=request.data).is_valid(raise_exception=True)

@@ -87,7 +87,8 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
             % {"reason": str(exc).splitlines()[0]}
         )
     elif isinstance(exc, django_exceptions.PermissionDenied):
-        exc = exceptions.PermissionDenied()
+        # A service's refusal keeps its sentence; a bare PermissionDenied gets DRF's.
+        exc = exceptions.PermissionDenied(str(exc) or None)
     if isinstance(exc, exceptions.NotAuthenticated | exceptions.AuthenticationFailed):
         from api.throttling import note_failed_authentication
 

@@ -9,8 +9,9 @@ from benchmarks.choices import RunState, Trigger, Verdict
 from benchmarks.models import ProbeRun
 from billing.choices import IncidentState, InvoiceStatus
 from billing.models import Incident, Invoice
+from common.instants import FILTER_YEARS, instant_problem
 from leases.choices import GpuModel, LeaseStatus, NodeStatus, ProbeKind
-from leases.models import Fabric, Lease, Node
+from leases.models import Fabric, Lease, Node, NodeAssignment
 
 
 class IdFilter(filters.NumberFilter):
@@ -25,17 +26,13 @@ class IdFilter(filters.NumberFilter):
 
 
 class _BoundedIsoDateTimeField(filters.fields.IsoDateTimeField):
-    """An ISO 8601 instant the database can hold: years 1970-9999, offsets within ±14:00."""
+    """An ISO 8601 instant the database can hold (common.instants, FILTER_YEARS)."""
 
     def to_python(self, value):  # type: ignore[no-untyped-def]
         instant = super().to_python(value)
-        if instant is None:
-            return None
-        offset = instant.utcoffset()
-        if offset is not None and abs(offset.total_seconds()) > 14 * 3600:
-            raise forms.ValidationError("A UTC offset is at most ±14:00.", code="invalid")
-        if not 1970 <= instant.year <= 9999:
-            raise forms.ValidationError("Give an instant between 1970 and 9999.", code="invalid")
+        problem = instant_problem(instant, FILTER_YEARS) if instant is not None else None
+        if problem:
+            raise forms.ValidationError(problem, code="invalid")
         return instant
 
 
@@ -66,13 +63,19 @@ class NodeFilterSet(filters.FilterSet):
     fabric = IdFilter(field_name="leaf_switch__fabric_id")
     gpu_model = filters.ChoiceFilter(choices=GpuModel.choices)
     status = filters.ChoiceFilter(choices=NodeStatus.choices)
-    lease = IdFilter(
-        field_name="assignments__lease_id", distinct=True, help_text="Nodes that served a lease."
-    )
+    lease = IdFilter(method="served_lease", help_text="Nodes that served a lease.")
 
     class Meta:
         model = Node
         fields = ["site", "fabric", "gpu_model", "status", "lease"]
+
+    def served_lease(self, queryset, name, value):  # type: ignore[no-untyped-def]
+        """Matched through the user's own leases only: a node that moved from one tenant's
+        lease to another's is visible to both, and must not confirm the other's lease id."""
+        leases = Lease.objects.visible_to(self.request.user).filter(pk=value)
+        return queryset.filter(
+            pk__in=NodeAssignment.objects.filter(lease__in=leases).values("node")
+        )
 
 
 class LeaseFilterSet(filters.FilterSet):

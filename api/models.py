@@ -7,6 +7,7 @@ narrows it further."""
 
 import hashlib
 import hmac
+import re
 import secrets
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -51,14 +52,15 @@ def new_token_parts() -> tuple[str, str]:
     return prefix, f"{TOKEN_MARK}_{prefix}_{secrets.token_urlsafe(32)}"
 
 
+# As new_token_parts writes them. Checked before any query: a prefix with a NUL in it
+# would otherwise be a database error on PostgreSQL and "unknown token" on SQLite.
+_WELL_FORMED = re.compile(rf"{TOKEN_MARK}_([0-9a-f]{{{PREFIX_LENGTH}}})_[A-Za-z0-9_-]+", re.ASCII)
+
+
 def split_token(token: str) -> str | None:
     """The prefix of a well-formed token, else None."""
-    parts = token.split("_", 2)
-    if len(parts) != 3 or parts[0] != TOKEN_MARK or len(parts[1]) != PREFIX_LENGTH:
-        return None
-    if not parts[2]:
-        return None
-    return parts[1]
+    match = _WELL_FORMED.fullmatch(token)
+    return match.group(1) if match else None
 
 
 # What each role may do through a token; a token never gets more than its issuer holds.

@@ -15,6 +15,7 @@ from rest_framework import serializers
 from rest_framework.serializers import as_serializer_error
 
 from api.base import StrictModelSerializer, StrictSerializer
+from api.fields import InstantField
 from api.models import ApiToken, Scope, TokenState
 from benchmarks.models import ProbeRun
 from billing.models import Incident, Invoice, InvoiceLine
@@ -202,8 +203,8 @@ class LeaseCreateSerializer(StrictSerializer):
     reference = serializers.CharField(max_length=64)
     name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
     notes = serializers.CharField(required=False, allow_blank=True, default="", max_length=10000)
-    starts_at = serializers.DateTimeField()
-    ends_at = serializers.DateTimeField(required=False, allow_null=True, default=None)
+    starts_at = InstantField()
+    ends_at = InstantField(required=False, allow_null=True, default=None)
     probes_enabled = serializers.BooleanField(required=False, default=True)
     terms = TermsInputSerializer()
     nodes = serializers.PrimaryKeyRelatedField(
@@ -224,6 +225,10 @@ class RunNowResultSerializer(serializers.Serializer):
     lease = serializers.CharField()
     batches = serializers.ListField(child=serializers.UUIDField())
     runs = serializers.IntegerField()
+    already_pending = serializers.BooleanField(
+        help_text="True: these are the runs of an earlier run-now of the lease, still pending; "
+        "nothing new was queued."
+    )
 
 
 class PeriodSerializer(StrictSerializer):
@@ -505,7 +510,7 @@ class ApiTokenCreateSerializer(StrictSerializer):
     scopes = serializers.ListField(
         child=serializers.ChoiceField(choices=Scope.choices), allow_empty=False
     )
-    expires_at = serializers.DateTimeField(required=False, allow_null=True, default=None)
+    expires_at = InstantField(required=False, allow_null=True, default=None)
     user = serializers.CharField(
         max_length=150,
         required=False,

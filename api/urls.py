@@ -1,13 +1,20 @@
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
-from rest_framework.routers import DefaultRouter
+from rest_framework.routers import APIRootView, DefaultRouter
 
 from api import views
+from api.base import KnownQueryParametersMixin
 
 app_name = "api"
 
+
+class RootView(KnownQueryParametersMixin, APIRootView):
+    """The index of the collections; it takes no query parameters."""
+
+
 router = DefaultRouter()
 router.include_format_suffixes = False
+router.APIRootView = RootView
 router.register("tenants", views.TenantViewSet, basename="tenant")
 router.register("sites", views.SiteViewSet, basename="site")
 router.register("fabrics", views.FabricViewSet, basename="fabric")

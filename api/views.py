@@ -13,13 +13,14 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import mixins, serializers, status
 from rest_framework.decorators import action
+from rest_framework.exceptions import Throttled
 from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from api import filtersets, tokens
 from api import serializers as s
-from api.base import BaseViewSet
+from api.base import BaseViewSet, refuse_body
 from api.exceptions import Conflict
 from api.models import ApiToken, managed_users
 from api.pagination import SlotCursorPagination
@@ -138,6 +139,7 @@ class LeaseViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewSet
 
     def _transition(self, to: str) -> Response:
         lease = self.get_object()
+        refuse_body(self.request)
         lease = lease_services.transition_lease(lease=lease, to=to, actor=self.request.user)
         return self._detail(lease)
 
@@ -163,6 +165,12 @@ class LeaseViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewSet
         request=s.RunNowSerializer,
         responses={202: s.RunNowResultSerializer},
         summary="Run the lease's probes now (provider staff, tenant admin)",
+        description=(
+            "While the lease's earlier run-now runs are pending, the answer is those runs "
+            "(`already_pending: true`), not new ones. A tenant asking again within "
+            "RUN_NOW_COOLDOWN_S after they were over gets 429 with Retry-After (seconds); "
+            "provider staff are not held to the cooldown."
+        ),
     )
     @action(
         detail=True,
@@ -181,13 +189,23 @@ class LeaseViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewSet
                 % {"lease": lease.reference, "status": lease.get_status_display()}
             )
         try:
-            batches = probe_services.request_runs(
-                lease=lease, kinds=body.validated_data.get("kinds")
+            asked = probe_services.run_now(
+                lease=lease,
+                kinds=body.validated_data.get("kinds"),
+                tenant_request=not request.user.is_staff,
             )
+        except probe_services.CoolingDown as cooling:
+            refused = Throttled(detail=str(cooling))
+            refused.wait = cooling.retry_after_s  # Retry-After, without DRF's extra sentence
+            raise refused from None
         except ValueError as exc:
             raise Conflict(str(exc)) from None
-        runs = ProbeRun.objects.filter(batch__in=batches).count()
-        result = {"lease": lease.reference, "batches": batches, "runs": runs}
+        result = {
+            "lease": lease.reference,
+            "batches": asked.batches,
+            "runs": asked.runs,
+            "already_pending": asked.already_pending,
+        }
         return Response(s.RunNowResultSerializer(result).data, status=status.HTTP_202_ACCEPTED)
 
     @extend_schema(
@@ -195,7 +213,13 @@ class LeaseViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewSet
         responses={200: OpenApiTypes.OBJECT},
         summary="SLA report of the lease for a month (billing.reports.sla_report)",
     )
-    @action(detail=True, methods=["get"], filter_backends=[], pagination_class=None)
+    @action(
+        detail=True,
+        methods=["get"],
+        filter_backends=[],
+        pagination_class=None,
+        query_parameters=frozenset({"period"}),
+    )
     def sla(self, request: Request, pk: str | None = None) -> Response:
         lease = self.get_object()
         return Response(sla_report(lease=lease, period=s.PeriodSerializer.of(request)))
@@ -374,5 +398,7 @@ class ApiTokenViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseView
     @action(detail=True, methods=["post"], write_roles=frozenset({Role.ADMIN, "owner"}))
     def revoke(self, request: Request, pk: str | None = None) -> Response:
         """Revoke a token at once; requests with it then answer 401."""
-        token = tokens.revoke_token(token=self.get_object())
+        token = self.get_object()
+        refuse_body(request)
+        token = tokens.revoke_token(token=token)
         return Response(s.ApiTokenSerializer(token).data)

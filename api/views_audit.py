@@ -30,7 +30,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from api import serializers as s
-from api.base import BaseViewSet, StrictSerializer
+from api.base import BaseViewSet, KnownQueryParametersMixin, StrictSerializer
+from api.fields import InstantField
 from api.filtersets import IdFilter
 from api.permissions import ALL_ROLES
 from benchmarks.models import ProbeRun
@@ -116,7 +117,7 @@ class EvidenceSubmitSerializer(StrictSerializer):
         max_length=MAX_NODES,
         help_text="Hostnames of the lease's nodes it ran on (two for pair tools).",
     )
-    measured_at = serializers.DateTimeField(required=False, help_text="Default: now.")
+    measured_at = InstantField(required=False, help_text="Default: now.")
     note = serializers.CharField(required=False, allow_blank=True, max_length=4000)
 
 
@@ -200,7 +201,7 @@ class DisputeFilterSet(filters.FilterSet):
 # --- views ------------------------------------------------------------------------------
 
 
-class PublicKeyView(APIView):
+class PublicKeyView(KnownQueryParametersMixin, APIView):
     """The Ed25519 public key every audit bundle is signed with."""
 
     permission_classes = [AllowAny]
@@ -227,6 +228,7 @@ class LeaseAuditViewSet(BaseViewSet):
     queryset = Lease.objects.all()
     read_roles = AUDIT_READERS
     required_scope = "audit"
+    query_parameters = frozenset({"period"})
 
     def optimize(self, queryset: QuerySet) -> QuerySet:
         return queryset.select_related("tenant")

@@ -132,9 +132,19 @@ def run_probes_now(modeladmin, request, queryset):  # type: ignore[no-untyped-de
     queued = 0
     for lease in queryset:
         try:
-            queued += len(services.request_runs(lease=lease))
+            asked = services.run_now(lease=lease, tenant_request=False)
         except ValueError as error:
             modeladmin.message_user(request, str(error), messages.ERROR)
+            continue
+        if asked.already_pending:
+            modeladmin.message_user(
+                request,
+                _("%(lease)s: its earlier run-now runs are still pending; nothing new queued.")
+                % {"lease": lease.reference},
+                messages.WARNING,
+            )
+        else:
+            queued += len(asked.batches)
     if queued:
         modeladmin.message_user(
             request,

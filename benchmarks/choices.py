@@ -27,7 +27,12 @@ class Verdict(models.TextChoices):
 class Trigger(models.TextChoices):
     SCHEDULE = "schedule", _("schedule")
     MANUAL = "manual", _("run now")
+    TENANT = "tenant", _("run now by the tenant")
     ACCEPTANCE = "acceptance", _("acceptance")
+
+
+# Runs asked for now rather than by the schedule: by the provider (manual) or the tenant.
+ON_DEMAND = (Trigger.MANUAL, Trigger.TENANT)
 
 
 class Pattern(models.TextChoices):

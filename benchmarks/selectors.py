@@ -1,10 +1,13 @@
 """Reads for probing: a lease's nodes as the planner sees them, and earlier results."""
 
+import uuid
 from collections import defaultdict
 from collections.abc import Iterable
 from datetime import datetime
 
-from benchmarks.choices import RunState, Tool
+from django.db.models import Max, Q
+
+from benchmarks.choices import ON_DEMAND, RunState, Tool
 from benchmarks.models import ProbeRun
 from benchmarks.probes.plan import PlanNode, PlanPort
 from leases.models import NicPort, Node, NodeAssignment
@@ -77,3 +80,30 @@ def previous_link_down_counts(run: ProbeRun) -> dict[str, int]:
         for port in previous.get("ports", [])
         if port.get("link_down_count") is not None
     }
+
+
+def pending_on_demand_batches(
+    *, lease_id: int, now: datetime, live_claims_after: datetime
+) -> list[uuid.UUID]:
+    """Every batch, in the order it was queued, of the lease's run-now requests that are not
+    over: a request (its runs share one slot) with a run still queued before its deadline or
+    claimed by a live worker (claimed after ``live_claims_after``). One row per run."""
+    not_over = ProbeRun.objects.filter(lease_id=lease_id, trigger__in=ON_DEMAND).filter(
+        Q(state=RunState.SCHEDULED, deadline_at__gt=now)
+        | Q(state=RunState.RUNNING, claimed_at__gt=live_claims_after)
+    )
+    return list(
+        ProbeRun.objects.filter(
+            lease_id=lease_id, trigger__in=ON_DEMAND, slot_at__in=not_over.values("slot_at")
+        )
+        .order_by("pk")
+        .values_list("batch", flat=True)
+    )
+
+
+def last_on_demand_over_at(*, lease_id: int) -> datetime | None:
+    """When the lease's latest run-now run was over, however it ended (finished, skipped
+    at once, or missed)."""
+    return ProbeRun.objects.filter(
+        lease_id=lease_id, trigger__in=ON_DEMAND, finished_at__isnull=False
+    ).aggregate(last=Max("finished_at"))["last"]

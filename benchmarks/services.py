@@ -6,11 +6,17 @@ scheduled, in one transaction; after commit it enqueues one task per batch on th
 queue. The task claims its runs, holds the nodes if the probe is heavy, runs the batch and
 records each run. A slot has one run (a unique constraint), so a redelivered task finds the
 run it already has instead of making another.
+
+Run-now (``run_now``) queues one set of on-demand runs per lease at a time, and a tenant
+waits RUN_NOW_COOLDOWN_S after it before the next. A scheduled slot that could not run
+because the tenant's own run-now runs were on its nodes is skipped with that reason, which
+the SLA excludes, instead of missed against the provider.
 """
 
 import asyncio
 import hashlib
 import logging
+import math
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -19,7 +25,7 @@ from datetime import UTC, datetime, timedelta
 from django.conf import settings
 from django.core.mail import mail_admins
 from django.db import IntegrityError, transaction
-from django.db.models import Max, Q
+from django.db.models import Exists, Max, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from benchmarks import chain, selectors
@@ -40,6 +46,10 @@ log = logging.getLogger(__name__)
 
 EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
 MANUAL_DEADLINE = timedelta(hours=1)
+CROWDED_OUT = (
+    "busy with tenant-requested runs: the tenant's run-now probes were on its nodes during "
+    "its slot, so it is not counted against the provider"
+)
 
 
 def terms_view(terms: LeaseTerms) -> TermsView:
@@ -307,13 +317,130 @@ def request_runs(
     return [batch.batch for batch in batches]
 
 
+@dataclass(frozen=True)
+class RunNow:
+    """What a run-now request got: the batches it queued, or those of the lease's earlier
+    request that is still pending (``already_pending``)."""
+
+    batches: list[uuid.UUID]
+    runs: int
+    already_pending: bool
+
+
+class CoolingDown(Exception):
+    """A tenant asked for run-now again too soon after the lease's last one was over."""
+
+    def __init__(self, *, lease: Lease, retry_after_s: int):
+        super().__init__(
+            f"Lease {lease.reference} ran its probes on demand less than "
+            f"{settings.RUN_NOW_COOLDOWN_S} s ago; ask again in {retry_after_s} s."
+        )
+        self.retry_after_s = retry_after_s
+
+
+def run_now(
+    *,
+    lease: Lease,
+    kinds: Iterable[str] | None = None,
+    tenant_request: bool,
+    now: datetime | None = None,
+    enqueue: bool = True,
+) -> RunNow:
+    """Run-now of a lease, asked for by its tenant or by the provider. While an earlier
+    request's runs are pending, this one gets those back instead of queueing more; a
+    tenant's request within RUN_NOW_COOLDOWN_S after they were over raises CoolingDown (the
+    provider's own requests are not limited). The lease row is locked first, so that two
+    requests at once queue one set of runs."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        Lease.objects.select_for_update().filter(pk=lease.pk).values_list("pk").first()
+        pending = selectors.pending_on_demand_batches(
+            lease_id=lease.pk, now=now, live_claims_after=now - stale_claim_after()
+        )
+        if pending:
+            return RunNow(
+                batches=list(dict.fromkeys(pending)), runs=len(pending), already_pending=True
+            )
+        if tenant_request:
+            _refuse_within_cooldown(lease, now)
+        batches = request_runs(
+            lease=lease,
+            kinds=kinds,
+            trigger=Trigger.TENANT if tenant_request else Trigger.MANUAL,
+            now=now,
+            enqueue=enqueue,
+        )
+        runs = ProbeRun.objects.filter(batch__in=batches).count()
+    return RunNow(batches=batches, runs=runs, already_pending=False)
+
+
+def _refuse_within_cooldown(lease: Lease, now: datetime) -> None:
+    over_at = selectors.last_on_demand_over_at(lease_id=lease.pk)
+    if over_at is None:
+        return
+    left = settings.RUN_NOW_COOLDOWN_S - (now - over_at).total_seconds()
+    if left > 0:
+        raise CoolingDown(lease=lease, retry_after_s=math.ceil(left))
+
+
+# --- missed slots ---------------------------------------------------------------------
+
+
+def crowded_out_by_tenant(runs: QuerySet[ProbeRun]) -> QuerySet:
+    """Ids of the scheduled runs among ``runs`` whose nodes were running one of their lease's
+    tenant-requested runs during their slot: a run claimed by a worker before the slot's
+    deadline and not over before the slot began (or still on a live worker)."""
+    Through = ProbeRun.nodes.through
+    tenant_run_on_node = Through.objects.filter(
+        node_id=OuterRef("node_id"),
+        proberun__lease_id=OuterRef("proberun__lease_id"),
+        proberun__trigger=Trigger.TENANT,
+        proberun__claimed_at__lt=OuterRef("proberun__deadline_at"),
+    ).filter(
+        Q(proberun__finished_at__gt=OuterRef("proberun__slot_at"))
+        | Q(
+            proberun__finished_at__isnull=True,
+            proberun__claimed_at__gt=OuterRef("proberun__slot_at") - stale_claim_after(),
+        )
+    )
+    return (
+        Through.objects.filter(proberun__in=runs.filter(trigger=Trigger.SCHEDULE))
+        .filter(Exists(tenant_run_on_node))
+        .values("proberun_id")
+    )
+
+
 def mark_missed(*, now: datetime) -> int:
-    """Runs whose slot passed without starting are missed: visible, never silently gone."""
-    return ProbeRun.objects.filter(state=RunState.SCHEDULED, deadline_at__lt=now).update(
+    """Runs whose slot passed without starting are missed: visible, never silently gone.
+    A scheduled run that the tenant's own run-now crowded out is skipped instead, with the
+    reason, so that the SLA excludes it. Returns the number missed."""
+    overdue = ProbeRun.objects.filter(state=RunState.SCHEDULED, deadline_at__lt=now)
+    excused = ProbeRun.objects.filter(pk__in=crowded_out_by_tenant(overdue)).update(
+        state=RunState.SKIPPED, error=CROWDED_OUT, finished_at=now
+    )
+    if excused:
+        log.info("%d scheduled run(s) crowded out by tenant run-now: skipped, not missed", excused)
+    return overdue.update(
         state=RunState.MISSED,
         error="its slot passed before any worker started it",
         finished_at=now,
     )
+
+
+def _give_up(late: list[ProbeRun], now: datetime) -> None:
+    """Runs found past their deadline when a worker came for them: missed, or skipped if
+    the tenant's run-now crowded them out."""
+    if not late:
+        return
+    crowded = crowded_out_by_tenant(ProbeRun.objects.filter(pk__in=[run.pk for run in late]))
+    excused = set(crowded.values_list("proberun_id", flat=True))
+    for run in late:
+        if run.pk in excused:
+            run.state, run.error = RunState.SKIPPED, CROWDED_OUT
+        else:
+            run.state, run.error = RunState.MISSED, "its deadline passed before it could run"
+        run.finished_at = now
+        run.save(update_fields=["state", "error", "finished_at"])
 
 
 # --- executing a batch ---------------------------------------------------------------
@@ -348,7 +475,7 @@ def _claim(batch: uuid.UUID, now: datetime) -> list[ProbeRun]:
     held_until = None
     with transaction.atomic():
         runs = list(ProbeRun.objects.select_for_update().filter(batch=batch).order_by("pk"))
-        claimable = []
+        claimable, late = [], []
         for run in runs:
             if run.state in FINAL_STATES:
                 continue
@@ -361,11 +488,10 @@ def _claim(batch: uuid.UUID, now: datetime) -> list[ProbeRun]:
                 held_until = run.claimed_at + stale_claim_after()
                 continue
             if run.deadline_at < now:
-                run.state, run.error = RunState.MISSED, "its deadline passed before it could run"
-                run.finished_at = now
-                run.save(update_fields=["state", "error", "finished_at"])
+                late.append(run)
                 continue
             claimable.append(run)
+        _give_up(late, now)
         for run in claimable:
             run.state, run.claimed_at, run.attempts = RunState.RUNNING, now, run.attempts + 1
             run.save(update_fields=["state", "claimed_at", "attempts"])

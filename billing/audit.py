@@ -19,7 +19,7 @@ import base64
 import hashlib
 import os
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
@@ -34,7 +34,7 @@ from django.utils import timezone
 
 from benchmarks import chain
 from benchmarks.models import ProbeRun
-from billing import invoicing, sla
+from billing import credit_base, invoicing, metering, sla
 from billing.calculations import (
     billable_mbps,
     bytes_to_gb,
@@ -44,7 +44,7 @@ from billing.calculations import (
     traffic_charge,
 )
 from billing.choices import LineKind
-from billing.models import Dispute, Evidence, HourlyRollup, Invoice, TrafficSample
+from billing.models import Dispute, Evidence, HourlyRollup, Invoice
 from billing.samples import OUTCOMES, classify_sample, link_slot_outcome
 from common.money import to_fen
 from common.periods import Period
@@ -85,8 +85,11 @@ FORMULAS = {
     "credit_compliance_percent": "the lower of throughput compliance_percent and availability",
     "credit": (
         "min(largest credit_percent of the tiers whose below_percent > compliance, cap) % of "
-        "the sum of the lease's network fee lines, half-up to 0.01, negative; tiers and cap of "
-        "the terms version in force at the end of the window"
+        "the credit base, half-up to 0.01, negative; tiers and cap of the terms version in "
+        "force at the end of the window; the base is, per terms version over its part of the "
+        "window, what its credit_base names: its network_fee lines, its usage_gb and "
+        "usage_p95 lines, or contracted_base_per_month x seconds / month_seconds half-up "
+        "to 0.01"
     ),
 }
 
@@ -330,21 +333,53 @@ def _invoice_doc(lease: Lease, period: str) -> dict[str, Any]:
     }
 
 
+def _billed(lines: Iterable[Mapping[str, Any]]) -> list[credit_base.BilledLine]:
+    return [
+        credit_base.BilledLine(
+            line["kind"], line["detail"].get("terms_version"), Decimal(line["amount"])
+        )
+        for line in lines
+    ]
+
+
+def _base_doc(base: credit_base.CreditBase) -> dict[str, Any]:
+    return {
+        "credit_base": base.basis,
+        "amount": _plain(base.amount),
+        "parts": [
+            {
+                "terms_version": part.span.terms_version,
+                "credit_base": part.span.basis,
+                "start": chain.iso_utc(part.span.start),
+                "end": chain.iso_utc(part.span.end),
+                "amount": _plain(part.amount),
+            }
+            for part in base.parts
+        ],
+    }
+
+
 def _credit_doc(
-    terms: LeaseTerms | None, compliance: Decimal | None, lines: list[dict[str, Any]]
+    terms: LeaseTerms | None,
+    compliance: Decimal | None,
+    lines: list[dict[str, Any]],
+    spans: list[credit_base.Span],
+    month_seconds: int,
 ) -> dict[str, Any] | None:
     if terms is None:
         return None
     fee = sum((Decimal(line["amount"]) for line in lines if line["kind"] == "network_fee"), ZERO)
+    base = credit_base.credit_base(spans=spans, lines=_billed(lines), month_seconds=month_seconds)
     tiers = credit_tiers(terms.credit_tiers)
     result = sla_credit(
-        network_fee=fee,
+        base=base.amount,
         compliance_percent=compliance,
         tiers=tiers,
         cap_percent=terms.credit_cap_percent,
     )
     return {
         "terms_version": terms.version,
+        "credit_base": _base_doc(base),
         "network_fee": _plain(fee),
         "compliance_percent": _plain(compliance),
         "tiers": [{"below_percent": str(b), "credit_percent": str(c)} for b, c in tiers],
@@ -468,7 +503,7 @@ def build_bundle(*, lease: Lease, period: str, now: datetime | None = None) -> d
     rollups = HourlyRollup.objects.filter(lease=lease, hour__gte=start, hour__lt=end).order_by(
         "hour", "kind"
     )
-    samples = TrafficSample.objects.filter(lease=lease, slot_at__gte=start, slot_at__lt=end)
+    samples = metering.samples_in(lease_id=lease.pk, start=start, end=end)
     invoice_doc = _invoice_doc(lease, period)
     compliance_doc = None
     credit_doc = None
@@ -484,6 +519,10 @@ def build_bundle(*, lease: Lease, period: str, now: datetime | None = None) -> d
             timeline.at(window_end - timedelta(microseconds=1)),
             summary.credit_compliance_percent,
             invoice_doc["lines"],
+            invoicing.credit_spans(
+                invoicing.segments(timeline=timeline, start=window_start, end=window_end)
+            ),
+            Period.parse(period).seconds(zone),
         )
     return {
         "format": FORMAT,
@@ -791,23 +830,47 @@ class _Checker:
             self.bad("no terms version in the bundle was in force at the end of the window")
             return
         fee = sum((Decimal(x["amount"]) for x in lines if x["kind"] == "network_fee"), ZERO)
+        base = self.recomputed_base()
         result = sla_credit(
-            network_fee=fee,
+            base=base.amount,
             compliance_percent=compliance,
             tiers=credit_tiers(terms["credit_tiers"]),
             cap_percent=Decimal(terms["credit_cap_percent"]),
         )
         stated = self.b.get("credit") or {}
         self.same("credit network fee", stated.get("network_fee"), fee)
+        if "credit_base" in stated:  # bundles made before credit bases were terms: none
+            self.same("credit base", stated["credit_base"]["credit_base"], base.basis)
+            self.same("credit base amount", stated["credit_base"]["amount"], base.amount)
         self.same("credit percent applied", stated.get("percent_applied"), result.percent_applied)
         self.same("credit amount", stated.get("amount"), result.amount)
         on_invoice = sum(
             (Decimal(x["amount"]) for x in lines if x["kind"] == LineKind.SLA_CREDIT), ZERO
         )
-        expected = result.amount if fee > 0 else ZERO
+        expected = result.amount if base.amount > 0 else ZERO
         self.same("SLA credit line(s) on the invoice", on_invoice, expected)
-        self.notes.append(
-            f"credit: {result.percent_applied}% of network fee {fee} = {result.amount}"
+        self.notes.append(f"credit: {result.percent_applied}% of {base.name()} = {result.amount}")
+
+    def recomputed_base(self) -> credit_base.CreditBase:
+        """The base from the bundle's terms versions over the window and its lines (a
+        bundle from before credit bases were terms carries none: the network fee)."""
+        window = self.b["compliance"]
+        versions = [
+            (
+                _at(t["effective_from"]),
+                int(t["version"]),
+                t.get("credit_base", credit_base.NETWORK_FEE),
+                Decimal(t.get("contracted_base_per_month", "0")),
+            )
+            for t in self.b.get("terms", [])
+        ]
+        spans = credit_base.cut(
+            start=_at(window["window_start"]), end=_at(window["window_end"]), versions=versions
+        )
+        return credit_base.credit_base(
+            spans=spans,
+            lines=_billed(self.b["invoice"]["lines"]),
+            month_seconds=int(self.b["period"]["month_seconds"]),
         )
 
     def lines(self) -> None:

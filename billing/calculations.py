@@ -371,15 +371,16 @@ class CreditResult:
 
 def sla_credit(
     *,
-    network_fee: Number,
+    base: Number,
     compliance_percent: Number | None,
     tiers: Sequence[tuple[Decimal, Decimal]],
     cap_percent: Number,
 ) -> CreditResult:
-    """The SLA credit on the network fee for one billing period.
+    """The SLA credit on the credit base for one billing period (the network fee billed,
+    the usage charge or a contracted base, as the terms' ``credit_base`` says).
 
     Rule: ``percent_applied = min(credit_percent(compliance, tiers), cap_percent)``;
-    ``amount = -(network_fee * percent_applied / 100)`` with the magnitude rounded half-up
+    ``amount = -(base * percent_applied / 100)`` with the magnitude rounded half-up
     to 0.01 CNY.
 
     Sign convention: the credit is a deduction, so ``amount`` is negative (or 0.00) and
@@ -390,7 +391,7 @@ def sla_credit(
     credit, with reason ``compliance_unknown``; whether missing evidence should count
     against the provider is a contract question decided before this function.
     """
-    fee = _non_negative(network_fee, "network_fee")
+    fee = _non_negative(base, "base")
     cap = _non_negative(cap_percent, "cap_percent")
     if cap > 100:
         raise ValueError(f"The credit cap cannot exceed 100 percent ({cap}).")
@@ -537,6 +538,66 @@ def gpu_hour_price(
         return rent / gpus / hours
 
 
+def _step_seconds(
+    *,
+    parameters: int,
+    bytes_per_parameter: Number,
+    gpus: int,
+    compute_seconds: Decimal,
+    busbw_bps: Decimal,
+) -> Decimal:
+    t_comm = allreduce_seconds(
+        parameters=parameters,
+        bytes_per_parameter=bytes_per_parameter,
+        gpus=gpus,
+        busbw_bps=busbw_bps,
+    )
+    with localcontext(_CONTEXT):
+        step = compute_seconds + t_comm
+    if step == 0:
+        raise ValueError("A step cannot take zero time.")
+    return step
+
+
+def gpu_hours_lost(
+    *,
+    parameters: int,
+    bytes_per_parameter: Number,
+    gpus: int,
+    compute_seconds_per_step: Number,
+    measured_busbw_bps: Number,
+    reference_busbw_bps: Number,
+    wall_hours: Number,
+) -> Decimal:
+    """GPU-hours a data-parallel job loses by running its all-reduce at the measured
+    instead of the reference bus bandwidth, unrounded.
+
+    Rule: ``gpus * wall_hours * (1 - t_step(reference) / t_step(measured))``, with
+    ``t_step = compute_seconds_per_step + allreduce_seconds(...)``: of the wall hours run at
+    the measured bandwidth, the share the same steps would not have needed at the
+    reference one. 0 when measured >= reference (a network that beats the reference
+    earns nothing back).
+    """
+    compute = _non_negative(compute_seconds_per_step, "compute_seconds_per_step")
+    wall = _non_negative(wall_hours, "wall_hours")
+    measured = _positive(measured_busbw_bps, "measured_busbw_bps")
+    reference = _positive(reference_busbw_bps, "reference_busbw_bps")
+    if measured >= reference:
+        return Decimal(0)
+    t_step_m, t_step_r = (
+        _step_seconds(
+            parameters=parameters,
+            bytes_per_parameter=bytes_per_parameter,
+            gpus=gpus,
+            compute_seconds=compute,
+            busbw_bps=busbw,
+        )
+        for busbw in (measured, reference)
+    )
+    with localcontext(_CONTEXT):
+        return gpus * wall * (1 - t_step_r / t_step_m)
+
+
 @dataclass(frozen=True, slots=True)
 class TrainingImpact:
     """Seconds, shares and factors are unrounded Decimals; ``cost_lost`` is CNY to 0.01."""
@@ -572,13 +633,10 @@ def training_impact(
     - ``t_step = compute_seconds_per_step + t_comm``, at measured and at contracted busbw;
     - ``slowdown = t_step_measured / t_step_contracted`` (below 1 when the network beat
       the contract);
-    - ``gpu_hours_lost = gpus * wall_hours * (1 - t_step_contracted / t_step_measured)``:
-      of the wall hours run at the measured bandwidth, the share the same steps would not
-      have needed at the contracted one; 0 when measured >= contracted. Unrounded.
+    - ``gpu_hours_lost``: ``gpu_hours_lost`` with the contracted bandwidth as reference;
     - ``cost_lost = gpu_hours_lost * gpu_hour_price``, rounded half-up to 0.01 CNY.
     """
     compute = _non_negative(compute_seconds_per_step, "compute_seconds_per_step")
-    wall = _non_negative(wall_hours, "wall_hours")
     price = _non_negative(gpu_hour_price, "gpu_hour_price")
     measured = _positive(measured_busbw_bps, "measured_busbw_bps")
     contracted = _positive(contracted_busbw_bps, "contracted_busbw_bps")
@@ -591,15 +649,20 @@ def training_impact(
         )
         for busbw in (measured, contracted)
     )
+    lost_hours = gpu_hours_lost(
+        parameters=parameters,
+        bytes_per_parameter=bytes_per_parameter,
+        gpus=gpus,
+        compute_seconds_per_step=compute,
+        measured_busbw_bps=measured,
+        reference_busbw_bps=contracted,
+        wall_hours=wall_hours,
+    )
     with localcontext(_CONTEXT):
         t_step_m = compute + t_comm_m
         t_step_c = compute + t_comm_c
         if t_step_m == 0:
             raise ValueError("A step cannot take zero time.")
-        if measured >= contracted:
-            lost_hours = Decimal(0)
-        else:
-            lost_hours = gpus * wall * (1 - t_step_c / t_step_m)
         return TrainingImpact(
             t_comm_measured_s=t_comm_m,
             t_comm_contracted_s=t_comm_c,
@@ -613,6 +676,127 @@ def training_impact(
         )
 
 
+@dataclass(frozen=True, slots=True)
+class ImpactSegment:
+    """Elapsed time under one terms version and what was measured in it: the mean bus
+    bandwidth of each measured hour, in bits/s."""
+
+    wall_hours: Decimal
+    gpus: int
+    hourly_busbw_bps: tuple[Decimal, ...]
+    contracted_busbw_bps: Decimal
+    sla_threshold_percent: Decimal
+    gpu_hour_price: Decimal
+
+    @property
+    def threshold_busbw_bps(self) -> Decimal:
+        """What the SLA guarantees: ``sla_threshold_percent`` of the contracted, exact."""
+        with localcontext(_CONTEXT):
+            return self.contracted_busbw_bps * self.sla_threshold_percent / HUNDRED
+
+
+@dataclass(frozen=True, slots=True)
+class Shortfall:
+    """GPU-hours unrounded; ``cny`` to the fen."""
+
+    gpu_hours: Decimal
+    cny: Decimal
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentShortfalls:
+    below_threshold: Shortfall
+    below_contract: Shortfall
+
+
+@dataclass(frozen=True, slots=True)
+class TrainingShortfalls:
+    """Totals over the segments, and each segment's own figures in the same order."""
+
+    below_threshold: Shortfall
+    below_contract: Shortfall
+    segments: tuple[SegmentShortfalls, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _JobModel:
+    parameters: int
+    bytes_per_parameter: Number
+    compute_seconds_per_step: Number
+
+
+def _segment_shortfall(
+    segment: ImpactSegment, *, reference_bps: Decimal, model: _JobModel
+) -> Shortfall:
+    if not segment.hourly_busbw_bps or reference_bps <= 0:
+        return Shortfall(gpu_hours=Decimal(0), cny=ZERO_CNY)
+    lost = [
+        gpu_hours_lost(
+            parameters=model.parameters,
+            bytes_per_parameter=model.bytes_per_parameter,
+            compute_seconds_per_step=model.compute_seconds_per_step,
+            gpus=segment.gpus,
+            measured_busbw_bps=measured,
+            reference_busbw_bps=reference_bps,
+            wall_hours=segment.wall_hours,
+        )
+        for measured in segment.hourly_busbw_bps
+    ]
+    with localcontext(_CONTEXT):
+        hours = sum(lost, Decimal(0)) / len(lost)
+        return Shortfall(gpu_hours=hours, cny=to_fen(hours * segment.gpu_hour_price))
+
+
+def _total(parts: Sequence[Shortfall]) -> Shortfall:
+    with localcontext(_CONTEXT):
+        return Shortfall(
+            gpu_hours=sum((part.gpu_hours for part in parts), Decimal(0)),
+            cny=sum((part.cny for part in parts), ZERO_CNY),
+        )
+
+
+def training_shortfalls(
+    *,
+    segments: Sequence[ImpactSegment],
+    parameters: int,
+    bytes_per_parameter: Number,
+    compute_seconds_per_step: Number,
+) -> TrainingShortfalls:
+    """The two shortfalls of a window cut into terms segments, each judged by its own terms.
+
+    Rule, per segment: each measured hour's loss is ``gpu_hours_lost`` over the segment's
+    wall hours at that hour's mean bus bandwidth against the reference; the segment
+    loses the mean of those (an unmeasured hour is taken to be like the measured ones; a
+    segment with no measured hour loses nothing). Two references:
+
+    - below threshold: ``contracted * sla_threshold_percent / 100``, what the SLA
+      guarantees and the provider owes;
+    - below contract: the contracted bandwidth itself, informational.
+
+    Each segment's ``cny = gpu_hours * its gpu_hour_price``, rounded half-up to 0.01; a
+    total's ``cny`` is the sum of its segments' rounded ``cny`` (so the parts add up) and
+    its ``gpu_hours`` the unrounded sum. Both are 0 wherever every measured hour reached
+    the reference, so at 100 % compliance the below-threshold shortfall is 0.
+    """
+    model = _JobModel(parameters, bytes_per_parameter, compute_seconds_per_step)
+    parts = tuple(
+        SegmentShortfalls(
+            below_threshold=_segment_shortfall(
+                segment, reference_bps=segment.threshold_busbw_bps, model=model
+            ),
+            below_contract=_segment_shortfall(
+                segment, reference_bps=segment.contracted_busbw_bps, model=model
+            ),
+        )
+        for segment in segments
+    )
+    return TrainingShortfalls(
+        below_threshold=_total([part.below_threshold for part in parts]),
+        below_contract=_total([part.below_contract for part in parts]),
+        segments=parts,
+    )
+
+
 __all__ = [
     "BITS_PER_MBPS",
     "BYTES_PER_GB",
@@ -621,9 +805,13 @@ __all__ = [
     "CreditResult",
     "Delta",
     "DeltaKind",
+    "ImpactSegment",
     "NodeRentLine",
+    "SegmentShortfalls",
+    "Shortfall",
     "Totals",
     "TrainingImpact",
+    "TrainingShortfalls",
     "allreduce_seconds",
     "billable_mbps",
     "bytes_to_gb",
@@ -631,6 +819,7 @@ __all__ = [
     "counter_deltas",
     "credit_percent",
     "gpu_hour_price",
+    "gpu_hours_lost",
     "invoice_totals",
     "network_cost_share",
     "node_rent_line",
@@ -640,4 +829,5 @@ __all__ = [
     "prorate",
     "sla_credit",
     "training_impact",
+    "training_shortfalls",
 ]

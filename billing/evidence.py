@@ -4,7 +4,10 @@ A customer (tenant admin) posts the raw output of their own iperf3, perftest, nc
 or ping run with the nodes it ran on. It is parsed by the probes' own parsers and judged
 by the probes' own verdicts against the terms in force when it was measured
 (``benchmarks.probes.interpret``), so the customer's figure and the provider's are read the
-same way. Unparsable output is refused with the parser's reason.
+same way. Unparsable output is refused with the parser's reason, and so is a parsed
+figure no row can hold. Text the database cannot keep (a NUL byte, which no tool prints
+and PostgreSQL refuses; a lone surrogate, which is not UTF-8) is refused with that reason
+before anything is parsed.
 
 A dispute names what it is about (a probe run, an incident, an invoice) and may bring
 evidence. Provider staff accept it, with a credit that goes on the tenant's invoice for
@@ -15,6 +18,7 @@ it with a reason. Each step is one transaction that writes a DisputeEvent.
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from decimal import Decimal, InvalidOperation
@@ -29,7 +33,8 @@ from django.utils.translation import gettext as _
 from benchmarks.choices import Tool
 from benchmarks.models import ProbeRun
 from benchmarks.parsers import ParseError, RunFailed, parse_perftest
-from benchmarks.probes.interpret import interpret
+from benchmarks.parsers.base import storable
+from benchmarks.probes.interpret import Interpretation, interpret
 from benchmarks.services import terms_view
 from billing.choices import InvoiceStatus
 from billing.models import (
@@ -105,6 +110,38 @@ def _probe_tool(tool: str, raw_output: str) -> str:
     return Tool.IB_WRITE_LAT if parse_perftest(raw_output).kind == "lat" else Tool.IB_WRITE_BW
 
 
+def _storable_text(value: str, field: str) -> str:
+    if "\x00" in value:
+        raise ValidationError(
+            {
+                field: _(
+                    "The text contains NUL bytes (\\0): no tool prints them and the database "
+                    "cannot keep them. Remove them and submit again."
+                )
+            }
+        )
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValidationError({field: _("The text is not valid UTF-8.")}) from None
+    return value
+
+
+def _storable_result(result: Interpretation) -> Interpretation:
+    """ParseError unless every figure of the parser's result fits its column."""
+    if result.measured_bps is not None:
+        storable(result.measured_bps, "the measured bandwidth")
+    if result.latency_us is not None:
+        storable(result.latency_us, "the measured latency")
+    try:
+        encoded = json.dumps(result.parsed, allow_nan=False)
+    except (TypeError, ValueError):
+        raise ParseError("the parsed result holds a figure that is not a finite number") from None
+    if "\\u0000" in encoded:
+        raise ParseError("the parsed result holds a NUL character")
+    return result
+
+
 def _nodes_of(lease: Lease, hostnames: Sequence[str], at: datetime, tool: str) -> list[Any]:
     names = [str(name).strip() for name in hostnames]
     if not names or any(not name for name in names):
@@ -165,6 +202,8 @@ def submit_evidence(
         )
     if not isinstance(raw_output, str) or not raw_output.strip():
         raise ValidationError({"raw_output": _("The raw output is empty.")})
+    _storable_text(raw_output, "raw_output")
+    note = _storable_text(str(note or ""), "note")
     if len(raw_output.encode()) > EVIDENCE_MAX_BYTES:
         raise ValidationError(
             {"raw_output": _("The raw output is over %(n)s bytes.") % {"n": EVIDENCE_MAX_BYTES}}
@@ -182,8 +221,10 @@ def submit_evidence(
         )
     node_objects = _nodes_of(lease, nodes, measured_at, tool)
     try:
-        result = interpret(
-            tool=_probe_tool(tool, raw_output), raw_output=raw_output, terms=terms_view(terms)
+        result = _storable_result(
+            interpret(
+                tool=_probe_tool(tool, raw_output), raw_output=raw_output, terms=terms_view(terms)
+            )
         )
     except RunFailed as error:
         raise ValidationError(
@@ -210,7 +251,7 @@ def submit_evidence(
         verdict=result.judgement.verdict,
         rule=result.judgement.rule,
         verdict_reason=result.judgement.reason,
-        note=(note or "").strip()[:REASON_MAX],
+        note=note.strip()[:REASON_MAX],
     )
     evidence.nodes.set(node_objects)
     return evidence

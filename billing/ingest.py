@@ -2,11 +2,12 @@
 samples and incidents.
 
 A Celery beat task reads the runs that finished since its cursor, in order, and
-recomputes only what they touch: the hour of each run's slot, the traffic sample of each
-counter run's slot (and the next one, whose delta starts from it), and the incident state
-of each judged target. A late result is just a run that finishes late: it touches its own
-hour and nothing else. Only scheduled runs are SLA samples; acceptance and manual runs are
-evidence, not samples.
+recomputes only what they touch: the hour of each run's slot, the traffic samples of the
+slots a new counter reading changes (from the node's reading before it to its reading
+after it: ``billing.traffic_intervals``), and the incident state of each judged target.
+A late result is just a run that finishes late: it touches its own hour and nothing else.
+Only scheduled runs are SLA samples; acceptance and manual runs are evidence, not
+samples.
 """
 
 import logging
@@ -21,10 +22,10 @@ from django.utils import timezone
 
 from benchmarks.choices import RunState, Tool, Trigger, Verdict
 from benchmarks.models import ProbeRun
-from billing.calculations import DeltaKind, counter_deltas
 from billing.choices import IncidentState
 from billing.models import HourlyRollup, Incident, IngestCursor, TrafficSample
 from billing.samples import classify_sample, link_slot_outcome
+from billing.traffic_intervals import Reading, slot_traffic
 from leases.choices import ProbeKind
 from leases.contract_rules import in_weekly_windows
 from leases.models import Lease
@@ -50,7 +51,7 @@ def hour_of(instant: datetime) -> datetime:
 class IngestResult:
     runs: int = 0
     hours: int = 0
-    traffic_samples: int = 0
+    traffic_samples: int = 0  # samples written
     opened: list[int] = field(default_factory=list)
     closed: list[int] = field(default_factory=list)
 
@@ -134,80 +135,92 @@ def recompute_hour(*, lease: Lease, kind: str, hour: datetime) -> HourlyRollup:
 # --- traffic samples ----------------------------------------------------------------------
 
 
-def _readings(run: ProbeRun) -> dict[str, int]:
+def _readings(run: ProbeRun) -> Reading:
     """Port -> bytes sent, from a parsed counters run. The kernel's netdev statistics,
     ethtool -S and the extended InfiniBand counters are all 64 bits wide."""
-    return {
-        f"{port.get('section')}/{port.get('name')}": port["tx_bytes"]
-        for port in (run.parsed or {}).get("ports", [])
-        if port.get("tx_bytes") is not None
-    }
-
-
-def recompute_traffic(*, lease: Lease, slot_at: datetime) -> TrafficSample | None:
-    """The bytes every node sent between its previous counter reading and the one of this
-    slot. A node without a previous reading is not counted in this sample."""
-    current = list(
-        ProbeRun.objects.filter(
-            lease=lease,
-            kind=ProbeKind.COUNTERS,
-            trigger=Trigger.SCHEDULE,
-            state=RunState.OK,
-            slot_at=slot_at,
-        )
+    return Reading(
+        at=run.slot_at,
+        step_s=int((run.deadline_at - run.slot_at).total_seconds()),
+        ports={
+            f"{port.get('section')}/{port.get('name')}": port["tx_bytes"]
+            for port in (run.parsed or {}).get("ports", [])
+            if port.get("tx_bytes") is not None
+        },
     )
-    total, nodes, resets, wraps, seconds = 0, 0, 0, 0, 0
+
+
+def _counter_runs(lease: Lease):  # type: ignore[no-untyped-def]
+    return ProbeRun.objects.filter(
+        lease=lease, kind=ProbeKind.COUNTERS, trigger=Trigger.SCHEDULE, state=RunState.OK
+    )
+
+
+def traffic_window(
+    *, lease: Lease, first: dict[str, datetime], last: dict[str, datetime]
+) -> tuple[datetime, datetime]:
+    """The slots that new readings can change: each node's intervals that start or end at
+    a new reading, i.e. from its reading before its first new one to its reading after
+    its last new one (``first`` and ``last``: node -> slot of its new readings)."""
+    starts, ends = [], []
+    for target, slot_at in first.items():
+        before = (
+            _counter_runs(lease)
+            .filter(target=target, slot_at__lt=slot_at)
+            .order_by("-slot_at")
+            .values_list("slot_at", flat=True)
+            .first()
+        )
+        starts.append(before or slot_at)
+    for target, slot_at in last.items():
+        after = (
+            _counter_runs(lease)
+            .filter(target=target, slot_at__gt=slot_at)
+            .order_by("slot_at")
+            .values_list("slot_at", flat=True)
+            .first()
+        )
+        ends.append(after or slot_at)
+    return min(starts), max(ends)
+
+
+def recompute_traffic(*, lease: Lease, start: datetime, end: datetime) -> int:
+    """Rebuild the lease's traffic samples of the slots in [start, end) from every node's
+    counter readings (``billing.traffic_intervals``: each node's bytes over its own
+    interval, spread over the slots it covers, each sample stamped with its slot's start).
+    Returns the samples written."""
+    runs = _counter_runs(lease)
+    by_node: dict[str, list[ProbeRun]] = defaultdict(list)
+    for run in runs.filter(slot_at__gte=start, slot_at__lte=end).order_by("slot_at"):
+        by_node[run.target].append(run)
+    for target in runs.values_list("target", flat=True).distinct().order_by():
+        before = runs.filter(target=target, slot_at__lt=start).order_by("-slot_at").first()
+        after = runs.filter(target=target, slot_at__gt=end).order_by("slot_at").first()
+        by_node[target] = [r for r in (before, *by_node[target], after) if r is not None]
     rates = lease.assignments.filter(node__nic_ports__isnull=False).values_list(
         "node__nic_ports__rate_gbps", flat=True
     )
     max_rate_bps = (max(rates, default=0) or 400) * 10**9
-    for run in current:
-        previous = (
-            ProbeRun.objects.filter(
-                lease=lease,
-                kind=ProbeKind.COUNTERS,
-                trigger=Trigger.SCHEDULE,
-                state=RunState.OK,
-                target=run.target,
-                slot_at__lt=slot_at,
-            )
-            .order_by("-slot_at")
-            .first()
-        )
-        if previous is None:
-            continue
-        before, after = _readings(previous), _readings(run)
-        counted = False
-        for port, value in after.items():
-            if port not in before:
-                continue
-            (delta,) = counter_deltas(
-                [(previous.slot_at, before[port]), (run.slot_at, value)],
-                counter_bits=COUNTER_BITS,
-                max_rate_bps=max_rate_bps,
-            )
-            total += delta.bytes
-            resets += delta.kind == DeltaKind.RESET
-            wraps += delta.kind == DeltaKind.WRAP
-            counted = True
-        if counted:
-            nodes += 1
-            seconds = max(seconds, int((run.slot_at - previous.slot_at).total_seconds()))
-    if nodes == 0:
-        TrafficSample.objects.filter(lease=lease, slot_at=slot_at).delete()
-        return None
-    sample, _ = TrafficSample.objects.update_or_create(
-        lease=lease,
-        slot_at=slot_at,
-        defaults={
-            "seconds": seconds,
-            "tx_bytes": Decimal(total),
-            "nodes": nodes,
-            "resets": resets,
-            "wraps": wraps,
-        },
+    slots = slot_traffic(
+        {target: [_readings(run) for run in found] for target, found in by_node.items()},
+        start=start,
+        end=end,
+        counter_bits=COUNTER_BITS,
+        max_rate_bps=max_rate_bps,
     )
-    return sample
+    TrafficSample.objects.filter(lease=lease, slot_at__gte=start, slot_at__lt=end).delete()
+    TrafficSample.objects.bulk_create(
+        TrafficSample(
+            lease=lease,
+            slot_at=slot.slot_at,
+            seconds=slot.seconds,
+            tx_bytes=Decimal(slot.bytes),
+            nodes=slot.nodes,
+            resets=slot.resets,
+            wraps=slot.wraps,
+        )
+        for slot in slots
+    )
+    return len(slots)
 
 
 # --- incidents ------------------------------------------------------------------------------
@@ -299,26 +312,26 @@ def ingest(*, limit: int = BATCH, notify: bool = True) -> IngestResult:
         if not batch:
             return result
         hours: set[tuple[int, str, datetime]] = set()
-        traffic: set[tuple[int, datetime]] = set()
+        # lease -> node -> slot of its first and of its last new counter reading
+        first_new: dict[int, dict[str, datetime]] = defaultdict(dict)
+        last_new: dict[int, dict[str, datetime]] = defaultdict(dict)
         leases = {run.lease_id: run.lease for run in batch}
         for run in batch:
             if run.trigger != Trigger.SCHEDULE:
                 continue
             hours.add((run.lease_id, run.kind, hour_of(run.slot_at)))
             if run.kind == ProbeKind.COUNTERS and run.state == RunState.OK:
-                traffic.add((run.lease_id, run.slot_at))
+                seen_first, seen_last = first_new[run.lease_id], last_new[run.lease_id]
+                seen_first[run.target] = min(seen_first.get(run.target, run.slot_at), run.slot_at)
+                seen_last[run.target] = max(seen_last.get(run.target, run.slot_at), run.slot_at)
         for lease_id, kind, hour in sorted(hours, key=lambda h: (h[0], h[1], h[2])):
             recompute_hour(lease=leases[lease_id], kind=kind, hour=hour)
-        for lease_id, slot_at in sorted(traffic):
-            recompute_traffic(lease=leases[lease_id], slot_at=slot_at)
-            following = (
-                TrafficSample.objects.filter(lease_id=lease_id, slot_at__gt=slot_at)
-                .order_by("slot_at")
-                .values_list("slot_at", flat=True)
-                .first()
+        for lease_id in sorted(first_new):
+            lease = leases[lease_id]
+            start, end = traffic_window(
+                lease=lease, first=first_new[lease_id], last=last_new[lease_id]
             )
-            if following is not None and (lease_id, following) not in traffic:
-                recompute_traffic(lease=leases[lease_id], slot_at=following)
+            result.traffic_samples += recompute_traffic(lease=lease, start=start, end=end)
         judged = [
             run
             for run in batch
@@ -350,7 +363,7 @@ def ingest(*, limit: int = BATCH, notify: bool = True) -> IngestResult:
         last = batch[-1]
         cursor.finished_at, cursor.run_id = last.finished_at, last.pk
         cursor.save()
-        result.runs, result.hours, result.traffic_samples = len(batch), len(hours), len(traffic)
+        result.runs, result.hours = len(batch), len(hours)
     return result
 
 

@@ -33,9 +33,11 @@ The rules, in the order an invoice is built:
      month; a lease that starts mid-month pays its p95 for the share it ran;
    - *SLA credit*, once per lease, automatic (no claim): the compliance over the whole
      billed window (``billing.sla.evaluate``), the credit tiers and cap of the terms in
-     force at the end of that window, applied to the sum of the lease's network fee
-     lines. No network fee, unknown compliance, or compliance at or above every tier: no
-     line.
+     force at the end of that window, applied to the credit base: per segment, what its
+     terms' ``credit_base`` names (``billing.credit_base``): the network fee lines
+     (default), the usage lines (per GB, 95th percentile), or the contracted monthly
+     base fee (保底) prorated. No base, unknown compliance, or compliance at or above
+     every tier: no line.
 
 6. **Adjustments.** When the tenant's invoice for the previous month is finalised, its
    lease lines are recomputed now, in memory, by the same code; every (lease, kind) whose
@@ -75,7 +77,7 @@ from django.utils.translation import gettext as _
 
 from benchmarks.choices import RunState, Trigger, Verdict
 from benchmarks.models import ProbeRun
-from billing import metering, sla
+from billing import credit_base, metering, sla
 from billing.calculations import (
     P95_DROP_PERCENT,
     CreditResult,
@@ -493,30 +495,54 @@ class LeaseCredit:
     end: datetime
     summary: sla.SlaSummary
     terms: LeaseTerms  # the version in force at the window's end: tiers and cap
-    network_fee: Decimal  # the base: the network fee lines actually billed for the month
+    base: credit_base.CreditBase  # from the lines actually billed, as each version says
     result: CreditResult
 
     @property
     def compliance(self) -> Decimal | None:
         return self.summary.credit_compliance_percent
 
+    @property
+    def network_fee(self) -> Decimal:
+        """The base's amount, whatever it is made of (the SLA report's older name)."""
+        return self.base.amount
+
+
+def credit_spans(parts: list[Segment]) -> list[credit_base.Span]:
+    """The segments with what each version's credits are on."""
+    return [
+        credit_base.Span(
+            segment.start,
+            segment.end,
+            segment.terms.version,
+            segment.terms.credit_base,
+            segment.terms.contracted_base_per_month,
+        )
+        for segment in parts
+    ]
+
 
 def _credit(
-    lease: Lease, window: tuple[datetime, datetime], terms: LeaseTerms, fee: Decimal
+    lease: Lease,
+    window: tuple[datetime, datetime],
+    terms: LeaseTerms,
+    base: credit_base.CreditBase,
 ) -> LeaseCredit:
     start, end = window
     summary = sla.evaluate(lease=lease, start=start, end=end)
     result = sla_credit(
-        network_fee=fee,
+        base=base.amount,
         compliance_percent=summary.credit_compliance_percent,
         tiers=credit_tiers(terms.credit_tiers),
         cap_percent=terms.credit_cap_percent,
     )
-    return LeaseCredit(start, end, summary, terms, fee, result)
+    return LeaseCredit(start, end, summary, terms, base, result)
 
 
-def _credit_line(lease: Lease, outcome: LeaseCredit, month: _Month) -> ComputedLine | None:
-    start, end, terms, fee = outcome.start, outcome.end, outcome.terms, outcome.network_fee
+def _credit_line(
+    lease: Lease, outcome: LeaseCredit, month: _Month, network_fee: Decimal
+) -> ComputedLine | None:
+    start, end, terms, base = outcome.start, outcome.end, outcome.terms, outcome.base
     summary, compliance, credit = outcome.summary, outcome.compliance, outcome.result
     tiers = credit_tiers(terms.credit_tiers)
     if credit.amount == 0:
@@ -528,12 +554,12 @@ def _credit_line(lease: Lease, outcome: LeaseCredit, month: _Month) -> ComputedL
         description=(
             f"SLA credit, {lease.reference}: compliance {compliance}% from "
             f"{_local(start, month.zone)} to {_local(end, month.zone)}, "
-            f"{credit.percent_applied}% of network fee {_money(fee)}"
+            f"{credit.percent_applied}% of {base.name()}"
             + (f" (tier {credit.tier_percent}% capped)" if credit.capped else "")
         ),
         quantity=credit.percent_applied,
         unit="percent",
-        unit_price=fee,
+        unit_price=base.amount,
         amount=credit.amount,
         detail={
             **month.describe(),
@@ -565,10 +591,24 @@ def _credit_line(lease: Lease, outcome: LeaseCredit, month: _Month) -> ComputedL
             "percent_applied": str(credit.percent_applied),
             "capped": credit.capped,
             "reason": str(credit.reason),
-            "network_fee": _money(fee),
+            "credit_base": base.basis,
+            "credit_base_amount": _money(base.amount),
+            "credit_base_parts": [
+                {
+                    "terms_version": part.span.terms_version,
+                    "credit_base": part.span.basis,
+                    "start": _iso(part.span.start),
+                    "end": _iso(part.span.end),
+                    "amount": _money(part.amount),
+                }
+                for part in base.parts
+            ],
+            "network_fee": _money(network_fee),
             "rule": (
-                "min(tier for compliance, cap) % of the lease's network fee lines, "
-                "half-up to 0.01, negative; compliance = lower of throughput and availability"
+                "min(tier for compliance, cap) % of the credit base, half-up to 0.01, "
+                "negative; the base per terms version: its network fee lines, its usage "
+                "lines, or its contracted base fee x segment_seconds / month_seconds; "
+                "compliance = lower of throughput and availability"
             ),
         },
         tax_rate_percent=terms.tax_rate_percent,
@@ -594,10 +634,10 @@ def lease_lines(*, lease: Lease, period: str, zone: str) -> list[ComputedLine]:
 
 
 def lease_credit(*, lease: Lease, period: str) -> LeaseCredit | None:
-    """The lease's SLA credit for the month, from the network fee lines its invoice
-    carries (so prorated and amended months agree with the invoice to the fen); None when
-    nothing is billed (before acceptance, outside the lease, no network fee). For a month
-    in progress it is the credit the samples so far would earn."""
+    """The lease's SLA credit for the month, on the base its terms name, from the lines its
+    invoice carries (so prorated and amended months agree with the invoice to the fen);
+    None when nothing is billed (before acceptance, outside the lease) or the base is 0.
+    For a month in progress it is the credit the samples so far would earn."""
     return _lease_month(lease, period, lease.tenant.time_zone)[1]
 
 
@@ -632,11 +672,20 @@ def _lease_month(
         ):
             if line is not None:
                 by_kind[line.kind].append(line)
+    base = credit_base.credit_base(
+        spans=credit_spans(parts),
+        lines=[
+            credit_base.BilledLine(line.kind, line.detail["terms_version"], line.amount)
+            for kind in (LineKind.NETWORK_FEE, *USAGE_KINDS)
+            for line in by_kind[kind]
+        ],
+        month_seconds=month.seconds,
+    )
     fee = sum((line.amount for line in by_kind[LineKind.NETWORK_FEE]), ZERO)
     outcome = None
-    if parts and fee > 0:
-        outcome = _credit(lease, (parts[0].start, parts[-1].end), parts[-1].terms, fee)
-        credit = _credit_line(lease, outcome, month)
+    if parts and base.amount > 0:
+        outcome = _credit(lease, (parts[0].start, parts[-1].end), parts[-1].terms, base)
+        credit = _credit_line(lease, outcome, month, fee)
         if credit is not None:
             by_kind[LineKind.SLA_CREDIT].append(credit)
     lines = [line for kind in KIND_ORDER for line in by_kind[kind]]

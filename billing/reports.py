@@ -5,6 +5,8 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
+from django.utils import timezone
+
 from billing import impact, invoicing, sla
 from billing.models import Incident
 from common.periods import Period
@@ -47,7 +49,13 @@ def billed_window(lease: Lease, start: datetime, end: datetime) -> tuple[datetim
     return window_start, max(window_start, window_end)
 
 
-def sla_report(*, lease: Lease, period: str, model: impact.Model | None = None) -> dict[str, Any]:
+def sla_report(
+    *,
+    lease: Lease,
+    period: str,
+    model: impact.Model | None = None,
+    now: datetime | None = None,
+) -> dict[str, Any]:
     model = model or impact.Model()
     start, end = Period.parse(period).bounds(lease.tenant.time_zone)
     month_credit = invoicing.lease_credit(lease=lease, period=period)
@@ -67,13 +75,14 @@ def sla_report(*, lease: Lease, period: str, model: impact.Model | None = None) 
         for index, version in enumerate(versions)
         if index + 1 == len(versions) or versions[index + 1].effective_from > window_start
     ]
-    terms = in_force[-1] if in_force else None
     compliance = summary.credit_compliance_percent
     credit = None
     if month_credit is not None:
         result = month_credit.result
         credit = {
             "on_network_fee": str(month_credit.network_fee),
+            "credit_base": month_credit.base.basis,
+            "credit_base_amount": str(month_credit.base.amount),
             "terms_version": month_credit.terms.version,
             "tier_percent": str(result.tier_percent),
             "percent_applied": str(result.percent_applied),
@@ -81,9 +90,9 @@ def sla_report(*, lease: Lease, period: str, model: impact.Model | None = None) 
             "amount": str(result.amount),
             "reason": str(result.reason),
         }
-    gpus, per_node = impact.lease_gpus(lease, window_end - (window_end - window_start) / 2)
-    hours = Decimal((window_end - window_start).total_seconds()) / 3600
-    measured = impact.measured_busbw_bps(summary)
+    # Training impact counts elapsed time only: never the rest of a month in progress.
+    elapsed_end = max(window_start, min(window_end, now or timezone.now()))
+    gpus, per_node = impact.lease_gpus(lease, elapsed_end - (elapsed_end - window_start) / 2)
     incidents = []
     for incident in (
         Incident.objects.filter(lease=lease, opened_at__lt=window_end)
@@ -91,7 +100,7 @@ def sla_report(*, lease: Lease, period: str, model: impact.Model | None = None) 
         .select_related("terms")
         .prefetch_related("runs")
     ):
-        duration_end = incident.closed_at or window_end
+        duration_end = incident.closed_at or elapsed_end
         incidents.append(
             {
                 "id": incident.pk,
@@ -152,15 +161,8 @@ def sla_report(*, lease: Lease, period: str, model: impact.Model | None = None) 
         "credit_compliance_percent": str(compliance) if compliance is not None else None,
         "credit": credit,
         "incidents": incidents,
-        "training_impact": impact.estimate(
-            terms=terms,
-            gpus=gpus,
-            gpus_per_node=per_node,
-            measured_bps=measured or 0,
-            wall_hours=hours,
-            model=model,
-        )
-        if terms is not None
-        else None,
+        "training_impact": impact.window_impact(
+            lease=lease, start=window_start, end=elapsed_end, model=model
+        ),
         "policy": POLICY,
     }

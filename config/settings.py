@@ -91,6 +91,8 @@ AXES_RESET_ON_SUCCESS = True
 AXES_HTTP_RESPONSE_CODE = 429
 AXES_LOCKOUT_TEMPLATE = "portal/locked_out.html"
 AXES_VERBOSE = False
+# A failed login's username as axes records it: cut to its varchar(255) column.
+AXES_USERNAME_CALLABLE = "common.login_attempts.attempted_username"
 
 ROOT_URLCONF = "config.urls"
 WSGI_APPLICATION = "config.wsgi.application"

@@ -25,6 +25,7 @@ from api.models import ApiToken, Scope, TokenState
 from api.permissions import roles_of
 from billing.evidence import can_write_for, submit_evidence
 from billing.models import Evidence, EvidenceTool
+from common.instants import InstantFormField
 from common.querysets import is_provider_staff
 from leases.choices import Role
 from leases.models import Lease, NodeAssignment, Tenant
@@ -49,7 +50,7 @@ class EvidenceForm(forms.Form):
         widget=forms.Textarea(attrs={"rows": 18, "cols": 100, "spellcheck": "false"}),
         help_text=gettext_lazy("Paste the whole output, unedited (iperf3 with -J: the JSON)."),
     )
-    measured_at = forms.DateTimeField(
+    measured_at = InstantFormField(
         label=gettext_lazy("Measured at"),
         required=False,
         widget=forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M"),
@@ -75,7 +76,7 @@ class TokenForm(forms.Form):
         widget=forms.CheckboxSelectMultiple,
         initial=[Scope.READ],
     )
-    expires_at = forms.DateTimeField(
+    expires_at = InstantFormField(
         label=gettext_lazy("Expires at"),
         required=False,
         widget=forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M"),

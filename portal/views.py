@@ -179,7 +179,7 @@ def lease_detail(request: HttpRequest, pk: int) -> HttpResponse:
         .order_by("-measured_at", "-pk")[:EVIDENCE_ON_DETAIL]
     )
     period = selectors.current_period(zone, instant)
-    report = sla_report(lease=lease, period=period)
+    report = sla_report(lease=lease, period=period, now=instant)
     return render(
         request,
         "portal/lease_detail.html",

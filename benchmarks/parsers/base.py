@@ -97,5 +97,10 @@ def storable(value: Number, what: str) -> Number:
     if value < 0:
         raise ParseError(f"{what} is negative ({value}); the tool's own arithmetic failed")
     if value > MAX_FIGURE:
-        raise ParseError(f"{what} ({value:.3g}) is too large to be a real measurement")
+        raise ParseError(f"{what} ({Decimal(value):.3g}) is too large to be a real measurement")
     return value
+
+
+def count(text: str, what: str) -> int:
+    """A whole, non-negative, storable count (sizes, iterations, ranks)."""
+    return int(storable(integer(text, what), what))

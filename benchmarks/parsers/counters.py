@@ -28,9 +28,10 @@ Normalised fields, None when the source has no such counter:
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from .base import ParseError, one_line
+from .base import MAX_FIGURE, ParseError, one_line, storable
+from .checks import readable
 
 
 @dataclass(frozen=True)
@@ -58,14 +59,25 @@ class CountersResult:
 
 
 _SYSFS_LINE = re.compile(
-    r"^/sys/class/infiniband/([^/\s]+)/ports/(\d+)/(?:hw_)?counters/([^:/\s]+):\s*(.*)$"
+    r"^/sys/class/infiniband/([^/\s]+)/ports/(\d{1,20})/(?:hw_)?counters/([^:/\s]+):\s*(.*)$"
 )
 _NETDEV_LINE = re.compile(r"^/sys/class/net/([^/\s]+)/(?:statistics/)?([a-z_]+):\s*(.*)$")
 _ETHTOOL_HEADER = re.compile(r"^\s*NIC statistics:\s*$")
-_ETHTOOL_NAME = re.compile(r"^\s*#?\s*(?:\$\s*)?(?:sudo\s+)?ethtool\s+-S\s+(\S+)\s*$")
-_ETHTOOL_COUNTER = re.compile(r"^\s+([^:]+?):\s*(-?\d+)\s*$")
-_INTEGER = re.compile(r"-?\d+")
+_ETHTOOL_NAME = re.compile(r"^\s*(?:#\s*)?(?:\$\s*)?(?:sudo\s+)?ethtool\s+-S\s+(\S+)\s*$")
+_ETHTOOL_COUNTER = re.compile(r"^\s+(\S[^:\[\]]*?):\s*(\d+)\s*$")
+_INTEGER = re.compile(r"\d+")
 
+_FIGURES = (
+    "rx_bytes",
+    "tx_bytes",
+    "rx_errors",
+    "tx_errors",
+    "link_downed",
+    "rx_pause_frames",
+    "tx_pause_frames",
+    "rx_pfc_pause_frames",
+    "tx_pfc_pause_frames",
+)
 _IB_WIDTH_BITS = {
     "port_rcv_data": 32,
     "port_xmit_data": 32,
@@ -86,7 +98,7 @@ _MLX5_RX_ERRORS = (
 
 
 def parse_counters(text: str) -> CountersResult:
-    lines = text.splitlines()
+    lines = readable(text, "counters").splitlines()
     if any(_SYSFS_LINE.match(line.strip()) for line in lines):
         return CountersResult(source="sysfs", ports=_sysfs_ports(lines))
     if any(_NETDEV_LINE.match(line.strip()) for line in lines):
@@ -107,39 +119,60 @@ def _sysfs_ports(lines: list[str]) -> tuple[PortCounters, ...]:
         if not match:
             continue
         device, port, name, value = match.groups()
-        table = counters.setdefault((device, int(port)), {})
-        if _INTEGER.fullmatch(value.strip()):
-            table[name] = int(value)
-    return tuple(_ib_port(device, port, raw) for (device, port), raw in counters.items())
+        table = counters.setdefault((device, int(storable(int(port), "IB port"))), {})
+        _keep(table, name, value)
+    return tuple(_checked(_ib_port(device, port, raw)) for (device, port), raw in counters.items())
 
 
 def _netdev_ports(lines: list[str]) -> tuple[PortCounters, ...]:
     counters: dict[str, dict[str, int]] = {}
     for line in lines:
         match = _NETDEV_LINE.match(line.strip())
-        if match and _INTEGER.fullmatch(match.group(3).strip()):
-            counters.setdefault(match.group(1), {})[match.group(2)] = int(match.group(3))
+        if match:
+            _keep(counters.setdefault(match.group(1), {}), match.group(2), match.group(3))
     if not any(counters.values()):
         raise ParseError("the /sys/class/net dump holds no counter value")
     return tuple(
-        PortCounters(
-            name=interface,
-            device=None,
-            port=None,
-            interface=interface,
-            rx_bytes=raw.get("rx_bytes"),
-            tx_bytes=raw.get("tx_bytes"),
-            rx_errors=raw.get("rx_errors"),
-            tx_errors=raw.get("tx_errors"),
-            link_downed=raw.get("carrier_down_count"),
-            rx_pause_frames=None,
-            tx_pause_frames=None,
-            rx_pfc_pause_frames=None,
-            tx_pfc_pause_frames=None,
-            raw=raw,
+        _checked(
+            PortCounters(
+                name=interface,
+                device=None,
+                port=None,
+                interface=interface,
+                rx_bytes=raw.get("rx_bytes"),
+                tx_bytes=raw.get("tx_bytes"),
+                rx_errors=raw.get("rx_errors"),
+                tx_errors=raw.get("tx_errors"),
+                link_downed=raw.get("carrier_down_count"),
+                rx_pause_frames=None,
+                tx_pause_frames=None,
+                rx_pfc_pause_frames=None,
+                tx_pfc_pause_frames=None,
+                raw=raw,
+            )
         )
         for interface, raw in counters.items()
     )
+
+
+def _keep(table: dict[str, int], name: str, text: str) -> None:
+    """Record a counter whose value is a whole number (other values are not counts)."""
+    value = text.strip()
+    if not _INTEGER.fullmatch(value):
+        return
+    if len(value) > 20:
+        raise ParseError(f"counter {name[:60]!r} has {len(value)} digits: not a 64-bit counter")
+    table[name] = int(value)
+
+
+def _checked(port: PortCounters) -> PortCounters:
+    """The port if its figures can be stored; `raw` keeps only the values a row can hold."""
+    for column in _FIGURES:
+        value = getattr(port, column)
+        if value is not None:
+            storable(value, f"counter {column} of {port.name or 'the port'}")
+    kept = {name: value for name, value in port.raw.items() if value <= MAX_FIGURE}
+    return replace(port, raw=kept)
 
 
 def _ib_port(device: str, port: int, raw: dict[str, int]) -> PortCounters:
@@ -191,10 +224,12 @@ def _ethtool_ports(lines: list[str]) -> tuple[PortCounters, ...]:
             continue
         counter = _ETHTOOL_COUNTER.match(line)
         if counter and current is not None:
-            current[counter.group(1)] = int(counter.group(2))
+            _keep(current, counter.group(1), counter.group(2))
     if not any(raw for _, raw in blocks):
-        raise ParseError("'ethtool -S' output lists no counter")
-    return tuple(_ethernet_port(interface, raw) for interface, raw in blocks)
+        raise ParseError(
+            "'ethtool -S' output lists no port-wide counter ('[N]: name' lines are per queue)"
+        )
+    return tuple(_checked(_ethernet_port(interface, raw)) for interface, raw in blocks)
 
 
 def _ethernet_port(interface: str | None, raw: dict[str, int]) -> PortCounters:

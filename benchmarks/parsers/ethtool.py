@@ -1,7 +1,11 @@
 """`ethtool IFACE` link settings.
 
-ethtool prints the speed in Mb/s (10^6 bits/s, the kernel's SPEED_* values), "Unknown!"
-when the link is down or the driver does not say; duplex "Full", "Half" or "Unknown! (255)".
+ethtool prints the speed in Mb/s (10^6 bits/s, the kernel's SPEED_* values: 100000Mb/s is
+100G, 400000Mb/s is 400G), "Unknown!" when the link is down or the driver does not say
+(older ethtool: "Unknown! (65535)"); duplex "Full", "Half" or "Unknown! (255)". Warnings
+such as "Cannot get wake-on-lan settings: Operation not permitted" may come before or after
+the "Settings for IFACE:" line, and vendor wrappers prefix it (Ascend's hccn_tool prints
+"Netdev status:Settings for eth3:"). Newer ethtool adds a reason to "Link detected: no".
 """
 
 from __future__ import annotations
@@ -9,7 +13,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .base import MEGA, Number, ParseError, decimal, exact, one_line
+from .base import MEGA, Number, ParseError, decimal, exact, one_line, storable
+from .checks import name, readable
 
 
 @dataclass(frozen=True)
@@ -20,7 +25,7 @@ class EthtoolResult:
     link_detected: bool | None
 
 
-_SETTINGS = re.compile(r"^Settings for (\S+?):\s*$")
+_SETTINGS = re.compile(r"^(?:[\w ]+:)?Settings for (\S+?):\s*$")
 _SPEED = re.compile(r"^\s+Speed:\s*(.*?)\s*$")
 _DUPLEX = re.compile(r"^\s+Duplex:\s*(.*?)\s*$")
 _LINK = re.compile(r"^\s+Link detected:\s*(.*?)\s*$")
@@ -28,7 +33,7 @@ _ERROR = re.compile(r"(no such device|no device matches|cannot get|netlink error
 
 
 def parse_ethtool(text: str) -> EthtoolResult:
-    lines = text.splitlines()
+    lines = readable(text, "ethtool").splitlines()
     interface = next((m.group(1) for line in lines if (m := _SETTINGS.match(line))), None)
     if interface is None:
         hint = next((line for line in lines if _ERROR.search(line)), None)
@@ -38,7 +43,7 @@ def parse_ethtool(text: str) -> EthtoolResult:
             f"not ethtool link settings ('Settings for IFACE:' missing): {one_line(hint)}"
         )
     return EthtoolResult(
-        interface=interface,
+        interface=name(interface, "ethtool interface"),
         speed_bps=_speed(_field(_SPEED, lines)),
         duplex=_duplex(_field(_DUPLEX, lines)),
         link_detected=_link_detected(_field(_LINK, lines)),
@@ -56,7 +61,7 @@ def _speed(value: str | None) -> Number | None:
     if not match:
         raise ParseError(f"ethtool speed {value!r} is not N Mb/s")
     factor = MEGA if match.group(2) == "M" else 1000 * MEGA
-    return exact(decimal(match.group(1), "ethtool speed") * factor)
+    return storable(exact(decimal(match.group(1), "ethtool speed") * factor), "ethtool speed")
 
 
 def _duplex(value: str | None) -> str | None:
@@ -69,9 +74,5 @@ def _duplex(value: str | None) -> str | None:
 def _link_detected(value: str | None) -> bool | None:
     if value is None:
         return None
-    lowered = value.lower()
-    if lowered == "yes":
-        return True
-    if lowered == "no":
-        return False
-    return None
+    word = value.split(" ", 1)[0].lower()
+    return {"yes": True, "no": False}.get(word)

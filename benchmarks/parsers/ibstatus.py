@@ -16,7 +16,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .base import GIGA, Number, ParseError, decimal, exact, integer, one_line
+from .base import GIGA, Number, ParseError, decimal, exact, integer, one_line, storable
+from .checks import readable
 
 
 @dataclass(frozen=True)
@@ -34,12 +35,12 @@ class IbPortsResult:
     ports: tuple[IbPort, ...]
 
 
-_IBSTATUS_PORT = re.compile(r"^\s*Infiniband device '([^']+)' port (\d+) status:\s*$")
+_IBSTATUS_PORT = re.compile(r"^\s*Infiniband device '([^']+)' port (\d{1,20}) status:\s*$")
 _IBSTATUS_FIELD = re.compile(
     r"^\s+(default gid|base lid|sm lid|state|phys state|rate|link_layer):\s*(.*)$"
 )
 _IBSTAT_CA = re.compile(r"^\s*CA '([^']+)'\s*$")
-_IBSTAT_PORT = re.compile(r"^\s*Port (\d+):\s*$")
+_IBSTAT_PORT = re.compile(r"^\s*Port (\d{1,20}):\s*$")
 _IBSTAT_FIELD = re.compile(r"^\s+(State|Physical state|Rate|Link layer):\s*(.*)$")
 _IBSTAT_STATES = {
     "down": "DOWN",
@@ -53,6 +54,7 @@ _LINK_LAYERS = {"infiniband": "InfiniBand", "ib": "InfiniBand", "ethernet": "Eth
 
 
 def parse_ibstatus(text: str) -> IbPortsResult:
+    readable(text, "ibstatus")
     ports: list[IbPort] = []
     current: dict[str, str] | None = None
     for line in text.splitlines():
@@ -73,6 +75,7 @@ def parse_ibstatus(text: str) -> IbPortsResult:
 
 
 def parse_ibstat(text: str) -> IbPortsResult:
+    readable(text, "ibstat")
     ports: list[IbPort] = []
     device: str | None = None
     current: dict[str, str] | None = None
@@ -115,7 +118,7 @@ def _ibstatus_port(fields: dict[str, str]) -> IbPort:
     rate = _ibstatus_rate(fields.get("rate"))
     return IbPort(
         device=fields["device"],
-        port=integer(fields["port"], "ibstatus port"),
+        port=_port(fields["port"], "ibstatus port"),
         state=state,
         phys_state=_word(phys_state),
         rate_bps=rate if phys_state is not None and _word(phys_state) == "LINKUP" else None,
@@ -133,12 +136,19 @@ def _ibstat_port(fields: dict[str, str]) -> IbPort:
     rate = _ibstat_rate(fields.get("Rate"))
     return IbPort(
         device=fields["device"],
-        port=integer(fields["port"], "ibstat port"),
+        port=_port(fields["port"], "ibstat port"),
         state=state,
         phys_state=phys_word,
         rate_bps=rate if phys_word == "LINKUP" else None,
         link_layer=_link_layer(fields.get("Link layer")),
     )
+
+
+def _port(text: str, what: str) -> int:
+    port = integer(text, what)
+    if not 0 <= port <= 255:  # an 8-bit field in IBA; port 0 is a switch's own port
+        raise ParseError(f"{what} {port} is not an InfiniBand port number (0 to 255)")
+    return port
 
 
 def _sysfs_state(value: str | None, what: str) -> str | None:
@@ -163,7 +173,7 @@ def _ibstatus_rate(value: str | None) -> Number | None:
     match = re.match(r"([\d.]+)\s*Gb/sec\b", value)
     if not match:
         raise ParseError(f"ibstatus rate {value!r} is not 'N Gb/sec (...)'")
-    return exact(decimal(match.group(1), "ibstatus rate") * GIGA)
+    return storable(exact(decimal(match.group(1), "ibstatus rate") * GIGA), "ibstatus rate")
 
 
 def _ibstat_rate(value: str | None) -> Number | None:
@@ -172,7 +182,7 @@ def _ibstat_rate(value: str | None) -> Number | None:
     match = re.match(r"([\d.]+)(\s*\(FDR10\))?\s*$", value)
     if not match:
         raise ParseError(f"ibstat rate {value!r} is not a number of Gb/s")
-    return exact(decimal(match.group(1), "ibstat rate") * GIGA)
+    return storable(exact(decimal(match.group(1), "ibstat rate") * GIGA), "ibstat rate")
 
 
 def _link_layer(value: str | None) -> str | None:

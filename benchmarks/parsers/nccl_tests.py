@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from decimal import Decimal
 
 from .base import (
     BITS_PER_BYTE,
@@ -34,18 +33,14 @@ from .base import (
     Number,
     ParseError,
     RunFailed,
+    count,
     decimal,
     exact,
-    integer,
     one_line,
     storable,
 )
 
 _GIGABYTES_TO_BITS = GIGA * BITS_PER_BYTE
-# No real figure has more digits than this; it also keeps int() and Decimal arithmetic
-# cheap when the text holds "9e999999999" or a thousand-digit number.
-_MAX_DIGITS = 24
-
 _PREFIXES = (
     re.compile(r"^\[\d+,\d+\]<std(?:out|err)>:\s?"),
     re.compile(r"^\s*\d+:\s"),
@@ -184,7 +179,7 @@ def _collective(text: str) -> str | None:
 
 def _ranks(lines: list[str]) -> int | None:
     ranks = [
-        _count(m.group(1), "nccl-tests rank") for line in lines if (m := _RANK.match(line.strip()))
+        count(m.group(1), "nccl-tests rank") for line in lines if (m := _RANK.match(line.strip()))
     ]
     if ranks:
         if len(set(ranks)) != len(ranks):
@@ -195,7 +190,7 @@ def _ranks(lines: list[str]) -> int | None:
         # A trimmed listing (say only "Rank 71") does not tell how many ranks ran.
         return len(ranks) if sorted(ranks) == list(range(len(ranks))) else None
     counts = [
-        _count(m.group(1), "nccl-tests nranks") for line in lines if (m := _NRANKS.search(line))
+        count(m.group(1), "nccl-tests nranks") for line in lines if (m := _NRANKS.search(line))
     ]
     return max(counts) if counts else None
 
@@ -216,7 +211,7 @@ def _out_of_bounds(lines: list[str]) -> int | None:
     for line in lines:
         match = _OUT_OF_BOUNDS.match(line.strip())
         if match:
-            return _count(match.group(1), "nccl-tests Out of bounds values")
+            return count(match.group(1), "nccl-tests Out of bounds values")
     return None
 
 
@@ -320,8 +315,8 @@ def _row(layout: _Layout, values: list[str]) -> NcclRow | None:
     if measurements[0] is None:
         return None
     return NcclRow(
-        size_bytes=_count(cell["size"], "nccl-tests size"),
-        count=_count(cell["count"], "nccl-tests count"),
+        size_bytes=count(cell["size"], "nccl-tests size"),
+        count=count(cell["count"], "nccl-tests count"),
         type=cell.get("type"),
         redop=cell.get("redop"),
         out_of_place=measurements[0],
@@ -335,7 +330,7 @@ def _measurement(
     cells = {name: values[index] for name, index in group.items()}
     if _NOT_MEASURED in (cells["time"], cells["algbw"], cells["busbw"]):
         return None
-    time_us = _bounded(cells["time"], "nccl-tests time") * layout.us_per_time_unit
+    time_us = decimal(cells["time"], "nccl-tests time") * layout.us_per_time_unit
     return NcclMeasurement(
         time_us=float(storable(float(time_us), "nccl-tests time")),
         algbw_bps=_bandwidth(cells["algbw"], "algbw"),
@@ -348,7 +343,7 @@ def _wrong(text: str) -> int | None:
     """The #wrong count; %g prints large counts in exponent notation, rounded to 6 digits."""
     if text == _NOT_MEASURED:
         return None
-    value = _bounded(text, "nccl-tests #wrong")
+    value = decimal(text, "nccl-tests #wrong")
     if value != value.to_integral_value():
         raise ParseError(f"nccl-tests #wrong {text!r} is not a count")
     return int(storable(int(value), "nccl-tests #wrong"))
@@ -356,17 +351,4 @@ def _wrong(text: str) -> int | None:
 
 def _bandwidth(text: str, what: str) -> Number:
     name = f"nccl-tests {what}"
-    return storable(exact(_bounded(text, name) * _GIGABYTES_TO_BITS), name)
-
-
-def _bounded(text: str, what: str) -> Decimal:
-    value = decimal(text, what)
-    if value.adjusted() > _MAX_DIGITS:
-        raise ParseError(f"{what} ({text.strip()}) is too large to be a real measurement")
-    return value
-
-
-def _count(text: str, what: str) -> int:
-    if len(text.strip().lstrip("+-")) > _MAX_DIGITS:
-        raise ParseError(f"{what} has too many digits to be a real count")
-    return int(storable(integer(text, what), what))
+    return storable(exact(decimal(text, name) * _GIGABYTES_TO_BITS), name)

@@ -53,9 +53,11 @@ class HourlyRollup(models.Model):
 
 
 class TrafficSample(models.Model):
-    """Bytes the lease's nodes sent in one counter interval (every node's tx counters,
-    deltas across wraps and resets): the 5-minute bandwidth samples of 95th-percentile
-    billing and the traffic of per-GB billing."""
+    """Bytes the lease's nodes sent in one slot, ``[slot_at, slot_at + seconds)``: every
+    node's tx counter delta over its own interval (across wraps and resets), spread over
+    the slots that interval covers (``billing.traffic_intervals``). Stamped with the slot's
+    START, so a sample belongs to the billing period its slot starts in: the 5-minute
+    bandwidth samples of 95th-percentile billing and the traffic of per-GB billing."""
 
     lease = models.ForeignKey(
         Lease, on_delete=models.CASCADE, related_name="traffic_samples", verbose_name=_("lease")

@@ -12,6 +12,18 @@ from leases import contract_rules
 from leases.choices import BillingMode, HeavyProbePolicy, Technology
 from leases.models.leases import Lease
 
+
+class CreditBase(models.TextChoices):
+    """What an SLA credit is a percentage of (each terms version says; see
+    ``billing.credit_base``)."""
+
+    NETWORK_FEE = "network_fee", _("the network fee billed (包月/包年)")
+    USAGE = "usage", _("the usage charge billed (按量计费, 95计费)")
+    CONTRACTED_BASE = "contracted_base", _("a contracted monthly base fee (保底)")
+
+
+USAGE_MODES = (BillingMode.PER_GB, BillingMode.P95)
+
 _NON_NEGATIVE = [MinValueValidator(Decimal("0"), message=_("This cannot be negative."))]
 
 
@@ -122,14 +134,28 @@ class LeaseTerms(TimeStampedModel):
         _("SLA credit tiers"),
         default=contract_rules.default_credit_tiers,
         validators=[contract_rules.validate_credit_tiers],
-        help_text=_('[{"below_percent": "99.5", "credit_percent": "10"}, ...] of the network fee.'),
+        help_text=_('[{"below_percent": "99.5", "credit_percent": "10"}, ...] of the credit base.'),
     )
     credit_cap_percent = models.DecimalField(
-        _("credit cap (percent of network fee)"),
+        _("credit cap (percent of the credit base)"),
         max_digits=5,
         decimal_places=2,
         default=Decimal("50"),
         validators=[MinValueValidator(Decimal("0")), MaxValueValidator(Decimal("100"))],
+    )
+    credit_base = models.CharField(
+        _("credits are a percentage of"),
+        max_length=16,
+        choices=CreditBase.choices,
+        default=CreditBase.NETWORK_FEE,
+        help_text=_(
+            "A pay-per-use lease has no network fee: its credits are on the usage charge or "
+            "on a contracted base fee."
+        ),
+    )
+    contracted_base_per_month = _money(
+        _("contracted monthly base fee for credits (保底, ¥)"),
+        help_text=_("Only with credits on a contracted base fee; prorated like the network fee."),
     )
 
     # Money, CNY.
@@ -167,6 +193,8 @@ class LeaseTerms(TimeStampedModel):
         "incident_after_violations",
         "credit_tiers",
         "credit_cap_percent",
+        "credit_base",
+        "contracted_base_per_month",
         "billing_mode",
         "node_rent_per_month",
         "network_fee_per_month",
@@ -204,6 +232,33 @@ class LeaseTerms(TimeStampedModel):
                 ),
                 name="terms_prices_not_negative",
                 violation_error_message=_("Prices cannot be negative."),
+            ),
+            models.CheckConstraint(
+                condition=~models.Q(credit_base=CreditBase.CONTRACTED_BASE)
+                | models.Q(contracted_base_per_month__gt=0),
+                name="terms_contracted_credit_base_has_a_fee",
+                violation_error_message=_(
+                    "Credits on a contracted base fee need that fee: give a monthly amount "
+                    "above zero."
+                ),
+            ),
+            models.CheckConstraint(
+                condition=models.Q(credit_base=CreditBase.CONTRACTED_BASE)
+                | models.Q(contracted_base_per_month=0),
+                name="terms_base_fee_only_with_contracted_credit_base",
+                violation_error_message=_(
+                    "A contracted base fee is only used when credits are computed on it: "
+                    "set it to 0 or choose the contracted base fee as the credit base."
+                ),
+            ),
+            models.CheckConstraint(
+                condition=~models.Q(credit_base=CreditBase.USAGE)
+                | models.Q(billing_mode__in=USAGE_MODES),
+                name="terms_usage_credit_base_needs_usage_billing",
+                violation_error_message=_(
+                    "Credits on the usage charge need a pay-per-use billing mode (per GB or "
+                    "95th percentile); a monthly or yearly plan has no usage charge."
+                ),
             ),
             models.CheckConstraint(
                 condition=models.Q(contracted_bandwidth_gbps__gt=0),

@@ -96,3 +96,18 @@ def test_logins_lock_an_address_out_after_repeated_failures(world, settings, log
     other = Client(REMOTE_ADDR="198.18.0.77", HTTP_ACCEPT_LANGUAGE="en")
     ok = other.post(login_path, {"username": admin.username, "password": "the-right-one"})
     assert ok.status_code == 302
+
+
+@pytest.mark.parametrize("period", ["２０２６-11", "2026-11\n", " 2026-11", "2026-11 "])  # noqa: RUF001
+def test_a_period_is_ascii_yyyy_mm_and_nothing_around_it(world, period):
+    staff = APIClient(HTTP_ACCEPT_LANGUAGE="en")
+    staff.force_authenticate(world.staff)
+    response = staff.get(f"/api/v1/leases/{world.alpha.lease.pk}/sla/", {"period": period})
+    assert response.status_code == 400
+    assert _shape(response)["fields"] == {
+        "period": ["The period must be written YYYY-MM, for example 2026-11."]
+    }
+    portal = Client(HTTP_ACCEPT_LANGUAGE="en")
+    portal.force_login(world.staff)
+    page = portal.get("/provider/cost-share/", {"period": period})
+    assert page.status_code == 400

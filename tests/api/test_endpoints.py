@@ -91,9 +91,10 @@ def test_run_now_queues_the_leases_probes(world, client_for):
     body = response.json()
     assert body["lease"] == "ALPHA-1" and body["runs"] == 2 and body["batches"]
     runs = ProbeRun.objects.filter(batch__in=body["batches"])
-    assert {run.trigger for run in runs} == {"manual"} and {run.kind for run in runs} == {"link"}
-    every_kind = admin.post(f"/api/v1/leases/{world.alpha.lease.pk}/run-now/")
-    assert every_kind.status_code == 202 and every_kind.json()["runs"] > 2
+    assert {run.trigger for run in runs} == {"tenant"} and {run.kind for run in runs} == {"link"}
+    again = admin.post(f"/api/v1/leases/{world.alpha.lease.pk}/run-now/")
+    assert again.status_code == 202 and again.json()["already_pending"] is True
+    assert again.json()["batches"] == body["batches"]
 
 
 def test_sla_report_of_a_period(world, client_for):

@@ -9,6 +9,7 @@ import pytest
 from billing.calculations import (
     CreditReason,
     DeltaKind,
+    ImpactSegment,
     allreduce_seconds,
     billable_mbps,
     bytes_to_gb,
@@ -16,6 +17,7 @@ from billing.calculations import (
     counter_deltas,
     credit_percent,
     gpu_hour_price,
+    gpu_hours_lost,
     invoice_totals,
     network_cost_share,
     node_rent_line,
@@ -26,6 +28,7 @@ from billing.calculations import (
     sla_credit,
     traffic_charge,
     training_impact,
+    training_shortfalls,
 )
 from common.money import to_fen
 from common.periods import Period
@@ -291,22 +294,20 @@ def test_largest_credit_wins_in_any_order():
 def test_sla_credit_is_a_negative_line():
     # 98.99% -> 25% of 12,345.67 = 3,086.4175 -> 3,086.42 (half-up), as a deduction.
     result = sla_credit(
-        network_fee=D("12345.67"), compliance_percent=D("98.99"), tiers=TIERS, cap_percent=50
+        base=D("12345.67"), compliance_percent=D("98.99"), tiers=TIERS, cap_percent=50
     )
     assert result.amount == D("-3086.42")
     assert (result.percent_applied, result.tier_percent) == (D("25"), D("25"))
     assert (result.capped, result.reason) == (False, CreditReason.TIER)
     # 10% of 0.05 = 0.005 -> magnitude 0.01 half-up -> -0.01.
-    small = sla_credit(
-        network_fee=D("0.05"), compliance_percent=D("99.4"), tiers=TIERS, cap_percent=50
-    )
+    small = sla_credit(base=D("0.05"), compliance_percent=D("99.4"), tiers=TIERS, cap_percent=50)
     assert small.amount == D("-0.01")
 
 
 def test_sla_credit_cap():
     # Tier 50% (94.99 < 95), cap 30%: 30% of 10,000.00 = 3,000.00.
     result = sla_credit(
-        network_fee=D("10000.00"), compliance_percent=D("94.99"), tiers=TIERS, cap_percent=30
+        base=D("10000.00"), compliance_percent=D("94.99"), tiers=TIERS, cap_percent=30
     )
     assert (result.tier_percent, result.percent_applied) == (D("50"), D("30"))
     assert (result.amount, result.capped, result.reason) == (
@@ -317,14 +318,10 @@ def test_sla_credit_cap():
 
 
 def test_no_credit_when_met_or_unknown():
-    met = sla_credit(
-        network_fee=D("10000"), compliance_percent=D("99.5"), tiers=TIERS, cap_percent=50
-    )
+    met = sla_credit(base=D("10000"), compliance_percent=D("99.5"), tiers=TIERS, cap_percent=50)
     assert (met.amount, met.reason) == (D("0.00"), CreditReason.NO_TIER)
     assert not met.amount.is_signed()  # 0.00, never -0.00
-    unknown = sla_credit(
-        network_fee=D("10000"), compliance_percent=None, tiers=TIERS, cap_percent=50
-    )
+    unknown = sla_credit(base=D("10000"), compliance_percent=None, tiers=TIERS, cap_percent=50)
     assert (unknown.amount, unknown.percent_applied, unknown.reason) == (
         D("0.00"),
         D("0"),
@@ -455,3 +452,87 @@ def test_no_loss_when_the_network_beats_the_contract():
     )
     assert (impact.gpu_hours_lost, impact.cost_lost) == (D(0), D("0.00"))
     assert impact.slowdown < 1
+
+
+# 7B, fp16, 1 s of compute on 16 GPUs: t_comm(bw) = 7e9 x 2 x 2(15/16) x 8 / bw = 210e9 / bw,
+# so t_step is 3.1 s at 100 Gbps, 3.625 s at 80, 4 s at 70 and 4.5 s at 60.
+JOB = {"parameters": 7 * 10**9, "bytes_per_parameter": 2, "compute_seconds_per_step": 1}
+GBPS = 10**9
+
+
+def _segment(*hourly_gbps: int, hours=4, threshold="95", price="7.8125"):  # type: ignore[no-untyped-def]
+    return ImpactSegment(
+        wall_hours=D(hours),
+        gpus=16,
+        hourly_busbw_bps=tuple(D(gbps * GBPS) for gbps in hourly_gbps),
+        contracted_busbw_bps=D(100 * GBPS),
+        sla_threshold_percent=D(threshold),
+        gpu_hour_price=D(price),
+    )
+
+
+def test_gpu_hours_lost_against_a_reference_and_none_at_or_above_it():
+    # 70 against 80 Gbps: 1 - 3.625/4 = 3/32; 16 GPUs x 4 h x 3/32 = 6 GPU-hours.
+    common = {**JOB, "gpus": 16, "wall_hours": 4, "measured_busbw_bps": 70 * GBPS}
+    assert gpu_hours_lost(**common, reference_busbw_bps=80 * GBPS) == 6
+    assert gpu_hours_lost(**common, reference_busbw_bps=70 * GBPS) == 0
+    assert gpu_hours_lost(**common, reference_busbw_bps=60 * GBPS) == 0
+
+
+def test_shortfalls_below_threshold_and_below_contract():
+    # Threshold 80 % of 100 Gbps, 70 Gbps for 4 h at 7.8125 CNY per GPU-hour:
+    # below threshold 6 GPU-hours, 46.875 -> 46.88; below contract 1 - 3.1/4 = 0.225,
+    # 16 x 4 x 0.225 = 14.4 GPU-hours, 112.50.
+    result = training_shortfalls(segments=[_segment(70, 70, threshold="80")], **JOB)
+    assert (result.below_threshold.gpu_hours, result.below_threshold.cny) == (6, D("46.88"))
+    assert (result.below_contract.gpu_hours, result.below_contract.cny) == (
+        D("14.4"),
+        D("112.50"),
+    )
+
+
+def test_each_hour_is_judged_so_a_dip_is_not_averaged_away():
+    # Threshold 80 Gbps; one hour at 100, one at 60: their mean, 80, would pass and owe
+    # nothing. Judged hour by hour, over the segment's 2 hours:
+    #   at 60 below threshold: 1 - 3.625/4.5 = 7/36; mean with the 100 Gbps hour's 0 = 7/72;
+    #   16 x 2 x 7/72 = 28/9 = 3.111... GPU-hours; x 7.8125 = 24.3055... -> 24.31.
+    #   at 60 below contract: 1 - 3.1/4.5 = 14/45; mean 7/45; 16 x 2 x 7/45 = 224/45 =
+    #   4.9777... GPU-hours; x 7.8125 = 38.8888... -> 38.89.
+    result = training_shortfalls(segments=[_segment(100, 60, hours=2, threshold="80")], **JOB)
+    six = D("0.000001")
+    assert result.below_threshold.gpu_hours.quantize(six) == D("3.111111")
+    assert result.below_threshold.cny == D("24.31")
+    assert result.below_contract.gpu_hours.quantize(six) == D("4.977778")
+    assert result.below_contract.cny == D("38.89")
+
+
+def test_totals_add_the_segments_rounded_amounts():
+    # Two segments each losing 6 GPU-hours at 7.8125: 46.875 -> 46.88 each. The total is
+    # 93.76, the sum of the amounts shown, not 93.75 (12 x 7.8125 rounded once).
+    segments = [_segment(70, threshold="80"), _segment(70, threshold="80")]
+    result = training_shortfalls(segments=segments, **JOB)
+    assert [part.below_threshold.cny for part in result.segments] == [D("46.88"), D("46.88")]
+    assert (result.below_threshold.gpu_hours, result.below_threshold.cny) == (12, D("93.76"))
+
+
+def test_no_shortfall_without_a_measurement_or_without_a_guarantee():
+    unmeasured = training_shortfalls(segments=[_segment()], **JOB)
+    assert unmeasured.below_contract.cny == D("0.00")
+    # A 0 % threshold guarantees nothing: nothing is owed, the contract gap still shows.
+    no_guarantee = training_shortfalls(segments=[_segment(70, threshold="0")], **JOB)
+    assert no_guarantee.below_threshold.cny == D("0.00")
+    assert no_guarantee.below_contract.cny == D("112.50")
+    assert training_shortfalls(segments=[], **JOB).below_threshold.gpu_hours == 0
+
+
+def test_shortfalls_refuse_a_float_bandwidth():
+    segment = ImpactSegment(
+        wall_hours=D(1),
+        gpus=16,
+        hourly_busbw_bps=(70e9,),  # type: ignore[arg-type]
+        contracted_busbw_bps=D(100 * GBPS),
+        sla_threshold_percent=D(95),
+        gpu_hour_price=D("7.8125"),
+    )
+    with pytest.raises(TypeError, match="measured_busbw_bps must be an int or a Decimal"):
+        training_shortfalls(segments=[segment], **JOB)

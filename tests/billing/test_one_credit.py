@@ -15,7 +15,7 @@ from billing.choices import LineKind
 from billing.ingest import ingest_all
 from billing.reports import sla_report
 from leases import services
-from leases.choices import LeaseStatus
+from leases.choices import BillingMode, LeaseStatus
 from portal import selectors
 from tests.factories import NodeFactory, StaffFactory, TenantFactory, at, make_lease, make_run
 
@@ -44,6 +44,21 @@ def _hourly_throughput(lease, first: str, *, passed: int, failed: int) -> None: 
             slot=slot + timedelta(hours=index),
             verdict="fail" if index < failed else "pass",
             measured_bps=(40 if index < failed else 97) * 10**9,
+        )
+
+
+def _counters(lease, first: str, tx_bytes: list[int]) -> None:  # type: ignore[no-untyped-def]
+    """One node's tx byte counter read every 5 minutes from ``first``."""
+    for index, value in enumerate(tx_bytes):
+        make_run(
+            lease,
+            kind="counters",
+            target="n1",
+            pattern="node",
+            slot=at(first) + timedelta(minutes=5 * index),
+            cadence_s=300,
+            verdict="none",
+            parsed={"ports": [{"section": "counters data0", "name": "data0", "tx_bytes": value}]},
         )
 
 
@@ -107,3 +122,35 @@ def test_a_month_that_earns_nothing_shows_zero_everywhere():
     _hourly_throughput(lease, "2026-11-03 00:00", passed=100, failed=0)
     faces = _every_face(lease)
     assert set(faces.values()) == {D("0.00")}, faces
+
+
+def test_a_per_gb_month_has_one_credit_on_the_usage_charge():
+    # Counter readings 0, 400 GB, 1,000 GB: 1,000 GB x ¥0.50 = 500.00 of traffic.
+    # 90 of 100 samples pass: below 95 -> 50 % of the usage charge = -250.00.
+    lease = _lease(
+        starts="2026-11-01 00:00",
+        billing_mode=BillingMode.PER_GB,
+        price_per_gb=D("0.5000"),
+        credit_base="usage",
+    )
+    _counters(lease, "2026-11-02 10:00", [0, 400 * 10**9, 1000 * 10**9])
+    _hourly_throughput(lease, "2026-11-05 00:00", passed=90, failed=10)
+    faces = _every_face(lease)
+    assert set(faces.values()) == {D("-250.00")}, faces
+
+
+def test_a_95th_percentile_month_has_one_credit_on_the_contracted_base():
+    # Starts 16 November (15 of 30 days): contracted base ¥3,000 x 0.5 = 1,500.00; the
+    # usage (two 800 Mbps samples: 800 x 0.40 x 0.5 = 160.00) is not the base.
+    # 98 of 100 samples pass: below 99 -> 25 % of 1,500.00 = -375.00.
+    lease = _lease(
+        starts="2026-11-16 00:00",
+        billing_mode=BillingMode.P95,
+        price_per_mbps_p95=D("0.4000"),
+        credit_base="contracted_base",
+        contracted_base_per_month=D("3000.00"),
+    )
+    _counters(lease, "2026-11-17 10:00", [0, 30 * 10**9, 60 * 10**9])
+    _hourly_throughput(lease, "2026-11-18 00:00", passed=98, failed=2)
+    faces = _every_face(lease)
+    assert set(faces.values()) == {D("-375.00")}, faces

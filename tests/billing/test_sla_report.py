@@ -51,9 +51,18 @@ def test_report_counts_samples_opens_the_incident_and_prices_the_credit(lease, c
     assert incident["violations"] == 3
     assert incident["worst_bps"] == 40 * 10**9
     assert len(incident["evidence_run_ids"]) == 3
-    # 32 GPUs; the incident lasted from 05:00 to the pass at 08:00 + 20 s.
-    assert incident["training_impact"]["gpus"] == 32
-    assert Decimal(incident["training_impact"]["cost_lost"]) > 0
+    # 32 GPUs at their worst, 40 Gbit/s, from 05:00 to the pass at 08:00 + 20 s:
+    # 3 h 20 s = 541/180 h -> 3.006. t_step(bw) = 1 + 7e9 x 2 x 2(31/32) x 8 / bw
+    # = 1 + 217e9 / bw: 257/40 s at 40, 312/95 s at 95 (the threshold), 3.17 s at 100.
+    # Below threshold: 32 x 541/180 x (1 - (312/95)/(257/40)) = 32 x 541/180 x 2387/4883
+    #   = 47.0154... GPU-hours; x 7.8125 = 367.308... -> 367.31.
+    # Below contract: 32 x 541/180 x (1 - 3.17/(257/40)) = 32 x 541/180 x 651/1285
+    #   = 48.7250... GPU-hours; x 7.8125 = 380.6647... -> 380.66 (also cost_lost).
+    estimate = incident["training_impact"]
+    assert (estimate["gpus"], estimate["wall_hours"]) == (32, "3.006")
+    assert estimate["below_threshold"] == {"gpu_hours": "47.015", "cny": "367.31"}
+    assert estimate["below_contract"] == {"gpu_hours": "48.725", "cny": "380.66"}
+    assert estimate["cost_lost"] == "380.66"
     assert report["period_start"] == "2026-10-31T16:00:00+00:00"
     assert "count against the provider" in report["policy"]
 

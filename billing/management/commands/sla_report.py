@@ -59,8 +59,8 @@ class Command(BaseCommand):
         credit = report["credit"]
         if credit:
             lines.append(
-                f"credit: {credit['percent_applied']}% of the network fee billed "
-                f"¥{credit['on_network_fee']} = ¥{credit['amount']} ({credit['reason']})"
+                f"credit: {credit['percent_applied']}% of the {credit['credit_base']} billed "
+                f"¥{credit['credit_base_amount']} = ¥{credit['amount']} ({credit['reason']})"
             )
         lines.append(f"incidents: {len(report['incidents'])}")
         for incident in report["incidents"]:
@@ -73,9 +73,12 @@ class Command(BaseCommand):
             )
         if report["training_impact"]:
             ti = report["training_impact"]
+            below, informational = ti["below_threshold"], ti["below_contract"]
             lines.append(
-                f"training impact ({ti['model']} on {ti['gpus']} GPUs): "
-                f"{ti['gpu_hours_lost']} GPU-hours, ¥{ti['cost_lost']} lost vs contracted"
+                f"training impact ({ti['model']} on {ti['gpus']} GPUs, {ti['wall_hours']} h "
+                f"elapsed): {below['gpu_hours']} GPU-hours, ¥{below['cny']} below the SLA "
+                f"threshold; {informational['gpu_hours']} GPU-hours, ¥{informational['cny']} "
+                "below contract (informational)"
             )
         lines.append(f"policy: {report['policy']}")
         return "\n".join(lines)

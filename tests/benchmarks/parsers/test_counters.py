@@ -79,3 +79,26 @@ def test_kernel_netdev_statistics_of_any_interface():
     assert (port.rx_errors, port.tx_errors) == (0, 0)
     assert port.link_downed == 1  # carrier_down_count
     assert port.raw["rx_packets"] == 3239
+
+
+def test_ethtool_statistics_without_physical_counters_use_the_software_ones():
+    text = fixture_text("counters", "ethtool_S_mlx5_cx4lx_prefix_ethq8.txt")
+    (port,) = parse_counters(text).ports
+    assert (port.rx_bytes, port.tx_bytes) == (2_195_783_498_134, 2_655_285_206_479)
+    assert port.raw["rx_csum_none"] == 49455
+    assert len(port.raw) == 23
+
+
+def test_per_queue_counters_are_not_port_totals():
+    with pytest.raises(ParseError, match="no port-wide counter"):
+        parse_counters(fixture_text("counters", "ethtool_S_bnx2x_per_queue_ethq6.txt"))
+
+
+def test_a_counter_no_row_can_hold_is_dropped_from_raw_but_refused_when_it_is_a_figure():
+    text = fixture_text("counters", "ethtool_S_mlx5_cx4lx_prefix_ethq8.txt")
+    unset = str(2**64 - 1)  # a driver's unset 0xFFFFFFFFFFFFFFFF
+    (port,) = parse_counters(text.replace("rx_csum_none: 49455", f"rx_csum_none: {unset}")).ports
+    assert "rx_csum_none" not in port.raw
+    assert port.rx_bytes == 2_195_783_498_134
+    with pytest.raises(ParseError, match="too large"):
+        parse_counters(text.replace("rx_bytes: 2195783498134", f"rx_bytes: {2**63}"))

@@ -40,3 +40,43 @@ def test_missing_device():
 def test_garbage(garbage):
     with pytest.raises(ParseError):
         parse_ethtool(garbage)
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("speed_1000_softroce_rxe52.txt", EthtoolResult("eth0", 1_000_000_000, "full", True)),
+        # "100000Mb/s" is 100 Gbit/s; this quoted output ends before "Link detected"
+        (
+            "speed_100g_no_link_line_netdev_quote.txt",
+            EthtoolResult("eth0", 100_000_000_000, "full", None),
+        ),
+        # hccn_tool prefixes the header: "Netdev status:Settings for eth3:"
+        (
+            "speed_200g_hccn_tool_prefix.txt",
+            EthtoolResult("eth3", 200_000_000_000, "full", True),
+        ),
+        (
+            "derived_400g_lanes_from_netdev_grep.txt",
+            EthtoolResult("swp1", 400_000_000_000, "full", None),
+        ),
+        (
+            "link_only_wol_warning_open_nic29.txt",
+            EthtoolResult("enp24s0f0", None, None, True),
+        ),
+    ],
+)
+def test_speeds_up_to_400g_and_partial_outputs(name, expected):
+    assert parse_ethtool(fixture_text("ethtool", name)) == expected
+
+
+def test_a_reason_after_link_detected_no_is_still_no():
+    text = "Settings for eth1:\n\tSpeed: Unknown!\n\tLink detected: no (No cable)\n"
+    assert parse_ethtool(text).link_detected is False
+
+
+@pytest.mark.parametrize("speed", ["99999999999999999999Mb/s", "1e400Mb/s", "-100Mb/s"])
+def test_an_absurd_speed_is_refused(speed):
+    text = fixture_text("ethtool", "speed_1000_softroce_rxe52.txt").replace("1000Mb/s", speed)
+    with pytest.raises(ParseError):
+        parse_ethtool(text)

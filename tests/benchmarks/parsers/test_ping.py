@@ -37,3 +37,17 @@ def test_no_round_trip_is_not_a_zero(name, reason):
 def test_garbage_is_refused_with_its_first_line():
     with pytest.raises(ParseError, match="no ping statistics in the output: ping: unknown host"):
         parse_ping("ping: unknown host gpu-01\n")
+
+
+def test_busybox_has_no_deviation():
+    result = parse_ping(fixture("ping", "busybox_docker_alpine.txt"))
+    # round-trip min/avg/max = 0.088/0.106/0.122 ms
+    assert (result.rtt_min_us, result.rtt_avg_us, result.rtt_max_us) == (88.0, 106.0, 122.0)
+    assert result.rtt_mdev_us is None
+
+
+@pytest.mark.parametrize("rtt", ["9" * 400 + "/1/1/1", "1..2/1/1/1", "1/1/1/1/1"])
+def test_an_absurd_round_trip_is_refused(rtt):
+    text = fixture("ping", "iputils_20221126_loopback.txt").replace("0.020/0.071/0.230/0.079", rtt)
+    with pytest.raises(ParseError):
+        parse_ping(text)

@@ -1,0 +1,155 @@
+"""Which slot, and so which billing period, the bytes of a counter interval belong to.
+
+Pure (no Django, no database), so an auditor can rebuild the traffic samples with it.
+
+**The rule.** A node's counter interval runs from its previous reading to this one,
+``[a, b)``, both readings taken at their slot. Its bytes are spread over the slots it
+covers, cut on the slot grid of the earlier reading's cadence: ``[a, a + step)``,
+``[a + step, a + 2 step)``, ..., the last piece ending at ``b``; each piece gets the bytes
+of its share of the interval's time (whole bytes, the pieces adding up exactly). A piece
+is stamped with its slot, the START of its time, and belongs to the billing period that
+instant lies in, on the tenant's clock (``period_of``).
+
+So the 5-minute interval ``[23:55, 24:00)`` of 31 October is October's last sample, and
+an interval a missing reading stretched across midnight, ``[23:50, 00:05)``, gives two of
+its three 5-minute shares to October and one to November. A 30-day month read every
+5 minutes has exactly 8,640 samples. Slots are aligned on the scheduler's fixed epoch;
+month boundaries fall on that grid whenever the cadence divides the zone's UTC offset
+(5 minutes divides every zone offset in use).
+
+A node's rate is its own interval's: a node whose reading of a slot is missing gives each
+slot of its longer interval its average rate over that interval. A node contributes
+nothing before its first reading or after its latest one (no interval covers those slots).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from itertools import pairwise
+
+from billing.calculations import DeltaKind, counter_deltas
+from common.periods import Period
+
+_MICRO = timedelta(microseconds=1)
+
+
+@dataclass(frozen=True)
+class SlotShare:
+    """The part of one counter interval that lies in one slot."""
+
+    slot_at: datetime
+    seconds: int
+    bytes: int
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One node's counters at a slot: port -> bytes sent so far; ``step_s``, the cadence
+    of its slot."""
+
+    at: datetime
+    step_s: int
+    ports: Mapping[str, int]
+
+
+@dataclass(frozen=True)
+class SlotTraffic:
+    """What a traffic sample stores: every node's share of the slot ``[slot_at, slot_at +
+    seconds)``. ``resets`` and ``wraps`` are counted on the slot where their interval
+    starts."""
+
+    slot_at: datetime
+    seconds: int
+    bytes: int
+    nodes: int
+    resets: int
+    wraps: int
+
+
+def period_of(slot_at: datetime, zone_name: str) -> Period:
+    """The billing period a sample belongs to: the month its slot (its start) lies in, on
+    the tenant's clock."""
+    return Period.containing(slot_at, zone_name)
+
+
+def slot_shares(
+    *, start: datetime, end: datetime, total_bytes: int, step_s: int
+) -> list[SlotShare]:
+    """Spread the bytes of ``[start, end)`` over its slots of ``step_s`` seconds, pro rata
+    by time (module docstring). Piece ``k`` gets ``floor(B t_k / T) - floor(B t_(k-1) / T)``
+    bytes, where ``t_k`` is the time from ``start`` to the piece's end and ``T`` the whole
+    interval, so the pieces add up to ``B`` exactly."""
+    if end <= start:
+        raise ValueError(f"An interval must end after it starts: {start} to {end}.")
+    if step_s <= 0:
+        raise ValueError("The slot length must be positive.")
+    whole = (end - start) // _MICRO
+    step = step_s * 10**6
+    shares: list[SlotShare] = []
+    for offset in range(0, whole, step):
+        upto = min(offset + step, whole)
+        given = total_bytes * upto // whole - total_bytes * offset // whole
+        slot_at = start + timedelta(microseconds=offset)
+        shares.append(SlotShare(slot_at, (upto - offset) // 10**6, given))
+    return shares
+
+
+def slot_traffic(
+    readings_by_node: Mapping[str, Sequence[Reading]],
+    *,
+    start: datetime,
+    end: datetime,
+    counter_bits: int,
+    max_rate_bps: int | None,
+) -> list[SlotTraffic]:
+    """The samples of the slots in ``[start, end)``, from each node's readings in time
+    order. Each pair of consecutive readings of a node is one interval: the bytes of the
+    ports both readings have (``counter_deltas``: wraps and resets), spread by
+    ``slot_shares``. A slot's sample adds up its nodes' shares; its seconds are its
+    longest share's (shares of one slot differ only where a cadence changed
+    mid-interval). A slot no interval covers has no sample."""
+    totals: dict[datetime, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for readings in readings_by_node.values():
+        for before, after in pairwise(readings):
+            total, resets, wraps, counted = 0, 0, 0, False
+            for port, value in after.ports.items():
+                if port not in before.ports:
+                    continue
+                (delta,) = counter_deltas(
+                    [(before.at, before.ports[port]), (after.at, value)],
+                    counter_bits=counter_bits,
+                    max_rate_bps=max_rate_bps,
+                )
+                total += delta.bytes
+                resets += delta.kind == DeltaKind.RESET
+                wraps += delta.kind == DeltaKind.WRAP
+                counted = True
+            if not counted:
+                continue
+            shares = slot_shares(
+                start=before.at, end=after.at, total_bytes=total, step_s=before.step_s
+            )
+            for index, share in enumerate(shares):
+                if not start <= share.slot_at < end:
+                    continue
+                slot = totals[share.slot_at]
+                slot["bytes"] += share.bytes
+                slot["seconds"] = max(slot["seconds"], share.seconds)
+                slot["nodes"] += 1
+                if index == 0:
+                    slot["resets"] += resets
+                    slot["wraps"] += wraps
+    return [
+        SlotTraffic(
+            slot_at=slot_at,
+            seconds=slot["seconds"],
+            bytes=slot["bytes"],
+            nodes=slot["nodes"],
+            resets=slot["resets"],
+            wraps=slot["wraps"],
+        )
+        for slot_at, slot in sorted(totals.items())
+    ]

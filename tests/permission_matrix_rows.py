@@ -1,0 +1,319 @@
+"""The expected rows of the permission matrix (tests/test_permission_matrix.py): for every
+(route name, HTTP method) in the URLconf, the status each caller gets on tenant alpha's
+objects.
+
+Callers, in the order of every row (the column heads above each table):
+
+- stf: provider staff; adm, vwr, aud: alpha's admin, viewer and auditor;
+- two: viewer in alpha and admin in beta, asking for alpha's objects;
+- out: a user of no tenant; ina: an alpha admin whose account is deactivated;
+- ano: nobody logged in;
+- after the "|" (API rows only): Bearer tokens of alpha's admin with the scopes {read} (rd),
+  {write} (wr), {audit} (aud) and {read, write, audit} (all).
+
+A status is a number, or "login" for a 302 to the login page (a plain 302 is any other
+redirect). Session callers log in through the session cookie, as the portal does.
+
+A row's ``kwargs`` may build the object it names (a draft lease, a viewer's token); it runs
+once per row. A row's ``body`` runs once per caller, so that each successful write gets a
+fresh object and leaves nothing the next caller would trip over."""
+
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from api import tokens
+from leases.choices import LeaseStatus, Role
+from tests.api.isolation_cases import dispute_of, evidence_of
+from tests.factories import NodeFactory, at, make_lease, make_run
+
+World = Any
+
+SESSION_CALLERS = ("staff", "admin", "viewer", "auditor", "two", "outsider", "inactive", "anon")
+TOKEN_CALLERS = ("read", "write", "audit", "all")
+API_CALLERS = SESSION_CALLERS + TOKEN_CALLERS
+TOKEN_SCOPES = {
+    "read": ["read"],
+    "write": ["write"],
+    "audit": ["audit"],
+    "all": ["read", "write", "audit"],
+}
+LOGIN = "login"
+
+IPERF3 = (Path(__file__).parent / "benchmarks/fixtures/iperf3/tcp_3.14_macos.json").read_text()
+
+
+def _none(world: World) -> dict[str, Any]:
+    return {}
+
+
+@dataclass(frozen=True)
+class Row:
+    expect: str  # one status per caller; "|" before the token callers is decoration
+    kwargs: Callable[[World], dict[str, Any]] = _none
+    body: Callable[[World], dict[str, Any]] = _none
+    query: dict[str, str] = field(default_factory=dict)
+
+    def expected(self, callers: tuple[str, ...]) -> dict[str, int | str]:
+        cells = [c if c == LOGIN else int(c) for c in self.expect.replace("|", " ").split()]
+        assert len(cells) == len(callers), f"{self.expect!r} needs {len(callers)} statuses"
+        return dict(zip(callers, cells, strict=True))
+
+
+# --- what the rows name -------------------------------------------------------------------
+
+
+def lease(world: World) -> dict[str, Any]:
+    return {"pk": world.alpha.lease.pk}
+
+
+def site(world: World) -> dict[str, Any]:
+    return {"pk": world.alpha.nodes[0].leaf_switch.fabric.site_id}
+
+
+def fabric(world: World) -> dict[str, Any]:
+    return {"pk": world.alpha.nodes[0].leaf_switch.fabric_id}
+
+
+def draft_lease(world: World) -> dict[str, Any]:
+    """A draft lease of alpha on a node of its own, ready to activate or cancel."""
+    node = NodeFactory(leaf_switch=world.alpha.nodes[0].leaf_switch, hostname="alpha-n3")
+    draft = make_lease(tenant=world.alpha.tenant, nodes=[node], reference="ALPHA-DRAFT")
+    assert draft.status == LeaseStatus.DRAFT
+    return {"pk": draft.pk}
+
+
+def viewer_token(world: World) -> dict[str, Any]:
+    """A token of alpha's viewer: its owner, alpha's admin (who manages the viewer) and
+    staff may see and revoke it; the two-tenant user, a viewer in alpha, may not."""
+    issued = tokens.issue_token(user=world.alpha.members[Role.VIEWER], scopes=["read"], name="v")
+    return {"pk": issued.token.pk}
+
+
+def new_site(world: World) -> dict[str, Any]:
+    return {"name": "Foshan", "code": "fs-1", "city": "Foshan"}
+
+
+def new_fabric(world: World) -> dict[str, Any]:
+    return {
+        "site": world.alpha.nodes[0].leaf_switch.fabric.site.code,
+        "name": "fs-roce-2",
+        "technology": "roce",
+        "port_speed_gbps": 100,
+        "topology": "leaf_spine",
+        "oversubscription": "2.00",
+    }
+
+
+def new_lease(world: World) -> dict[str, Any]:
+    return {
+        "tenant": "alpha",
+        "reference": "ALPHA-NEW",
+        "starts_at": "2027-01-01T00:00:00+08:00",
+        "terms": {
+            "contracted_bandwidth_gbps": "100",
+            "technology": "roce",
+            "billing_mode": "monthly",
+            "node_rent_per_month": "45000.00",
+        },
+    }
+
+
+def evidence_body(world: World) -> dict[str, Any]:
+    return {
+        "tool": "iperf3",
+        "raw_output": IPERF3,
+        "nodes": [node.hostname for node in world.alpha.nodes],
+        "measured_at": "2026-11-05T10:00:00+08:00",
+    }
+
+
+_slots = itertools.count()
+
+
+def dispute_body(world: World) -> dict[str, Any]:
+    """A dispute about a run of its own, so each caller's dispute is a new one."""
+    run = make_run(
+        world.alpha.lease,
+        slot=at("2026-11-03 00:00") + timedelta(hours=next(_slots)),
+        nodes=world.alpha.nodes,
+        measured_bps=40 * 10**9,
+        verdict="fail",
+        target="alpha-n1>alpha-n2",
+    )
+    return {
+        "lease": world.alpha.lease.pk,
+        "reason": "Our job shared the link.",
+        "probe_run": run.pk,
+    }
+
+
+def portal_evidence_form(world: World) -> dict[str, Any]:
+    return {
+        "tool": "iperf3",
+        "nodes": [node.hostname for node in world.alpha.nodes],
+        "raw_output": IPERF3,
+    }
+
+
+def page_evidence(world: World) -> dict[str, Any]:
+    return {"pk": world.alpha.lease.pk, "evidence_pk": evidence_of(world.alpha).pk}
+
+
+def pk_of(get: Callable[[Any], Any]) -> Callable[[World], dict[str, Any]]:
+    return lambda world: {"pk": get(world.alpha).pk}
+
+
+PERIOD = {"period": "2026-11"}
+
+# --- the API: /api/v1/ --------------------------------------------------------------------
+
+# fmt: off
+API_ROWS: dict[tuple[str, str], Row] = {
+    #                                        stf adm vwr aud two out ina ano | rd  wr  aud all
+    ("api:api-root", "get"):            Row("200 200 200 200 200 200 401 401 | 200 403 403 200"),
+    # The signing key is public: anybody, even with a token that lacks every scope.
+    ("api:audit-public-key", "get"):    Row("200 200 200 200 200 200 200 200 | 200 200 200 200"),
+    ("api:tenant-list", "get"):         Row("200 200 200 200 200 200 401 401 | 200 403 403 200"),
+    ("api:tenant-detail", "get"):       Row("200 200 200 200 200 404 401 401 | 200 403 403 200",
+                                            pk_of(lambda side: side.tenant)),
+    ("api:site-list", "get"):           Row("200 200 200 200 200 200 401 401 | 200 403 403 200"),
+    ("api:site-list", "post"):          Row("201 403 403 403 403 403 401 401 | 403 403 403 403",
+                                            body=new_site),
+    ("api:site-detail", "get"):         Row("200 200 200 200 200 404 401 401 | 200 403 403 200",
+                                            site),
+    ("api:site-detail", "patch"):       Row("200 403 403 403 403 404 401 401 | 403 403 403 403",
+                                            site, body=lambda w: {"city": "Shenzhen"}),
+    ("api:fabric-list", "get"):         Row("200 200 200 200 200 200 401 401 | 200 403 403 200"),
+    ("api:fabric-list", "post"):        Row("201 403 403 403 403 403 401 401 | 403 403 403 403",
+                                            body=new_fabric),
+    ("api:fabric-detail", "get"):       Row("200 200 200 200 200 404 401 401 | 200 403 403 200",
+                                            fabric),
+    ("api:fabric-detail", "patch"):     Row("200 403 403 403 403 404 401 401 | 403 403 403 403",
+                                            fabric, body=lambda w: {"adaptive_routing": True}),
+    ("api:node-list", "get"):           Row("200 200 200 200 200 200 401 401 | 200 403 403 200"),
+    ("api:node-detail", "get"):         Row("200 200 200 200 200 404 401 401 | 200 403 403 200",
+                                            pk_of(lambda side: side.nodes[0])),
+    ("api:lease-list", "get"):          Row("200 200 200 200 200 200 401 401 | 200 403 403 200"),
+    ("api:lease-list", "post"):         Row("201 403 403 403 403 403 401 401 | 403 403 403 403",
+                                            body=new_lease),
+    ("api:lease-detail", "get"):        Row("200 200 200 200 200 404 401 401 | 200 403 403 200",
+                                            lease),
+    ("api:lease-activate", "post"):     Row("200 403 403 403 403 404 401 401 | 403 403 403 403",
+                                            draft_lease),
+    ("api:lease-cancel", "post"):       Row("200 403 403 403 403 404 401 401 | 403 403 403 403",
+                                            draft_lease),
+    ("api:lease-end", "post"):          Row("200 403 403 403 403 404 401 401 | 403 403 403 403",
+                                            lease),
+    # Only alpha's admin (not the two-tenant user, admin of beta only) asks alpha's probes.
+    ("api:lease-run-now", "post"):      Row("202 202 403 403 403 404 401 401 | 403 202 403 202",
+                                            lease, body=lambda w: {"kinds": ["link"]}),
+    ("api:lease-sla", "get"):           Row("200 200 200 200 200 404 401 401 | 200 403 403 200",
+                                            lease, query=PERIOD),
+    ("api:lease-audit", "get"):         Row("200 200 403 200 403 404 401 401 | 403 403 200 200",
+                                            lease, query=PERIOD),
+    ("api:lease-evidence", "get"):      Row("200 200 200 200 200 404 401 401 | 200 403 403 200",
+                                            lease),
+    ("api:lease-evidence", "post"):     Row("201 201 403 403 403 404 401 401 | 403 201 403 201",
+                                            lease, body=evidence_body),
+    ("api:evidence-detail", "get"):     Row("200 200 200 200 200 404 401 401 | 200 403 403 200",
+                                            pk_of(evidence_of)),
+    ("api:proberun-list", "get"):       Row("200 200 200 200 200 200 401 401 | 200 403 403 200"),
+    ("api:proberun-detail", "get"):     Row("200 200 200 200 200 404 401 401 | 200 403 403 200",
+                                            pk_of(lambda side: side.runs[0])),
+    ("api:proberun-raw", "get"):        Row("200 200 200 200 200 404 401 401 | 200 403 403 200",
+                                            pk_of(lambda side: side.runs[0])),
+    ("api:incident-list", "get"):       Row("200 200 200 200 200 200 401 401 | 200 403 403 200"),
+    ("api:incident-detail", "get"):     Row("200 200 200 200 200 404 401 401 | 200 403 403 200",
+                                            pk_of(lambda side: side.incident)),
+    ("api:invoice-list", "get"):        Row("200 200 200 200 200 200 401 401 | 200 403 403 200"),
+    ("api:invoice-detail", "get"):      Row("200 200 200 200 200 404 401 401 | 200 403 403 200",
+                                            pk_of(lambda side: side.invoice)),
+    ("api:dispute-list", "get"):        Row("200 200 200 200 200 200 401 401 | 200 403 403 200"),
+    # The two-tenant user passes the route (admin of beta) and is refused by the service:
+    # on alpha's lease they are a viewer.
+    ("api:dispute-list", "post"):       Row("201 201 403 403 403 403 401 401 | 403 201 403 201",
+                                            body=dispute_body),
+    ("api:dispute-detail", "get"):      Row("200 200 200 200 200 404 401 401 | 200 403 403 200",
+                                            pk_of(dispute_of)),
+    ("api:dispute-accept", "post"):     Row("200 403 403 403 403 404 401 401 | 403 403 403 403",
+                                            pk_of(dispute_of),
+                                            body=lambda w: {"reason": "Confirmed.",
+                                                            "credit_cny": "100.00"}),
+    ("api:dispute-reject", "post"):     Row("200 403 403 403 403 404 401 401 | 403 403 403 403",
+                                            pk_of(dispute_of), body=lambda w: {"reason": "No."}),
+    ("api:apitoken-list", "get"):       Row("200 200 200 200 200 200 401 401 | 200 403 403 200"),
+    # A write-only token cannot mint a read token (400: a token never gets more than the
+    # token that issued it holds).
+    ("api:apitoken-list", "post"):      Row("201 201 403 403 201 403 401 401 | 403 400 403 201",
+                                            body=lambda w: {"scopes": ["read"]}),
+    ("api:apitoken-detail", "get"):     Row("200 200 200 404 404 404 401 401 | 200 403 403 200",
+                                            viewer_token),
+    ("api:apitoken-revoke", "post"):    Row("200 200 200 404 404 404 401 401 | 403 200 403 200",
+                                            viewer_token),
+}
+
+# --- pages: the portal, provider pages and the site's own routes -----------------------------
+
+PAGE_ROWS: dict[tuple[str, str], Row] = {
+    #                                        stf adm vwr aud two out ina ano
+    ("set_language", "get"):            Row("302 302 302 302 302 302 302 302"),
+    ("set_language", "post"):           Row("302 302 302 302 302 302 302 302",
+                                            body=lambda w: {"language": "zh-hans", "next": "/"}),
+    ("health", "get"):                  Row("200 200 200 200 200 200 200 200"),
+    ("health", "post"):                 Row("200 200 200 200 200 200 200 200"),
+    ("portal:login", "get"):            Row("200 200 200 200 200 200 200 200"),
+    ("portal:login", "post"):           Row("200 200 200 200 200 200 200 200"),
+    ("portal:login", "put"):            Row("200 200 200 200 200 200 200 200"),
+    ("portal:logout", "post"):          Row("login login login login login login login login"),
+    ("portal:overview", "get"):         Row("200 200 200 200 200 200 login login"),
+    ("portal:overview", "post"):        Row("200 200 200 200 200 200 login login"),
+    ("portal:lease", "get"):            Row("200 200 200 200 200 404 login login", lease),
+    ("portal:lease", "post"):           Row("200 200 200 200 200 404 login login", lease),
+    ("portal:lease-sla", "get"):        Row("200 200 200 200 200 404 login login", lease),
+    ("portal:lease-sla", "post"):       Row("200 200 200 200 200 404 login login", lease),
+    # Viewers and auditors read the guide with a 403: only an admin of alpha submits.
+    ("portal:evidence-upload", "get"):  Row("200 200 403 403 403 404 login login", lease),
+    ("portal:evidence-upload", "post"): Row("302 302 403 403 403 404 login login", lease,
+                                            body=portal_evidence_form),
+    ("portal:evidence", "get"):         Row("200 200 200 200 200 404 login login", page_evidence),
+    ("portal:evidence", "post"):        Row("200 200 200 200 200 404 login login", page_evidence),
+    ("portal:tokens", "get"):           Row("200 200 200 200 200 200 login login"),
+    ("portal:tokens", "post"):          Row("200 200 403 403 200 403 login login",
+                                            body=lambda w: {"name": "ci", "scopes": ["read"]}),
+    ("portal:token-revoke", "post"):    Row("302 302 302 404 404 404 login login", viewer_token),
+    ("portal:invoices", "get"):         Row("200 200 200 200 200 200 login login"),
+    ("portal:invoices", "post"):        Row("200 200 200 200 200 200 login login"),
+    ("portal:invoice", "get"):          Row("200 200 200 200 200 404 login login",
+                                            pk_of(lambda side: side.invoice)),
+    ("portal:invoice", "post"):         Row("200 200 200 200 200 404 login login",
+                                            pk_of(lambda side: side.invoice)),
+    ("portal:invoice-csv", "get"):      Row("200 200 200 200 200 404 login login",
+                                            pk_of(lambda side: side.invoice)),
+    ("portal:invoice-csv", "post"):     Row("200 200 200 200 200 404 login login",
+                                            pk_of(lambda side: side.invoice)),
+    # Provider pages do not exist for anybody but staff.
+    ("portal:fleet", "get"):            Row("200 404 404 404 404 404 login login"),
+    ("portal:fleet", "post"):           Row("200 404 404 404 404 404 login login"),
+    ("portal:fabrics", "get"):          Row("200 404 404 404 404 404 login login"),
+    ("portal:fabrics", "post"):         Row("200 404 404 404 404 404 login login"),
+    ("portal:cost-share", "get"):       Row("200 404 404 404 404 404 login login"),
+    ("portal:cost-share", "post"):      Row("200 404 404 404 404 404 login login"),
+    ("portal:incidents", "get"):        Row("200 404 404 404 404 404 login login"),
+    ("portal:incidents", "post"):       Row("200 404 404 404 404 404 login login"),
+}
+# fmt: on
+
+# Routes the matrix leaves out, by path prefix, each with its reason. A prefix that no
+# longer matches any route fails the coverage test, like a row without a route.
+EXCLUDED = {
+    "admin/": "Django's admin site: Django itself lets only active staff in "
+    "(tests/leases/test_admin.py and friends cover its pages)",
+    "api/schema/": "the OpenAPI document: it describes the routes and holds no tenant data "
+    "(tests/api/test_schema.py)",
+    "api/docs/": "Swagger UI over the OpenAPI document, no tenant data",
+    "api/redoc/": "ReDoc over the OpenAPI document, no tenant data",
+}

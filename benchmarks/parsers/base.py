@@ -97,7 +97,9 @@ def storable(value: Number, what: str) -> Number:
     if value < 0:
         raise ParseError(f"{what} is negative ({value}); the tool's own arithmetic failed")
     if value > MAX_FIGURE:
-        raise ParseError(f"{what} ({Decimal(value):.3g}) is too large to be a real measurement")
+        # An int past a float's range cannot take float formatting: show it as a Decimal.
+        shown = f"{value:.3g}" if isinstance(value, float) else f"{Decimal(value):.3g}"
+        raise ParseError(f"{what} ({shown}) is too large to be a real measurement")
     return value
 
 

@@ -8,6 +8,7 @@ RUN apt-get update \
     && mkdir -p /var/lib/gpulease && chown gpulease /var/lib/gpulease
 
 WORKDIR /app
+COPY verifier ./verifier
 COPY pyproject.toml README.md ./
 COPY config ./config
 COPY common ./common
@@ -16,7 +17,7 @@ COPY benchmarks ./benchmarks
 COPY billing ./billing
 COPY locale ./locale
 COPY manage.py ./
-RUN pip install --no-cache-dir . \
+RUN pip install --no-cache-dir ./verifier . \
     && pip install --no-cache-dir Babel \
     && pybabel -q compile --domain=django --directory=locale \
     && DJANGO_DEBUG=false SECRET_KEY=build-only STATIC_ROOT=/app/static \

@@ -16,10 +16,10 @@ SQLITE_TESTS := tests/test_clock_matrix.py tests/api/test_hostile_input.py \
 
 .PHONY: run setup test lint format typecheck bench messages clean browser
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml verifier/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet -e ./verifier -e '.[dev]'
 	touch $(STAMP)
 
 setup: $(STAMP) messages

@@ -19,8 +19,8 @@ from api.fields import InstantField
 from api.models import ApiToken, Scope, TokenState
 from benchmarks.models import ProbeRun
 from billing.models import Incident, Invoice, InvoiceLine
-from common.periods import PATTERN as PERIOD_PATTERN
-from common.periods import Period, PeriodError
+from gpulease_verify.periods import PATTERN as PERIOD_PATTERN
+from gpulease_verify.periods import Period, PeriodError
 from leases.choices import ProbeKind
 from leases.contract_rules import MIN_CADENCE_S
 from leases.models import Fabric, Lease, LeaseTerms, Node, NodeAssignment, Site, Tenant

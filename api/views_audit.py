@@ -208,7 +208,7 @@ class PublicKeyView(KnownQueryParametersMixin, APIView):
 
     @extend_schema(responses={200: PublicKeySerializer}, summary="The audit signing key")
     def get(self, request: Request) -> Response:
-        return Response(audit.public_key_info())
+        return Response(audit.published_key_info())
 
 
 def _visible(model: Any, user: Any, pk: Any, field: str) -> Any:

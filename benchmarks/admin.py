@@ -3,7 +3,7 @@ from django.utils.translation import gettext_lazy as _
 
 from benchmarks import services
 from benchmarks.models import NodeLock, ProbeRun, SiteAlert
-from common.units import format_bps
+from gpulease_verify.units import format_bps
 from leases.admin import LeaseAdmin
 from leases.models import Lease
 

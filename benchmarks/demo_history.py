@@ -5,7 +5,7 @@ The demo's nodes are not real hosts, so nothing can be measured on them. Instead
 active demo lease gets DAYS of runs as the scheduler would have stored them: every
 CADENCE a link check per node and a throughput run per ring pair, and NCCL bus bandwidth
 where the contract has a floor. Every raw output says it is synthetic. Verdicts come from
-the probes' own rules (``benchmarks.probes.verdicts``) against the terms in force, the
+the probes' own rules (``gpulease_verify.verdicts``) against the terms in force, the
 runs join their lease's hash chain, and ``billing.ingest`` turns them into rollups and
 incidents like any other run.
 
@@ -31,8 +31,8 @@ from django.utils import timezone
 from benchmarks import chain
 from benchmarks.choices import Pattern, RunState, Tool, Trigger
 from benchmarks.models import ProbeRun
-from benchmarks.probes import verdicts
 from benchmarks.services import terms_view
+from gpulease_verify import verdicts
 from leases.choices import LeaseStatus, LinkLayer, ProbeKind, Technology
 from leases.models import Lease, LeaseTerms, NicPort, Node
 

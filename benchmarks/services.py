@@ -31,12 +31,12 @@ from django.utils import timezone
 from benchmarks import chain, selectors
 from benchmarks.choices import FINAL_STATES, RunState, Trigger, Verdict
 from benchmarks.models import NodeLock, ProbeRun, SiteAlert
-from benchmarks.parsers import ParseError, RunFailed
 from benchmarks.probes import runner
 from benchmarks.probes.interpret import interpret
 from benchmarks.probes.plan import PlannedBatch, PlanNode, plan_batches
-from benchmarks.probes.verdicts import TermsView
 from benchmarks.transports import AsyncTransport, LocalTransport, SSHTarget, SSHTransport
+from gpulease_verify.parsers import ParseError, RunFailed
+from gpulease_verify.verdicts import TermsView
 from leases.choices import HEAVY_PROBE_KINDS, HeavyProbePolicy, ProbeKind
 from leases.contract_rules import in_weekly_windows
 from leases.models import Lease, LeaseTerms, Node, Site

@@ -8,7 +8,7 @@ from django.utils.translation import ngettext
 from billing import invoicing
 from billing.models import HourlyRollup, Incident, Invoice, InvoiceLine, TrafficSample
 from common.admin import StampedAdmin
-from common.units import format_bps
+from gpulease_verify.units import format_bps
 
 LINE_FIELDS = (
     "position",

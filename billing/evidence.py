@@ -32,8 +32,6 @@ from django.utils.translation import gettext as _
 
 from benchmarks.choices import Tool
 from benchmarks.models import ProbeRun
-from benchmarks.parsers import ParseError, RunFailed, parse_perftest
-from benchmarks.parsers.base import storable
 from benchmarks.probes.interpret import Interpretation, interpret
 from benchmarks.services import terms_view
 from billing.choices import InvoiceStatus
@@ -46,9 +44,11 @@ from billing.models import (
     Incident,
     Invoice,
 )
-from common.money import FEN
-from common.periods import Period
 from common.querysets import is_provider_staff
+from gpulease_verify.money import FEN
+from gpulease_verify.parsers import ParseError, RunFailed, parse_perftest
+from gpulease_verify.parsers.base import storable
+from gpulease_verify.periods import Period
 from leases.choices import Role
 from leases.models import Lease, LeaseTerms, Membership, NodeAssignment
 

@@ -32,16 +32,16 @@ Totals add the segments (CNY: their rounded amounts). The keys ``gpu_hours_lost`
 ``cost_lost`` are the below-contract totals, as before. The step figures (``t_*``,
 ``comm_share_*``, ``slowdown``, ``measured_busbw_bps``, ``contracted_busbw_bps``,
 ``gpus``) describe the latest segment with a measurement. The arithmetic is
-``billing.calculations.training_shortfalls``."""
+``gpulease_verify.calculations.training_shortfalls``."""
 
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
-from billing import calculations
 from billing.invoicing import segments as terms_segments
 from billing.models import HourlyRollup
+from gpulease_verify import calculations
 from leases.choices import ProbeKind
 from leases.models import Lease, LeaseTerms
 from leases.selectors import TermsTimeline

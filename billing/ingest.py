@@ -24,8 +24,8 @@ from benchmarks.choices import RunState, Tool, Trigger, Verdict
 from benchmarks.models import ProbeRun
 from billing.choices import IncidentState
 from billing.models import HourlyRollup, Incident, IngestCursor, TrafficSample
-from billing.samples import classify_sample, link_slot_outcome
 from billing.traffic_intervals import Reading, slot_traffic
+from gpulease_verify.samples import classify_sample, link_slot_outcome
 from leases.choices import ProbeKind
 from leases.contract_rules import in_weekly_windows
 from leases.models import Lease
@@ -68,7 +68,7 @@ def in_maintenance(run: ProbeRun, zone: str) -> bool:
 
 
 def classify(run: ProbeRun, zone: str) -> str:
-    """passed, failed, unknown, excluded or informational (``billing.samples``, the rule
+    """passed, failed, unknown, excluded or informational (``gpulease_verify.samples``, the rule
     an audit bundle is recomputed with)."""
     return classify_sample(
         state=run.state,

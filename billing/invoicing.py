@@ -1,11 +1,11 @@
 """Invoices: one per tenant and billing month, computed from the contract terms, the node
 assignments, the traffic samples and the hourly SLA rollups. All arithmetic and every
-rounding is ``billing.calculations``; this module only chooses the inputs, records them in
+rounding is ``gpulease_verify.calculations``; this module only chooses the inputs, records them in
 each line's ``detail`` and saves the result.
 
 The rules, in the order an invoice is built:
 
-1. **Period.** A calendar month in the tenant's time zone (``common.periods.Period``).
+1. **Period.** A calendar month in the tenant's time zone (``gpulease_verify.periods.Period``).
    Every proration divides by that month's seconds (``Period.seconds``), whatever part of it a
    lease covers.
 2. **Leases.** The tenant's leases that are active or ended (drafts and cancelled leases
@@ -34,7 +34,7 @@ The rules, in the order an invoice is built:
    - *SLA credit*, once per lease, automatic (no claim): the compliance over the whole
      billed window (``billing.sla.evaluate``), the credit tiers and cap of the terms in
      force at the end of that window, applied to the credit base: per segment, what its
-     terms' ``credit_base`` names (``billing.credit_base``): the network fee lines
+     terms' ``credit_base`` names (``gpulease_verify.credit_base``): the network fee lines
      (default), the usage lines (per GB, 95th percentile), or the contracted monthly
      base fee (保底) prorated. No base, unknown compliance, or compliance at or above
      every tier: no line.
@@ -77,8 +77,11 @@ from django.utils.translation import gettext as _
 
 from benchmarks.choices import RunState, Trigger, Verdict
 from benchmarks.models import ProbeRun
-from billing import credit_base, metering, sla
-from billing.calculations import (
+from billing import metering, sla
+from billing.choices import InvoiceStatus, LineKind
+from billing.models import Invoice, InvoiceLine
+from gpulease_verify import credit_base
+from gpulease_verify.calculations import (
     P95_DROP_PERCENT,
     CreditResult,
     billable_mbps,
@@ -91,10 +94,8 @@ from billing.calculations import (
     sla_credit,
     traffic_charge,
 )
-from billing.choices import InvoiceStatus, LineKind
-from billing.models import Invoice, InvoiceLine
-from common.money import ROUNDING, to_fen
-from common.periods import Period, PeriodError
+from gpulease_verify.money import ROUNDING, to_fen
+from gpulease_verify.periods import Period, PeriodError
 from leases.choices import BillingMode, LeaseStatus
 from leases.contract_rules import credit_tiers
 from leases.models import Lease, LeaseTerms, NodeAssignment, Tenant

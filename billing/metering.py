@@ -12,8 +12,8 @@ from decimal import Decimal
 
 from django.db.models import QuerySet, Sum
 
-from billing.calculations import percentile_95
 from billing.models import TrafficSample
+from gpulease_verify.calculations import percentile_95
 
 
 def samples_in(*, lease_id: int, start: datetime, end: datetime) -> QuerySet[TrafficSample]:
@@ -38,6 +38,6 @@ def bandwidth_samples_bps(*, lease_id: int, start: datetime, end: datetime) -> l
 
 
 def p95_bps(*, lease_id: int, start: datetime, end: datetime) -> Decimal | None:
-    """95th percentile of the window's samples (billing.calculations.percentile_95)."""
+    """95th percentile of the window's samples (gpulease_verify.calculations.percentile_95)."""
     samples = bandwidth_samples_bps(lease_id=lease_id, start=start, end=end)
     return percentile_95(samples) if samples else None

@@ -33,7 +33,7 @@ from django.utils.translation import gettext as _
 
 from billing.models import Incident
 from common import egress, pinned_http
-from common.units import format_bps, one_decimal, plain
+from gpulease_verify.units import format_bps, one_decimal, plain
 
 # Enough for an error page's first lines; the receiver's answer is otherwise unused.
 MAX_ANSWER_BYTES = 4096

@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from billing import impact, invoicing, sla
 from billing.models import Incident
-from common.periods import Period
+from gpulease_verify.periods import Period
 from leases.models import Lease, LeaseTerms
 
 POLICY = (

@@ -53,7 +53,7 @@ def draft_previous_month() -> int:
     from billing.ingest import ingest_all
     from billing.invoicing import draft_period
     from billing.models import Invoice
-    from common.periods import Period
+    from gpulease_verify.periods import Period
     from leases.models import Tenant
 
     now = timezone.now()

@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from itertools import pairwise
 
-from billing.calculations import DeltaKind, counter_deltas
-from common.periods import Period
+from gpulease_verify.calculations import DeltaKind, counter_deltas
+from gpulease_verify.periods import Period
 
 _MICRO = timedelta(microseconds=1)
 

@@ -2,14 +2,13 @@
 how to read them. No ORM here, so billing and audit recomputation can reuse it."""
 
 import re
-from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
-from zoneinfo import ZoneInfo
 
 from django.core.exceptions import ValidationError
 from django.utils.translation import gettext as _
 
+from gpulease_verify.contract import credit_tiers, in_weekly_windows
 from leases.choices import ProbeKind
 
 # Seconds between probes of each kind.
@@ -97,12 +96,6 @@ def validate_credit_tiers(value: Any) -> None:
         seen.add(below)
 
 
-def credit_tiers(value: list[dict[str, str]]) -> list[tuple[Decimal, Decimal]]:
-    """(below_percent, credit_percent) pairs, the strictest (lowest) threshold first."""
-    pairs = [(Decimal(t["below_percent"]), Decimal(t["credit_percent"])) for t in value]
-    return sorted(pairs)
-
-
 def validate_weekly_windows(value: Any) -> None:
     """A list of {"weekday": 0-6 (Monday 0), "start": "HH:MM", "end": "HH:MM"}; end may be
     "24:00"; a window that ends before it starts runs past midnight."""
@@ -126,27 +119,6 @@ def validate_weekly_windows(value: Any) -> None:
             raise ValidationError(_("Window %(n)s: end must be HH:MM.") % {"n": index})
         if start == end:
             raise ValidationError(_("Window %(n)s is empty: start equals end.") % {"n": index})
-
-
-def _minutes(hhmm: str) -> int:
-    hours, minutes = hhmm.split(":")
-    return int(hours) * 60 + int(minutes)
-
-
-def in_weekly_windows(windows: list[dict[str, Any]], instant: datetime, zone: str) -> bool:
-    """Whether an aware instant falls inside any weekly window, read in the given zone."""
-    local = instant.astimezone(ZoneInfo(zone))
-    minute_of_week = local.weekday() * 1440 + local.hour * 60 + local.minute
-    week = 7 * 1440
-    for window in windows:
-        start = window["weekday"] * 1440 + _minutes(window["start"])
-        end = window["weekday"] * 1440 + _minutes(window["end"])
-        if end <= start:
-            end += 1440
-        for shift in (0, -week):  # a Sunday window may run into Monday
-            if start + shift <= minute_of_week < end + shift:
-                return True
-    return False
 
 
 def describe_window(window: dict[str, Any]) -> str:

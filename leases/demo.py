@@ -15,7 +15,7 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
-from common.periods import Period
+from gpulease_verify.periods import Period
 from leases import services
 from leases.choices import (
     BillingMode,

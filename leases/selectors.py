@@ -8,7 +8,7 @@ from django.db.models import QuerySet
 from django.utils.translation import gettext as _
 
 from common.querysets import is_provider_staff
-from common.units import plain
+from gpulease_verify.units import plain
 from leases.contract_rules import MULTI_NODE_FLOOR_GBPS
 from leases.models import Fabric, Lease, LeaseTerms, Node, NodeAssignment, Site
 

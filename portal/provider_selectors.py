@@ -3,7 +3,7 @@ open incidents, across every tenant. The views call these for provider staff onl
 tenant-owned model is still read through ``visible_to(user)``.
 
 The fleet reuses ``selectors.lease_overview`` and only sorts it; the cost share reuses
-``billing.invoicing`` for the lines and ``billing.calculations.network_cost_share`` for
+``billing.invoicing`` for the lines and ``gpulease_verify.calculations.network_cost_share`` for
 the rule, so that this page and the invoices can never disagree."""
 
 from dataclasses import dataclass
@@ -27,10 +27,10 @@ from django.db.models.functions import Coalesce
 from benchmarks.choices import RunState, Verdict
 from benchmarks.models import ProbeRun
 from billing import invoicing
-from billing.calculations import network_cost_share
 from billing.choices import IncidentState, LineKind
 from billing.models import Incident
-from common.periods import Period, PeriodError
+from gpulease_verify.calculations import network_cost_share
+from gpulease_verify.periods import Period, PeriodError
 from leases.choices import LeaseStatus, ProbeKind, SwitchRole
 from leases.models import Fabric, Lease, Switch, Tenant
 from portal import selectors
@@ -261,7 +261,9 @@ class CostShareRow:
     node_rent: Decimal
     network_fee: Decimal
     usage: Decimal
-    share: Decimal | None  # a fraction, as billing.calculations.network_cost_share returns it
+    share: (
+        Decimal | None
+    )  # a fraction, as gpulease_verify.calculations.network_cost_share returns it
 
     @property
     def share_percent(self) -> Decimal | None:

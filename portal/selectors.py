@@ -14,13 +14,14 @@ from django.utils.translation import gettext as _
 
 from benchmarks.choices import RunState, Verdict
 from benchmarks.models import NOT_PASSED, ProbeRun
-from billing import calculations, invoicing, sla
-from billing.calculations import CreditResult
+from billing import invoicing, sla
 from billing.choices import IncidentState
 from billing.models import HourlyRollup, Incident
 from billing.reports import billed_window
 from common.dbfunctions import EpochHour
-from common.periods import Period
+from gpulease_verify import calculations
+from gpulease_verify.calculations import CreditResult
+from gpulease_verify.periods import Period
 from leases.choices import LinkLayer, ProbeKind
 from leases.contract_rules import credit_tiers
 from leases.models import Lease, LeaseTerms, NicPort, NodeAssignment

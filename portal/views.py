@@ -15,7 +15,7 @@ from django.utils.translation import gettext as _
 from billing.evidence import can_write_for
 from billing.models import Evidence, Incident, Invoice, InvoiceLine
 from billing.reports import sla_report
-from common.units import plain
+from gpulease_verify.units import plain
 from leases.models import Lease, LeaseTerms
 from leases.selectors import TermsTimeline
 from portal import charts, selectors

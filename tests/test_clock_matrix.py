@@ -20,7 +20,7 @@ from django.test import Client
 
 from billing import audit
 from billing.ingest import ingest_all
-from common.periods import Period
+from gpulease_verify.periods import Period
 from leases import services
 from leases.choices import LeaseStatus
 from leases.models import Lease

@@ -7,7 +7,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from benchmarks.choices import Tool, Verdict
-from benchmarks.parsers import (
+from benchmarks.probes.commands import split_sections
+from benchmarks.probes.plan import PlanNode
+from gpulease_verify import verdicts
+from gpulease_verify.parsers import (
     ParseError,
     parse_counters,
     parse_ethtool,
@@ -18,9 +21,6 @@ from benchmarks.parsers import (
     parse_ping,
     to_dict,
 )
-from benchmarks.probes import verdicts
-from benchmarks.probes.commands import split_sections
-from benchmarks.probes.plan import PlanNode
 from leases.choices import LinkLayer
 
 GIGA = 10**9

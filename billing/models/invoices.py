@@ -5,8 +5,8 @@ from django.utils.translation import gettext_lazy as _
 
 from billing.choices import InvoiceStatus, LineKind
 from common.models import TimeStampedModel
-from common.money import CURRENCY
 from common.querysets import TenantScopedQuerySet
+from gpulease_verify.money import CURRENCY
 from leases.models import Lease, Tenant
 
 

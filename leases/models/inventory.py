@@ -7,7 +7,7 @@ from django.utils.translation import gettext_lazy as _
 
 from common.models import TimeStampedModel
 from common.querysets import TenantScopedQuerySet
-from common.units import plain
+from gpulease_verify.units import plain
 from leases.choices import GpuModel, LinkLayer, NodeStatus, SwitchRole, Technology, Topology
 from leases.validators import (
     validate_host_address,

@@ -8,8 +8,8 @@ from django.utils.translation import gettext_lazy as _
 
 from common.egress import validate_webhook_url
 from common.models import TimeStampedModel
-from common.money import CURRENCY
 from common.querysets import TenantScopedQuerySet
+from gpulease_verify.money import CURRENCY
 from leases.choices import Role
 
 DEFAULT_TIME_ZONE = "Asia/Shanghai"

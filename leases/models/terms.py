@@ -15,7 +15,7 @@ from leases.models.leases import Lease
 
 class CreditBase(models.TextChoices):
     """What an SLA credit is a percentage of (each terms version says; see
-    ``billing.credit_base``)."""
+    ``gpulease_verify.credit_base``)."""
 
     NETWORK_FEE = "network_fee", _("the network fee billed (包月/包年)")
     USAGE = "usage", _("the usage charge billed (按量计费, 95计费)")

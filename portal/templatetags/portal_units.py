@@ -5,8 +5,8 @@ from decimal import Decimal
 from django import template
 from django.utils.translation import gettext as _
 
-from common.money import format_cny
-from common.units import format_bps, plain
+from gpulease_verify.money import format_cny
+from gpulease_verify.units import format_bps, plain
 
 register = template.Library()
 

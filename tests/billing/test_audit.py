@@ -240,7 +240,7 @@ def test_a_modified_bundle_fails_the_signature(month):
 
 def test_a_bundle_resigned_with_another_key_fails_against_the_published_key(month):
     doc = signed(month)
-    published = audit.public_key_info()["public_key_pem"]
+    published = audit.published_key_info()["public_key_pem"]
     forged = resign(doc, Ed25519PrivateKey.generate())
     assert audit.verify(forged) == []  # consistent in itself...
     mismatches = audit.verify(forged, published)  # ...but not the provider's
@@ -293,9 +293,9 @@ def test_the_credit_is_recomputed_with_the_bundles_tiers_and_cap(month):
 
 def test_the_public_key_is_created_once_and_reused(settings, tmp_path):
     settings.AUDIT_SIGNING_KEY = str(tmp_path / "keys" / "audit.pem")
-    first = audit.public_key_info()
+    first = audit.published_key_info()
     assert (tmp_path / "keys" / "audit.pem").stat().st_mode & 0o777 == 0o600
-    assert audit.public_key_info() == first
+    assert audit.published_key_info() == first
     assert audit.load_public_key(first["public_key"]).public_bytes_raw() == (
         audit.load_public_key(first["public_key_pem"]).public_bytes_raw()
     )
@@ -330,7 +330,7 @@ def test_audit_verify_exits_0_on_a_real_bundle_without_touching_the_database(
     path = tmp_path / "bundle.json"
     path.write_text(json.dumps(signed(month), ensure_ascii=False))
     key = tmp_path / "provider.pem"
-    key.write_text(audit.public_key_info()["public_key_pem"])
+    key.write_text(audit.published_key_info()["public_key_pem"])
     with django_assert_num_queries(0):
         code, out, _err = run_verify(str(path), "--public-key", str(key), capsys=capsys)
     assert code == 0, out

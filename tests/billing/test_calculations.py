@@ -1,4 +1,4 @@
-"""Hand-checked numbers for billing.calculations. Pure arithmetic: no database."""
+"""Hand-checked numbers for gpulease_verify.calculations. Pure arithmetic: no database."""
 
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal as D
@@ -6,7 +6,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from billing.calculations import (
+from gpulease_verify.calculations import (
     CreditReason,
     DeltaKind,
     ImpactSegment,
@@ -30,8 +30,8 @@ from billing.calculations import (
     training_impact,
     training_shortfalls,
 )
-from common.money import to_fen
-from common.periods import Period
+from gpulease_verify.money import to_fen
+from gpulease_verify.periods import Period
 from leases.contract_rules import credit_tiers, default_credit_tiers
 
 SHANGHAI = ZoneInfo("Asia/Shanghai")

@@ -22,7 +22,7 @@ from billing.choices import LineKind
 from billing.ingest import ingest_all
 from billing.models import TrafficSample
 from billing.traffic_intervals import period_of, slot_shares
-from common.periods import Period
+from gpulease_verify.periods import Period
 from leases import services
 from leases.choices import BillingMode, LeaseStatus
 from tests.factories import NodeFactory, SiteFactory, TenantFactory, at, make_lease, make_run

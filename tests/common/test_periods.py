@@ -1,10 +1,10 @@
-"""common.periods: the one home of month arithmetic, checked against hand-worked dates."""
+"""gpulease_verify.periods: the one home of month arithmetic, checked against hand-worked dates."""
 
 from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
-from common.periods import PATTERN, Period, PeriodError
+from gpulease_verify.periods import PATTERN, Period, PeriodError
 
 DAY = 86_400
 

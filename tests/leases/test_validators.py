@@ -7,7 +7,7 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.urls import reverse
 
-from benchmarks.parsers.rdma_link import parse_rdma_link
+from gpulease_verify.parsers.rdma_link import parse_rdma_link
 from leases.choices import GpuModel, LinkLayer
 from leases.demo import load_demo
 from leases.models import NicPort, Node

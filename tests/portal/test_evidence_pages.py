@@ -7,8 +7,8 @@ from decimal import Decimal
 
 import pytest
 
-from benchmarks.parsers import ParseError, parse_iperf3
 from billing.models import Evidence
+from gpulease_verify.parsers import ParseError, parse_iperf3
 from leases.choices import Role
 from tests.benchmarks.parsers import fixture_text
 from tests.factories import MembershipFactory, NodeFactory, StaffFactory, at, make_lease

@@ -6,7 +6,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from benchmarks import netlab
 from benchmarks.lab_registry import LAB_LEASE, register_lab
-from common.units import format_bps
+from gpulease_verify.units import format_bps
 
 
 def lab_dir() -> Path:

@@ -10,8 +10,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from benchmarks.parsers import PARSERS, ParseError, parse, to_dict
-from benchmarks.parsers.base import one_line
+from gpulease_verify.parsers import PARSERS, ParseError, parse, to_dict
+from gpulease_verify.parsers.base import one_line
 
 
 class Command(BaseCommand):

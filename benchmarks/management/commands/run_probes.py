@@ -7,7 +7,7 @@ from django.core.management.base import BaseCommand, CommandError
 from benchmarks import services
 from benchmarks.choices import Trigger
 from benchmarks.models import ProbeRun
-from common.units import format_bps
+from gpulease_verify.units import format_bps
 from leases.choices import ProbeKind
 from leases.models import Lease
 

@@ -5,7 +5,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from billing.audit import key_path, public_key_info
+from billing.audit import key_path, published_key_info
 
 
 class Command(BaseCommand):
@@ -15,7 +15,7 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true", help="one JSON object")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        info = public_key_info()
+        info = published_key_info()
         if options["json"]:
             self.stdout.write(json.dumps({**info, "path": str(key_path())}, indent=2))
             return

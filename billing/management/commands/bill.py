@@ -8,7 +8,7 @@ from django.db import transaction
 
 from billing import invoicing
 from billing.choices import InvoiceStatus
-from common.periods import Period, PeriodError
+from gpulease_verify.periods import Period, PeriodError
 from leases.models import Tenant
 
 

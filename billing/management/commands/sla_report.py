@@ -5,8 +5,8 @@ from django.core.management.base import BaseCommand, CommandError
 
 from billing.ingest import ingest_all
 from billing.reports import sla_report
-from common.periods import Period, PeriodError
-from common.units import format_bps
+from gpulease_verify.periods import Period, PeriodError
+from gpulease_verify.units import format_bps
 from leases.models import Lease
 
 

@@ -1,6 +1,6 @@
 import pytest
 
-from benchmarks.parsers import PARSERS, ParseError, parse_counters
+from gpulease_verify.parsers import PARSERS, ParseError, parse_counters
 
 from . import fixture_text
 

@@ -1,7 +1,7 @@
 import pytest
 
-from benchmarks.parsers import ParseError
-from benchmarks.parsers.ethtool import EthtoolResult, parse_ethtool
+from gpulease_verify.parsers import ParseError
+from gpulease_verify.parsers.ethtool import EthtoolResult, parse_ethtool
 
 from . import fixture_text
 

@@ -21,10 +21,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from benchmarks.parsers import ParseError
-from benchmarks.parsers.base import MAX_FIGURE
-from benchmarks.parsers.nccl_tests import parse_nccl_tests
-from benchmarks.parsers.perftest import parse_perftest
+from gpulease_verify.parsers import ParseError
+from gpulease_verify.parsers.base import MAX_FIGURE
+from gpulease_verify.parsers.nccl_tests import parse_nccl_tests
+from gpulease_verify.parsers.perftest import parse_perftest
 
 from . import FIXTURES
 

@@ -22,9 +22,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from benchmarks.parsers import PARSERS as ALL_PARSERS
-from benchmarks.parsers import ParseError, to_dict
-from benchmarks.parsers.base import MAX_FIGURE
+from gpulease_verify.parsers import PARSERS as ALL_PARSERS
+from gpulease_verify.parsers import ParseError, to_dict
+from gpulease_verify.parsers.base import MAX_FIGURE
 
 from . import FIXTURES
 from .fuzzing import NUMBER, budget, mutated, random_text, with_absurd_figures

@@ -1,7 +1,7 @@
 import pytest
 
-from benchmarks.parsers import ParseError, to_dict
-from benchmarks.parsers.ibstatus import IbPort, parse_ibstat, parse_ibstatus
+from gpulease_verify.parsers import ParseError, to_dict
+from gpulease_verify.parsers.ibstatus import IbPort, parse_ibstat, parse_ibstatus
 
 from . import fixture_text
 

@@ -3,8 +3,8 @@ rate is exact to the digits iperf3 printed ("22.2 Gbits/sec" is 22_200_000_000).
 
 import pytest
 
-from benchmarks.parsers import ParseError, RunFailed, parse, to_dict
-from benchmarks.parsers.iperf3 import parse_iperf3
+from gpulease_verify.parsers import ParseError, RunFailed, parse, to_dict
+from gpulease_verify.parsers.iperf3 import parse_iperf3
 
 from . import fixture_text
 

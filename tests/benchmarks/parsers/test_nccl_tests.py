@@ -1,7 +1,7 @@
 import pytest
 
-from benchmarks.parsers import ParseError, to_dict
-from benchmarks.parsers.nccl_tests import parse_nccl_tests
+from gpulease_verify.parsers import ParseError, to_dict
+from gpulease_verify.parsers.nccl_tests import parse_nccl_tests
 
 from . import fixture_text
 

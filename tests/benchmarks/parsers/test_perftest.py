@@ -1,7 +1,7 @@
 import pytest
 
-from benchmarks.parsers import ParseError, to_dict
-from benchmarks.parsers.perftest import parse_perftest
+from gpulease_verify.parsers import ParseError, to_dict
+from gpulease_verify.parsers.perftest import parse_perftest
 
 from . import fixture_text
 

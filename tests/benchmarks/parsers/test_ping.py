@@ -1,6 +1,6 @@
 import pytest
 
-from benchmarks.parsers import ParseError, parse_ping
+from gpulease_verify.parsers import ParseError, parse_ping
 from tests.benchmarks.parsers import fixture_text as fixture
 
 

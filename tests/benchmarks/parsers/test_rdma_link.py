@@ -1,7 +1,7 @@
 import pytest
 
-from benchmarks.parsers import ParseError
-from benchmarks.parsers.rdma_link import RdmaLink, parse_rdma_link
+from gpulease_verify.parsers import ParseError
+from gpulease_verify.parsers.rdma_link import RdmaLink, parse_rdma_link
 
 from . import fixture_text
 

@@ -1,6 +1,6 @@
 from decimal import Decimal
 
-from benchmarks.probes import verdicts
+from gpulease_verify import verdicts
 
 TERMS = verdicts.TermsView(
     version=2,

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-from leases.contract_rules import in_weekly_windows
+from gpulease_verify.contract import in_weekly_windows
 
 # A run in one of these states measured nothing: an unknown sample, never a compliant one.
 UNKNOWN_STATES = frozenset({"failed", "timeout", "unreachable", "unparsable", "missed"})

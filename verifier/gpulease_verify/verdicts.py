@@ -6,10 +6,17 @@ a reason a customer can read, with the measured figure in it."""
 from dataclasses import dataclass
 from decimal import Decimal
 
-from benchmarks.choices import Verdict
-from common.units import format_bps, one_decimal, plain
+from gpulease_verify.units import format_bps, one_decimal, plain
 
 GIGA = Decimal(10) ** 9
+
+
+class Verdict:
+    """The verdict values stored on runs (``benchmarks.choices.Verdict`` names them)."""
+
+    PASS = "pass"
+    FAIL = "fail"
+    NONE = "none"
 
 
 @dataclass(frozen=True)

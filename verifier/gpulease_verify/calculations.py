@@ -8,7 +8,7 @@ rounding in its docstring.
 Conventions for the whole module:
 
 - Money is ``Decimal`` CNY. The only roundings are the named ones, always ``ROUND_HALF_UP``
-  (half away from zero, ``common.money.ROUNDING``), and each happens once, at the point the
+  (half away from zero, ``gpulease_verify.money.ROUNDING``), and each happens once, at the point the
   docstring names.
 - Inputs are ``int`` or ``Decimal``; a ``float`` (or ``bool``) is refused with ``TypeError``
   because its binary value would leak into the money.
@@ -38,7 +38,7 @@ from decimal import (
 from enum import StrEnum
 from itertools import pairwise
 
-from common.money import FEN, ROUNDING, to_fen
+from gpulease_verify.money import FEN, ROUNDING, to_fen
 
 Number = int | Decimal
 

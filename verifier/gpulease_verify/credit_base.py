@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 
-from billing.calculations import prorate
-from common.money import to_fen
+from gpulease_verify.calculations import prorate
+from gpulease_verify.money import to_fen
 
 NETWORK_FEE = "network_fee"
 USAGE = "usage"

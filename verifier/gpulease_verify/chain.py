@@ -1,0 +1,150 @@
+"""The hash chain of a lease's probe runs: tamper evidence for every measurement.
+
+Every run that is over (ok, failed, timeout, unreachable, unparsable, missed, skipped)
+becomes one link of its lease's chain, once. Links are appended in the order the runs
+finished, ``(finished_at, id)``, under a lock on the lease row, so two workers never give
+two runs the same index:
+
+- ``chain_index``: 1, 2, 3, ... per lease, without gaps;
+- ``prev_hash``: the previous link's ``run_hash``; the first link's is ``GENESIS`` (64 zeros);
+- ``run_hash = sha256(prev_hash + canonical_json(run_content(run)))`` in lowercase hex, over
+  the UTF-8 bytes of the 64 hex characters of ``prev_hash`` followed by the canonical JSON.
+
+``canonical_json`` is JSON with the keys sorted, no whitespace (``","`` and ``":"``),
+non-ASCII characters written as themselves and the whole text encoded as UTF-8. The
+content holds only strings, integers, booleans and nulls (see ``run_content``), so any
+JSON library reproduces it byte for byte.
+
+Changing anything a link covers (a verdict, the SHA-256 of the raw output, a time) after
+the fact changes that run's hash, and every later link names the old one: ``verify_chain``
+says which link. An unreachable run whose node may still be retried is not over yet, so it
+is linked only when its last attempt has been recorded or its slot has passed.
+
+This module only computes and reads no database: the server (``benchmarks.chain``) and an
+auditor's ``gpulease-verify`` use the same functions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from gpulease_verify.canonical import canonical_json
+
+GENESIS = "0" * 64
+HASH_RULE = "sha256(prev_hash + canonical_json(content)), UTF-8, lowercase hex"
+
+# The fields of a run that its hash covers, in the order the README lists them.
+CONTENT_FIELDS = (
+    "lease",
+    "kind",
+    "tool",
+    "target",
+    "pattern",
+    "trigger",
+    "slot_at",
+    "deadline_at",
+    "started_at",
+    "finished_at",
+    "state",
+    "command",
+    "exit_code",
+    "raw_sha256",
+    "stderr_sha256",
+    "output_truncated",
+    "parsed",
+    "measured_bps",
+    "latency_us",
+    "verdict",
+    "rule",
+    "verdict_reason",
+    "error",
+    "terms_version",
+)
+
+
+def link_hash(content: Mapping[str, Any], prev: str) -> str:
+    """``sha256(prev + canonical_json(content))`` as lowercase hex."""
+    return hashlib.sha256((prev + canonical_json(content)).encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class Link:
+    """One link as stored (or as written in an audit bundle)."""
+
+    index: int
+    prev_hash: str
+    run_hash: str
+    content: Mapping[str, Any]
+    run_id: int | None = None
+
+    @classmethod
+    def from_dict(cls, entry: Mapping[str, Any]) -> Link:
+        """From an audit bundle's run entry (``chain_index``, ``prev_hash``, ``run_hash``,
+        ``content``, ``id``)."""
+        return cls(
+            index=entry["chain_index"],
+            prev_hash=entry["prev_hash"],
+            run_hash=entry["run_hash"],
+            content=entry["content"],
+            run_id=entry.get("id"),
+        )
+
+    def name(self) -> str:
+        run = f" (run {self.run_id})" if self.run_id is not None else ""
+        return f"chain link {self.index}{run}"
+
+
+def _short(digest: str) -> str:
+    return f"{digest[:16]}…" if len(digest) > 16 else digest or "(empty)"
+
+
+def verify_chain(links: Iterable[Link | Mapping[str, Any]]) -> list[str]:
+    """Every problem of a run of consecutive links, as sentences; empty when it holds.
+
+    Checks, in index order: the indexes are contiguous; the first link of a chain (index 1)
+    starts from ``GENESIS``; each ``prev_hash`` is the previous link's ``run_hash``; each
+    ``run_hash`` recomputes from its content and ``prev_hash``. The first link of a segment
+    that does not start at index 1 is anchored on its own ``prev_hash``, which only an
+    earlier segment can confirm."""
+    items = [link if isinstance(link, Link) else Link.from_dict(link) for link in links]
+    items.sort(key=lambda link: link.index)
+    problems: list[str] = []
+    previous: Link | None = None
+    for link in items:
+        if previous is None:
+            if link.index == 1 and link.prev_hash != GENESIS:
+                problems.append(
+                    f"{link.name()} is the first of the chain but its previous hash is "
+                    f"{_short(link.prev_hash)}, not the genesis hash (64 zeros)"
+                )
+        else:
+            if link.index != previous.index + 1:
+                problems.append(
+                    f"{link.name()} follows chain link {previous.index}: "
+                    f"{link.index - previous.index - 1} link(s) are missing"
+                    if link.index > previous.index + 1
+                    else f"{link.name()} repeats chain index {link.index}"
+                )
+            elif link.prev_hash != previous.run_hash:
+                problems.append(
+                    f"{link.name()} names {_short(link.prev_hash)} as the previous hash, but "
+                    f"{previous.name()} has hash {_short(previous.run_hash)}"
+                )
+        recomputed = link_hash(link.content, link.prev_hash)
+        if recomputed != link.run_hash:
+            problems.append(
+                f"{link.name()}: stored hash {_short(link.run_hash)} does not match its "
+                f"content (recomputed {_short(recomputed)}); the run was changed after it "
+                "was recorded"
+            )
+        previous = link
+    return problems
+
+
+def content_differences(stated: Mapping[str, Any], actual: Mapping[str, Any]) -> list[str]:
+    """The fields of two contents that differ, for saying what changed."""
+    keys = sorted(set(stated) | set(actual))
+    return [key for key in keys if stated.get(key) != actual.get(key)]

@@ -32,7 +32,7 @@ from gpulease_verify.money import to_fen
 from gpulease_verify.periods import Period
 from gpulease_verify.samples import OUTCOMES, classify_sample, link_slot_outcome
 
-FORMAT = "gpulease-audit-bundle/1"
+FORMAT = "gpulease-audit-bundle/2"
 ZERO = Decimal("0.00")
 SLA_CREDIT = "sla_credit"
 # Traffic quantities (GB) on invoice lines: six decimals.

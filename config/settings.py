@@ -14,6 +14,8 @@ import environ
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.translation import gettext_lazy as _
 
+from config.beat import SCHEDULE as BEAT_SCHEDULE
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(environ.Env().str("GPULEASE_VAR_DIR", default=str(BASE_DIR / "var")))
 VAR_DIR.mkdir(parents=True, exist_ok=True)
@@ -192,6 +194,8 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+# The schedule itself lives in config/beat.py.
+CELERY_BEAT_SCHEDULE = BEAT_SCHEDULE
 
 # Probes.
 # Each site's probes go to this queue. "probes.{site}" lets a worker in each data centre

@@ -1,0 +1,30 @@
+"""The beat schedule, in code (django-celery-beat's DatabaseScheduler copies it into its
+tables when beat starts, so the admin still shows it; an entry edited there is put back to
+this at the next start).
+
+All crontabs are UTC: a tenant's month closes at its own zone's midnight, so the monthly
+jobs run hourly on the 1st and 2nd and each one acts only on tenants whose month is over
+(and only once)."""
+
+from datetime import timedelta
+
+from celery.schedules import crontab
+
+SCHEDULE = {
+    "gpulease: dispatch due probes": {
+        "task": "benchmarks.dispatch",
+        "schedule": timedelta(seconds=60),
+    },
+    "gpulease: probe results self-check": {
+        "task": "benchmarks.self_check",
+        "schedule": timedelta(seconds=300),
+    },
+    "gpulease: ingest finished probe runs": {
+        "task": "billing.ingest",
+        "schedule": timedelta(seconds=60),
+    },
+    "gpulease: draft last month's invoices": {
+        "task": "billing.draft_previous_month",
+        "schedule": crontab(minute="30", hour="*", day_of_month="1,2"),
+    },
+}

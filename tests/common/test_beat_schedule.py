@@ -1,0 +1,33 @@
+"""The beat schedule lives in code (config/beat.py); beat's DatabaseScheduler puts it into
+its tables, where the admin shows it, and every task it names exists."""
+
+import pytest
+from django_celery_beat.models import PeriodicTask
+from django_celery_beat.schedulers import DatabaseScheduler
+
+from config.beat import SCHEDULE
+from config.celery import app
+
+pytestmark = pytest.mark.django_db(transaction=True)  # beat closes its connection
+
+
+def test_migrations_store_no_schedule_and_beat_installs_the_one_in_code():
+    assert not PeriodicTask.objects.filter(name__startswith="gpulease: ").exists()
+    DatabaseScheduler(app=app)
+    stored = {
+        task.name: task for task in PeriodicTask.objects.filter(name__startswith="gpulease: ")
+    }
+    assert {name: task.task for name, task in stored.items()} == {
+        "gpulease: dispatch due probes": "benchmarks.dispatch",
+        "gpulease: probe results self-check": "benchmarks.self_check",
+        "gpulease: ingest finished probe runs": "billing.ingest",
+        "gpulease: draft last month's invoices": "billing.draft_previous_month",
+    }
+    assert stored["gpulease: dispatch due probes"].interval.every == 60
+    draft = stored["gpulease: draft last month's invoices"].crontab
+    assert (draft.minute, draft.hour, draft.day_of_month) == ("30", "*", "1,2")
+
+
+def test_every_scheduled_task_is_registered():
+    app.loader.import_default_modules()
+    assert {entry["task"] for entry in SCHEDULE.values()} <= set(app.tasks)

@@ -18,6 +18,11 @@ urlpatterns = [
         name="lease-audit",
     ),
     path(
+        "leases/<int:pk>/checkpoints/",
+        views.LeaseCheckpointViewSet.as_view({"get": "list_checkpoints"}, detail=True),
+        name="lease-checkpoints",
+    ),
+    path(
         "leases/<int:pk>/evidence/",
         views.LeaseEvidenceViewSet.as_view({"get": "list_evidence", "post": "submit"}, detail=True),
         name="lease-evidence",

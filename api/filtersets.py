@@ -8,7 +8,7 @@ from api.models import ApiToken
 from benchmarks.choices import RunState, Trigger, Verdict
 from benchmarks.models import ProbeRun
 from billing.choices import IncidentState, InvoiceStatus
-from billing.models import Incident, Invoice
+from billing.models import CreditNote, Incident, Invoice
 from common.instants import FILTER_YEARS, instant_problem
 from leases.choices import GpuModel, LeaseStatus, NodeStatus, ProbeKind
 from leases.models import Fabric, Lease, Node, NodeAssignment
@@ -120,10 +120,20 @@ class InvoiceFilterSet(filters.FilterSet):
     tenant = filters.CharFilter(field_name="tenant__slug", help_text="Tenant slug.")
     period = filters.CharFilter(help_text="YYYY-MM.")
     status = filters.ChoiceFilter(choices=InvoiceStatus.choices)
+    number = filters.CharFilter(help_text="Invoice number, e.g. GL-2026-000123.")
 
     class Meta:
         model = Invoice
-        fields = ["tenant", "period", "status"]
+        fields = ["tenant", "period", "status", "number"]
+
+
+class CreditNoteFilterSet(filters.FilterSet):
+    tenant = filters.CharFilter(field_name="tenant__slug", help_text="Tenant slug.")
+    invoice = IdFilter(field_name="invoice_id", help_text="Original invoice id.")
+
+    class Meta:
+        model = CreditNote
+        fields = ["tenant", "invoice"]
 
 
 class ApiTokenFilterSet(filters.FilterSet):

@@ -3,6 +3,7 @@ has already scoped; writes are strict (unknown keys are refused) and go through 
 domain's services."""
 
 import copy
+from decimal import Decimal
 from typing import Any
 
 from django.core.exceptions import ValidationError as DjangoValidationError
@@ -18,12 +19,21 @@ from api.base import StrictModelSerializer, StrictSerializer
 from api.fields import InstantField
 from api.models import ApiToken, Scope, TokenState
 from benchmarks.models import ProbeRun
-from billing.models import Incident, Invoice, InvoiceLine
+from billing.models import CreditNote, CreditNoteLine, Incident, Invoice, InvoiceLine
 from gpulease_verify.periods import PATTERN as PERIOD_PATTERN
 from gpulease_verify.periods import Period, PeriodError
 from leases.choices import ProbeKind
 from leases.contract_rules import MIN_CADENCE_S
-from leases.models import Fabric, Lease, LeaseTerms, Node, NodeAssignment, Site, Tenant
+from leases.models import (
+    Fabric,
+    Lease,
+    LeaseTerms,
+    Node,
+    NodeAssignment,
+    Site,
+    Tenant,
+    TermsAmendment,
+)
 
 # --- inventory and tenants --------------------------------------------------------------
 
@@ -45,6 +55,12 @@ class TenantSerializer(serializers.ModelSerializer):
             "time_zone",
             "currency",
             "webhook_url",
+            "legal_name",
+            "tax_id",
+            "invoice_address",
+            "invoice_phone",
+            "bank_name",
+            "bank_account",
             "created_at",
         ]
         read_only_fields = fields
@@ -142,6 +158,40 @@ class TermsSerializer(serializers.ModelSerializer):
         model = LeaseTerms
         fields = ["id", "version", "effective_from", "amendment_reason", *TERMS_FIELDS]
         read_only_fields = fields
+
+
+class TermsAmendmentSerializer(serializers.ModelSerializer):
+    lease = serializers.CharField(source="lease.reference", read_only=True)
+    proposed_by = serializers.CharField(source="proposed_by.username", default=None)
+    terms_version = serializers.IntegerField(source="terms.version", default=None)
+
+    class Meta:
+        model = TermsAmendment
+        fields = [
+            "id",
+            "lease",
+            "effective_from",
+            "changes",
+            "reason",
+            "status",
+            "proposed_by",
+            "terms_version",
+            "created_at",
+        ]
+        read_only_fields = fields
+
+
+class TermsAmendmentProposeSerializer(StrictSerializer):
+    lease = serializers.IntegerField(help_text="The lease's id.")
+    effective_from = serializers.DateTimeField()
+    changes = serializers.DictField(help_text="Contract fields and their new values.")
+    reason = serializers.CharField(max_length=2000)
+
+
+class AcknowledgeSerializer(StrictSerializer):
+    reason = serializers.CharField(
+        max_length=2000, help_text="Why the tenant accepts the amendment from its date."
+    )
 
 
 class TermsInputSerializer(StrictModelSerializer):
@@ -445,9 +495,16 @@ class InvoiceLineSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
+IDENTITY_HELP = "Frozen when issued: legal_name, tax_id, address, phone, bank, account."
+
+
 class InvoiceSerializer(serializers.ModelSerializer):
     tenant = serializers.CharField(source="tenant.slug", read_only=True)
     lines = InvoiceLineSerializer(many=True, read_only=True)
+    seller = serializers.DictField(child=serializers.CharField(), help_text=IDENTITY_HELP)
+    buyer = serializers.DictField(child=serializers.CharField(), help_text=IDENTITY_HELP)
+    forced_over = serializers.ListField(child=serializers.CharField())
+    credit_notes = serializers.SerializerMethodField()
 
     class Meta:
         model = Invoice
@@ -458,16 +515,119 @@ class InvoiceSerializer(serializers.ModelSerializer):
             "period_start",
             "period_end",
             "status",
+            "number",
+            "issued_at",
+            "issue_date",
+            "due_date",
+            "seller",
+            "buyer",
+            "forced_reason",
+            "forced_over",
+            "paid_at",
+            "voided_at",
+            "void_reason",
             "currency",
             "subtotal",
             "tax_rate_percent",
             "tax",
             "total",
             "network_cost_share",
-            "finalised_at",
+            "credit_notes",
             "lines",
         ]
         read_only_fields = fields
+
+    @extend_schema_field(serializers.ListField(child=serializers.IntegerField()))
+    def get_credit_notes(self, invoice: Invoice) -> list[int]:
+        return sorted(note.pk for note in invoice.credit_notes.all())
+
+
+class CreditNoteLineSerializer(serializers.ModelSerializer):
+    original_position = serializers.IntegerField(source="original_line.position", read_only=True)
+    lease_reference = serializers.CharField(
+        source="lease.reference", read_only=True, allow_null=True, default=None
+    )
+
+    class Meta:
+        model = CreditNoteLine
+        fields = [
+            "position",
+            "original_position",
+            "lease",
+            "lease_reference",
+            "kind",
+            "description",
+            "amount",
+            "tax_rate_percent",
+        ]
+        read_only_fields = fields
+
+
+class CreditNoteSerializer(serializers.ModelSerializer):
+    tenant = serializers.CharField(source="tenant.slug", read_only=True)
+    invoice_number = serializers.CharField(source="invoice.number", read_only=True)
+    seller = serializers.DictField(child=serializers.CharField(), help_text=IDENTITY_HELP)
+    buyer = serializers.DictField(child=serializers.CharField(), help_text=IDENTITY_HELP)
+    lines = CreditNoteLineSerializer(many=True, read_only=True)
+
+    class Meta:
+        model = CreditNote
+        fields = [
+            "id",
+            "number",
+            "tenant",
+            "invoice",
+            "invoice_number",
+            "reason",
+            "issued_at",
+            "issue_date",
+            "currency",
+            "subtotal",
+            "tax",
+            "total",
+            "seller",
+            "buyer",
+            "lines",
+        ]
+        read_only_fields = fields
+
+
+class IssueSerializer(StrictSerializer):
+    force = serializers.BooleanField(
+        required=False,
+        default=False,
+        help_text="Issue although runs of the month are unfinished or not yet ingested.",
+    )
+    reason = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        max_length=2000,
+        help_text="Required with force: why (recorded on the invoice).",
+    )
+
+
+class ReasonSerializer(StrictSerializer):
+    reason = serializers.CharField(max_length=2000)
+
+
+class CorrectionSerializer(StrictSerializer):
+    position = serializers.IntegerField(min_value=1, help_text="The original line's position.")
+    amount = serializers.DecimalField(
+        max_digits=14,
+        decimal_places=2,
+        min_value=Decimal("0.01"),
+        help_text="How much to take off the line, at most what earlier credit notes left.",
+    )
+
+
+class CreditNoteCreateSerializer(StrictSerializer):
+    reason = serializers.CharField(max_length=2000)
+    lines = CorrectionSerializer(
+        many=True,
+        required=False,
+        allow_empty=False,
+        help_text="Line corrections; omitted: the full reversal of what is left.",
+    )
 
 
 # --- API tokens ------------------------------------------------------------------------

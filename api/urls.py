@@ -20,9 +20,11 @@ router.register("sites", views.SiteViewSet, basename="site")
 router.register("fabrics", views.FabricViewSet, basename="fabric")
 router.register("nodes", views.NodeViewSet, basename="node")
 router.register("leases", views.LeaseViewSet, basename="lease")
+router.register("terms-amendments", views.TermsAmendmentViewSet, basename="termsamendment")
 router.register("probe-runs", views.ProbeRunViewSet, basename="proberun")
 router.register("incidents", views.IncidentViewSet, basename="incident")
 router.register("invoices", views.InvoiceViewSet, basename="invoice")
+router.register("credit-notes", views.CreditNoteViewSet, basename="creditnote")
 router.register("api-tokens", views.ApiTokenViewSet, basename="apitoken")
 
 urlpatterns = [

@@ -8,6 +8,7 @@ from typing import Any
 from django.db import transaction
 from django.db.models import Prefetch, QuerySet
 from django.http import HttpResponse
+from django.utils import translation
 from django.utils.translation import gettext as _
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
@@ -27,12 +28,16 @@ from api.pagination import SlotCursorPagination
 from api.permissions import ALL_ROLES
 from benchmarks import services as probe_services
 from benchmarks.models import ProbeRun
-from billing.models import Incident, Invoice
+from billing import services as billing_services
+from billing.documents import document_language, xlsx
+from billing.documents import pdf as invoice_pdf
+from billing.documents.rows import invoice_document
+from billing.models import CreditNote, CreditNoteLine, Incident, Invoice
 from billing.reports import sla_report
 from leases import selectors
 from leases import services as lease_services
 from leases.choices import LeaseStatus, Role
-from leases.models import Fabric, Lease, Node, Site, Tenant
+from leases.models import Fabric, Lease, Node, Site, Tenant, TermsAmendment
 
 READ_ONLY = ["get", "head", "options"]
 
@@ -231,6 +236,62 @@ def _assignments() -> QuerySet:
     return NodeAssignment.objects.select_related("node").order_by("assigned_from", "id")
 
 
+class TermsAmendmentViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewSet):
+    """Retroactive terms amendments: proposed by provider staff, pending until a tenant
+    admin of the lease's tenant acknowledges them; then they are the lease's next terms
+    version, in force from their date and linked into its hash chain."""
+
+    queryset = TermsAmendment.objects.all()
+    serializer_class = s.TermsAmendmentSerializer
+
+    def optimize(self, queryset: QuerySet) -> QuerySet:
+        return queryset.select_related("lease", "proposed_by", "terms").order_by(
+            "-created_at", "-id"
+        )
+
+    def _answer(self, amendment: TermsAmendment, code: int = status.HTTP_200_OK) -> Response:
+        fresh = self.optimize(TermsAmendment.objects.filter(pk=amendment.pk)).get()
+        return Response(s.TermsAmendmentSerializer(fresh).data, status=code)
+
+    @extend_schema(
+        request=s.TermsAmendmentProposeSerializer,
+        responses={201: s.TermsAmendmentSerializer},
+        summary="Propose an amendment that takes effect in the past (provider staff)",
+    )
+    def create(self, request: Request) -> Response:
+        body = s.TermsAmendmentProposeSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        lease = Lease.objects.visible_to(request.user).filter(pk=data["lease"]).first()
+        if lease is None:
+            raise serializers.ValidationError({"lease": [_("No such object.")]})
+        amendment = lease_services.propose_retroactive_amendment(
+            lease=lease,
+            effective_from=data["effective_from"],
+            changes=data["changes"],
+            reason=data["reason"],
+            actor=request.user,
+        )
+        return self._answer(amendment, status.HTTP_201_CREATED)
+
+    @extend_schema(
+        request=s.AcknowledgeSerializer,
+        responses={200: s.TermsAmendmentSerializer},
+        summary="Acknowledge a retroactive amendment (tenant admin of the lease's tenant)",
+    )
+    @action(detail=True, methods=["post"], write_roles=frozenset({Role.ADMIN}))
+    def acknowledge(self, request: Request, pk: str | None = None) -> Response:
+        """The amendment becomes the lease's next terms version, recording who
+        acknowledged it, when and why."""
+        amendment = self.get_object()
+        body = s.AcknowledgeSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        lease_services.acknowledge_amendment(
+            amendment=amendment, user=request.user, reason=body.validated_data["reason"]
+        )
+        return self._answer(amendment)
+
+
 class PlainTextRenderer(BaseRenderer):
     media_type = "text/plain"
     format = "txt"
@@ -242,6 +303,31 @@ class PlainTextRenderer(BaseRenderer):
         if isinstance(data, bytes | str):
             return data.encode() if isinstance(data, str) else data
         return JSONRenderer().render(data)
+
+
+class BinaryRenderer(BaseRenderer):
+    """Lets a client ask for a download by its media type; the view answers the bytes."""
+
+    charset = None
+    render_style = "binary"
+
+    def render(
+        self, data: Any, accepted_media_type: str | None = None, renderer_context: Any = None
+    ) -> bytes:
+        return data if isinstance(data, bytes) else JSONRenderer().render(data)
+
+
+class PdfRenderer(BinaryRenderer):
+    media_type = "application/pdf"
+    format = "pdf"
+
+
+class XlsxRenderer(BinaryRenderer):
+    media_type = xlsx.CONTENT_TYPE
+    format = "xlsx"
+
+
+DOCUMENT_RENDERERS: dict[str, type[BinaryRenderer]] = {"pdf": PdfRenderer, "xlsx": XlsxRenderer}
 
 
 class ProbeRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewSet):
@@ -317,7 +403,8 @@ class IncidentViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseView
 
 
 class InvoiceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewSet):
-    """Invoices with their lines."""
+    """Invoices with their lines. Issuing, voiding and credit notes are provider staff's
+    (billing.services); a tenant reads its own."""
 
     queryset = Invoice.objects.all()
     serializer_class = s.InvoiceSerializer
@@ -332,10 +419,156 @@ class InvoiceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewS
                 Prefetch(
                     "lines",
                     queryset=InvoiceLine.objects.select_related("lease").order_by("position"),
-                )
+                ),
+                Prefetch("credit_notes", queryset=CreditNote.objects.only("id", "invoice_id")),
             )
             .order_by("-period", "tenant__name", "id")
         )
+
+    def _answer(self, invoice: Invoice, code: int = status.HTTP_200_OK) -> Response:
+        fresh = self.get_queryset().get(pk=invoice.pk)
+        return Response(s.InvoiceSerializer(fresh).data, status=code)
+
+    @staticmethod
+    def _lifecycle(call: Any) -> Any:
+        try:
+            return call()
+        except billing_services.LifecycleError as refused:
+            raise Conflict(" ".join(refused.messages)) from None
+
+    def handle_exception(self, exc: Exception) -> Response:
+        response = super().handle_exception(exc)
+        if self.action in DOCUMENT_RENDERERS:  # errors are JSON, even on a download
+            self.request.accepted_renderer = JSONRenderer()
+            self.request.accepted_media_type = JSONRenderer.media_type
+        return response
+
+    def _document(self, extension: str, render: Any) -> HttpResponse:
+        invoice = self.get_object()
+        with translation.override(document_language(translation.get_language())):
+            document = invoice_document(invoice)
+            body = render(document)
+        response = HttpResponse(body, content_type=DOCUMENT_RENDERERS[extension].media_type)
+        response["Content-Disposition"] = f'attachment; filename="{document.filename(extension)}"'
+        return response
+
+    @extend_schema(
+        responses={(200, "application/pdf"): OpenApiTypes.BINARY},
+        summary="The invoice as a PDF, in the request's language (DRAFT watermark on drafts)",
+    )
+    @action(
+        detail=True,
+        methods=["get"],
+        renderer_classes=[JSONRenderer, DOCUMENT_RENDERERS["pdf"]],
+        filter_backends=[],
+        pagination_class=None,
+    )
+    def pdf(self, request: Request, pk: str | None = None) -> HttpResponse:
+        return self._document("pdf", invoice_pdf.render)
+
+    @extend_schema(
+        responses={(200, xlsx.CONTENT_TYPE): OpenApiTypes.BINARY},
+        summary="The invoice as an XLSX with the fields of a 增值税发票 (VAT invoice) request",
+    )
+    @action(
+        detail=True,
+        methods=["get"],
+        renderer_classes=[JSONRenderer, DOCUMENT_RENDERERS["xlsx"]],
+        filter_backends=[],
+        pagination_class=None,
+    )
+    def xlsx(self, request: Request, pk: str | None = None) -> HttpResponse:
+        return self._document("xlsx", xlsx.render)
+
+    @extend_schema(
+        request=s.IssueSerializer,
+        responses={200: s.InvoiceSerializer},
+        summary="Issue a draft: number, issue and due dates, identities (provider staff)",
+        description=(
+            "The draft is recomputed, then issued. 409 when it is not a draft, its month has "
+            "not ended, or runs of its month are unfinished or not ingested (unless "
+            "`force` with a `reason`, both recorded)."
+        ),
+    )
+    @action(detail=True, methods=["post"])
+    def issue(self, request: Request, pk: str | None = None) -> Response:
+        invoice = self.get_object()
+        body = s.IssueSerializer(data=request.data or {})
+        body.is_valid(raise_exception=True)
+        issued = self._lifecycle(
+            lambda: billing_services.issue_invoice(
+                invoice=invoice,
+                force=body.validated_data["force"],
+                reason=body.validated_data.get("reason"),
+            )
+        )
+        return self._answer(issued)
+
+    @extend_schema(
+        request=s.ReasonSerializer,
+        responses={200: s.InvoiceSerializer},
+        summary="Void an issued, unpaid invoice; it keeps its number (provider staff)",
+    )
+    @action(detail=True, methods=["post"])
+    def void(self, request: Request, pk: str | None = None) -> Response:
+        invoice = self.get_object()
+        body = s.ReasonSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        voided = self._lifecycle(
+            lambda: billing_services.void_invoice(
+                invoice=invoice, reason=body.validated_data["reason"]
+            )
+        )
+        return self._answer(voided)
+
+    @extend_schema(
+        request=s.CreditNoteCreateSerializer,
+        responses={201: s.CreditNoteSerializer},
+        summary="Issue a credit note (红字) on an issued invoice (provider staff)",
+        description=(
+            "`lines`: corrections of the invoice's lines by position, each the amount to "
+            "take off the line (at most what earlier credit notes left of it); without "
+            "`lines`, the full reversal of what is left."
+        ),
+    )
+    @action(detail=True, methods=["post"], url_path="credit-notes", url_name="credit-notes")
+    def credit_notes(self, request: Request, pk: str | None = None) -> Response:
+        invoice = self.get_object()
+        body = s.CreditNoteCreateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        asked = body.validated_data.get("lines")
+        note = self._lifecycle(
+            lambda: billing_services.create_credit_note(
+                invoice=invoice,
+                reason=body.validated_data["reason"],
+                corrections=None if asked is None else billing_services.corrections_from(asked),
+            )
+        )
+        note = CreditNoteViewSet.lines_prefetched(CreditNote.objects.filter(pk=note.pk)).get()
+        return Response(s.CreditNoteSerializer(note).data, status=status.HTTP_201_CREATED)
+
+
+class CreditNoteViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewSet):
+    """Credit notes (红字发票), each referencing the invoice it corrects; read-only here,
+    made through ``POST /invoices/{id}/credit-notes/``."""
+
+    queryset = CreditNote.objects.all()
+    serializer_class = s.CreditNoteSerializer
+    filterset_class = filtersets.CreditNoteFilterSet
+
+    @staticmethod
+    def lines_prefetched(queryset: QuerySet) -> QuerySet:
+        return queryset.select_related("tenant", "invoice").prefetch_related(
+            Prefetch(
+                "lines",
+                queryset=CreditNoteLine.objects.select_related("lease", "original_line").order_by(
+                    "position"
+                ),
+            )
+        )
+
+    def optimize(self, queryset: QuerySet) -> QuerySet:
+        return self.lines_prefetched(queryset).order_by("-issued_at", "-id")
 
 
 class ApiTokenViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewSet):

@@ -4,7 +4,10 @@ Rows come from ``visible_to(user)`` through api.base.BaseViewSet, so another ten
 lease, evidence or dispute answers 404. The writes call billing.evidence's services; the
 bundle is billing.audit's.
 
-- GET  /api/v1/audit/public-key/              the key bundles are signed with (anyone)
+- GET  /api/v1/audit/public-key/              the key bundles are signed with, and every
+                                              current and retired key (anyone)
+- GET  /api/v1/leases/{id}/checkpoints/[?period=]  the lease's signed chain checkpoints
+                                              (as the bundle: staff, tenant admin, auditor)
 - GET  /api/v1/leases/{id}/audit/?period=     the signed bundle (staff, tenant admin,
                                               auditor; a token needs the audit scope)
 - GET  /api/v1/leases/{id}/evidence/          the lease's customer evidence (any role)
@@ -21,9 +24,10 @@ from django.db.models import Prefetch, QuerySet
 from django.utils.translation import gettext as _
 from django_filters import rest_framework as filters
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, serializers, status
 from rest_framework.decorators import action
+from rest_framework.exceptions import NotFound
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -38,6 +42,7 @@ from benchmarks.models import ProbeRun
 from billing import audit
 from billing import evidence as evidence_services
 from billing.models import (
+    ChainCheckpoint,
     Dispute,
     DisputeEvent,
     DisputeState,
@@ -57,11 +62,25 @@ MAX_NODES = 64
 # --- serializers ------------------------------------------------------------------------
 
 
-class PublicKeySerializer(serializers.Serializer):
+class KeySerializer(serializers.Serializer):
     algorithm = serializers.CharField()
     public_key = serializers.CharField(help_text="Base64 of the 32 raw bytes of the key.")
     public_key_pem = serializers.CharField(help_text="SubjectPublicKeyInfo PEM.")
     fingerprint = serializers.CharField(help_text="sha256: hex of the raw key.")
+
+
+class ValidKeySerializer(KeySerializer):
+    not_before = serializers.CharField(
+        allow_null=True, help_text="ISO UTC; null: in use since the beginning."
+    )
+    not_after = serializers.CharField(
+        allow_null=True, help_text="ISO UTC when it was retired; null: not retired."
+    )
+    current = serializers.BooleanField(help_text="The key that signs now.")
+
+
+class PublicKeySerializer(KeySerializer):
+    keys = ValidKeySerializer(many=True, help_text="Every current and retired key.")
 
 
 class EvidenceSerializer(serializers.ModelSerializer):
@@ -211,6 +230,38 @@ class PublicKeyView(KnownQueryParametersMixin, APIView):
         return Response(audit.published_key_info())
 
 
+class LeaseCheckpointViewSet(BaseViewSet):
+    """A lease's signed hash-chain checkpoints, one per closed month (README, Contract
+    audit): keep them, and check later bundles against them with --previous."""
+
+    queryset = Lease.objects.all()
+    read_roles = AUDIT_READERS
+    required_scope = "audit"
+    query_parameters = frozenset({"period"})
+
+    @extend_schema(
+        # Every checkpoint as a list, or with ?period= that month's one signed document.
+        responses={
+            200: {
+                "oneOf": [
+                    {"type": "array", "items": {"type": "object"}},
+                    {"type": "object"},
+                ]
+            }
+        },
+        summary="Signed chain checkpoints of the lease, oldest first (?period=: that one)",
+    )
+    def list_checkpoints(self, request: Request, pk: str | None = None) -> Response:
+        lease = self.get_object()
+        rows = ChainCheckpoint.objects.visible_to(request.user).filter(lease=lease)
+        if "period" in request.query_params:
+            row = rows.filter(period=s.PeriodSerializer.of(request)).first()
+            if row is None:
+                raise NotFound(_("This lease has no checkpoint for that month yet."))
+            return Response(row.document())
+        return Response([row.document() for row in rows.select_related("lease").order_by("period")])
+
+
 def _visible(model: Any, user: Any, pk: Any, field: str) -> Any:
     """A row of ``model`` the user may see, or a 400 naming the field (never whether the
     row exists for someone else)."""
@@ -222,25 +273,42 @@ def _visible(model: Any, user: Any, pk: Any, field: str) -> Any:
     return row
 
 
+RAW_PARAMETER = OpenApiParameter(
+    "raw",
+    OpenApiTypes.BOOL,
+    description="1: every run carries its raw output (and stderr), to re-hash and re-parse.",
+)
+
+
+def _raw(request: Request) -> bool:
+    value = request.query_params.get("raw", "0").strip().lower()
+    if value not in ("0", "1", "true", "false"):
+        raise serializers.ValidationError(
+            {"raw": [_("raw must be 1 or 0, got %(value)r.") % {"value": value}]}
+        )
+    return value in ("1", "true")
+
+
 class LeaseAuditViewSet(BaseViewSet):
     """A lease's signed audit bundle for a month."""
 
     queryset = Lease.objects.all()
     read_roles = AUDIT_READERS
     required_scope = "audit"
-    query_parameters = frozenset({"period"})
+    query_parameters = frozenset({"period", "raw"})
 
     def optimize(self, queryset: QuerySet) -> QuerySet:
         return queryset.select_related("tenant")
 
     @extend_schema(
-        parameters=[s.PERIOD_PARAMETER],
+        parameters=[s.PERIOD_PARAMETER, RAW_PARAMETER],
         responses={200: OpenApiTypes.OBJECT},
         summary="Signed audit bundle of the lease for a month (README, Contract audit)",
     )
     def bundle(self, request: Request, pk: str | None = None) -> Response:
         lease = self.get_object()
-        return Response(audit.signed_bundle(lease=lease, period=s.PeriodSerializer.of(request)))
+        period = s.PeriodSerializer.of(request)
+        return Response(audit.signed_bundle(lease=lease, period=period, include_raw=_raw(request)))
 
 
 def _evidence_rows(queryset: QuerySet) -> QuerySet:

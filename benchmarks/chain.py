@@ -1,12 +1,15 @@
-"""The hash chain of a lease's probe runs, as stored: linking finished runs and reading the
-links back. The rules (hashing, canonical JSON, checking a chain) live in
-``gpulease_verify.chain`` and ``gpulease_verify.canonical``, which an auditor installs alone.
+"""The hash chain of a lease, as stored: linking finished runs and terms versions (one
+index sequence for both) and reading the links back. The rules (hashing, canonical JSON,
+checking a chain, terms content) live in ``gpulease_verify.chain``,
+``gpulease_verify.canonical`` and ``gpulease_verify.terms``, which an auditor installs
+alone.
 """
 
 from __future__ import annotations
 
 import hashlib
 from datetime import datetime
+from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
@@ -26,7 +29,9 @@ from gpulease_verify.chain import (
     link_hash,
     verify_chain,
 )
-from leases.models import Lease
+from gpulease_verify.terms import CONTRACT_FIELDS as CONTRACT_FIELDS_OF_TERMS
+from gpulease_verify.terms import terms_content
+from leases.models import Lease, LeaseTerms
 
 
 def run_content(run: Any) -> dict[str, Any]:
@@ -59,6 +64,38 @@ def run_content(run: Any) -> dict[str, Any]:
         "verdict_reason": run.verdict_reason,
         "error": run.error,
         "terms_version": run.terms.version if run.terms_id else None,
+        **_terms_named(run),
+    }
+
+
+def _terms_named(run: Any) -> dict[str, str]:
+    """``link`` and ``terms_hash`` for a run linked after its terms version; none for a run
+    linked before terms were links (so its stored hash still holds)."""
+    terms = run.terms if run.terms_id else None
+    terms_index = getattr(terms, "chain_index", None)
+    run_index = getattr(run, "chain_index", None)
+    if terms is None or terms_index is None or run_index is None or terms_index > run_index:
+        return {}
+    return {"link": "run", "terms_hash": terms.terms_hash}
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Decimal):
+        return str(value)
+    return value
+
+
+def terms_fields(version: Any) -> dict[str, Any]:
+    """A terms version as an audit bundle writes it (and as ``terms_content`` reads it):
+    instants ISO UTC, decimals as text, windows and tiers as JSON."""
+    return {
+        "lease": version.lease.reference,
+        "version": version.version,
+        "effective_from": iso_utc(version.effective_from),
+        "created_at": iso_utc(version.created_at),
+        "amendment_reason": version.amendment_reason,
+        **{name: _plain(getattr(version, name)) for name in CONTRACT_FIELDS_OF_TERMS},
+        "acknowledgement": version.acknowledgement,
     }
 
 
@@ -95,13 +132,7 @@ def link_pending(*, lease_id: int, now: datetime | None = None) -> list[ProbeRun
         pending = list(_final_unlinked(lease_id, now))
         if not pending:
             return []
-        last = (
-            ProbeRun.objects.filter(lease_id=lease_id, chain_index__isnull=False)
-            .order_by("-chain_index")
-            .values_list("chain_index", "run_hash")
-            .first()
-        )
-        index, prev = (last[0] or 0, last[1]) if last is not None else (0, GENESIS)
+        index, prev = chain_head(lease_id=lease_id)
         for run in pending:
             index += 1
             run.chain_index, run.prev_hash = index, prev
@@ -113,15 +144,59 @@ def link_pending(*, lease_id: int, now: datetime | None = None) -> list[ProbeRun
     return pending
 
 
+def chain_head(*, lease_id: int) -> tuple[int, str]:
+    """(index, hash) of the lease's last link, run or terms version; (0, GENESIS) for an
+    empty chain. Read it under the lock on the lease row before appending."""
+    last_run = (
+        ProbeRun.objects.filter(lease_id=lease_id, chain_index__isnull=False)
+        .order_by("-chain_index")
+        .values_list("chain_index", "run_hash")
+        .first()
+    )
+    last_terms = (
+        LeaseTerms.objects.filter(lease_id=lease_id, chain_index__isnull=False)
+        .order_by("-chain_index")
+        .values_list("chain_index", "terms_hash")
+        .first()
+    )
+    heads = [(head[0] or 0, head[1]) for head in (last_run, last_terms) if head is not None]
+    return max(heads) if heads else (0, GENESIS)
+
+
+def link_terms(version: LeaseTerms) -> LeaseTerms:
+    """Append a saved, unlinked terms version to its lease's chain. The caller holds the
+    lock on the lease row (``leases.services.add_terms_version`` does)."""
+    version.refresh_from_db()  # hash the values as stored (decimal places, JSON)
+    index, prev = chain_head(lease_id=version.lease_id)
+    version.chain_index, version.prev_hash = index + 1, prev
+    version.terms_hash = link_hash(terms_content(terms_fields(version)), prev)
+    version.save(update_fields=["chain_index", "prev_hash", "terms_hash"])
+    return version
+
+
+def _terms_link(version: LeaseTerms) -> Link:
+    return Link(
+        index=version.chain_index or 0,
+        prev_hash=version.prev_hash,
+        run_hash=version.terms_hash,
+        content=terms_content(terms_fields(version)),
+        terms_version=version.version,
+    )
+
+
 def stored_links(*, lease_id: int, first: int | None = None, last: int | None = None) -> list[Link]:
-    """The lease's links as stored, each with its content recomputed from the run row as
-    it is now (so a row changed after linking shows up in ``verify_chain``)."""
+    """The lease's links as stored, runs and terms versions, each with its content
+    recomputed from its row as it is now (so a row changed after linking shows up in
+    ``verify_chain``)."""
     runs = ProbeRun.objects.filter(lease_id=lease_id, chain_index__isnull=False)
+    versions = LeaseTerms.objects.filter(lease_id=lease_id, chain_index__isnull=False)
     if first is not None:
         runs = runs.filter(chain_index__gte=first)
+        versions = versions.filter(chain_index__gte=first)
     if last is not None:
         runs = runs.filter(chain_index__lte=last)
-    return [
+        versions = versions.filter(chain_index__lte=last)
+    links = [
         Link(
             index=run.chain_index or 0,
             prev_hash=run.prev_hash,
@@ -129,8 +204,10 @@ def stored_links(*, lease_id: int, first: int | None = None, last: int | None = 
             content=run_content(run),
             run_id=run.pk,
         )
-        for run in runs.select_related("lease", "terms").order_by("chain_index")
+        for run in runs.select_related("lease", "terms")
     ]
+    links += [_terms_link(version) for version in versions.select_related("lease")]
+    return sorted(links, key=lambda link: link.index)
 
 
 def verify_lease(*, lease_id: int) -> list[str]:
@@ -145,13 +222,16 @@ __all__ = [
     "HASH_RULE",
     "Link",
     "canonical_json",
+    "chain_head",
     "content_differences",
     "iso_utc",
     "link_hash",
     "link_pending",
+    "link_terms",
     "number_text",
     "run_content",
     "stored_links",
+    "terms_fields",
     "verify_chain",
     "verify_lease",
 ]

@@ -15,6 +15,14 @@ Two episodes make the pages worth reading:
 - LX-2026-001: a pair has been below its threshold for the last eight hours (an open
   incident: breached, first in the provider's fleet view).
 
+The pay-per-use leases (per GB, 95计费) also get NIC counter readings every 5 minutes
+per node, printed as the real counters probe prints them (``ethtool -S`` per port,
+``benchmarks.probes.commands.counters``) and parsed by the probe's own interpreter, so the
+real ingest turns them into the traffic samples their invoices bill (``TRAFFIC``: a daily
+pattern, a two-hour burst the 95th percentile drops, one node rebooted, its counters
+restarting from zero). A lease whose terms start billing on acceptance gets a passing
+acceptance run, every kind the dispatcher would run, when it went live.
+
 Only leases without any run get history, so running the demo again changes nothing."""
 
 from __future__ import annotations
@@ -24,17 +32,23 @@ import random
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from django.db import transaction
 from django.utils import timezone
 
-from benchmarks import chain
+from benchmarks import chain, selectors
 from benchmarks.choices import Pattern, RunState, Tool, Trigger
 from benchmarks.models import ProbeRun
-from benchmarks.services import terms_view
+from benchmarks.probes import commands
+from benchmarks.probes.interpret import interpret
+from benchmarks.probes.plan import PlannedRun, PlanNode, plan_batches
+from benchmarks.services import MANUAL_DEADLINE, terms_view
 from gpulease_verify import verdicts
 from leases.choices import LeaseStatus, LinkLayer, ProbeKind, Technology
+from leases.contract_rules import DEFAULT_PROBE_CADENCE_S
 from leases.models import Lease, LeaseTerms, NicPort, Node
+from leases.selectors import TermsTimeline
 
 DAYS = 21
 CADENCE = timedelta(hours=2)
@@ -68,6 +82,10 @@ def _run(
     site_id: int,
     raw: str,
     judgement: verdicts.Judgement,
+    trigger: str = Trigger.SCHEDULE,
+    cadence: timedelta = CADENCE,
+    started: timedelta = timedelta(seconds=3),
+    took: timedelta = timedelta(seconds=12),
     **figures: Any,
 ) -> ProbeRun:
     return ProbeRun(
@@ -76,14 +94,14 @@ def _run(
         tool=tool,
         target=target,
         pattern=pattern,
-        trigger=Trigger.SCHEDULE,
+        trigger=trigger,
         slot_at=slot,
-        deadline_at=slot + CADENCE,
+        deadline_at=slot + cadence,
         site_id=site_id,
         state=RunState.OK,
         attempts=1,
-        started_at=slot + timedelta(seconds=3),
-        finished_at=slot + timedelta(seconds=15),
+        started_at=slot + started,
+        finished_at=slot + started + took,
         raw_output=raw,
         raw_sha256=hashlib.sha256(raw.encode()).hexdigest(),
         exit_code=0,
@@ -120,19 +138,28 @@ def _link_check(ports: list[NicPort]) -> tuple[str, list[verdicts.PortState], di
     return (Tool.IBSTATUS if infiniband else Tool.ETHTOOL), states, parsed
 
 
-def _history(lease: Lease, now: datetime, days: int) -> list[tuple[ProbeRun, list[Node]]]:
-    rng = random.Random(lease.reference)
-    nodes = list(
+def _nodes(lease: Lease) -> list[Node]:
+    return list(
         Node.objects.filter(assignments__lease=lease, assignments__void=False)
         .select_related("leaf_switch__fabric")
         .order_by("hostname")
         .distinct()
     )
-    if len(nodes) < 2:
-        return []
+
+
+def _ports(nodes: list[Node]) -> dict[int, list[NicPort]]:
     ports: dict[int, list[NicPort]] = {}
     for port in NicPort.objects.filter(node__in=nodes).order_by("device", "port_number"):
         ports.setdefault(port.node_id, []).append(port)
+    return ports
+
+
+def _history(lease: Lease, now: datetime, days: int) -> list[tuple[ProbeRun, list[Node]]]:
+    rng = random.Random(lease.reference)
+    nodes = _nodes(lease)
+    if len(nodes) < 2:
+        return []
+    ports = _ports(nodes)
     versions = list(LeaseTerms.objects.filter(lease=lease).order_by("effective_from"))
     pairs = [(nodes[k], nodes[(k + 1) % len(nodes)]) for k in range(min(4, len(nodes)))]
     site_id = nodes[0].leaf_switch.fabric.site_id
@@ -214,6 +241,296 @@ def _history(lease: Lease, now: datetime, days: int) -> list[tuple[ProbeRun, lis
     return made
 
 
+# --- NIC counters of the pay-per-use leases ---------------------------------------------
+
+COUNTER_STEP = timedelta(seconds=DEFAULT_PROBE_CADENCE_S[ProbeKind.COUNTERS])
+HOUR = timedelta(hours=1)
+SLOTS_PER_HOUR = HOUR // COUNTER_STEP
+# A node's rate in each hour of the tenant's day, in percent of its plan's level: quiet at
+# night, busiest in the afternoon.
+DAILY_PROFILE = (
+    45, 40, 35, 35, 35, 40, 50, 65, 85, 105, 120, 130,
+    130, 125, 130, 140, 145, 140, 130, 120, 105, 90, 75, 60,
+)  # fmt: skip
+# A 5-minute slot sends up to this share more or less than its hour's rate. The slots of an
+# hour are paired (+d, -d), so an hour still sends exactly 12 slots at its rate.
+JITTER = 0.2
+BYTES_PER_MBPS_SLOT = 10**6 * 300 // 8  # bytes 1 Mbps sends in a 5-minute slot
+# What a port sends while its node boots (LLDP, ARP, DHCP): its first count after a reset.
+BOOT_TX_BYTES = 9_216
+# The rebooting node is drained for its hour and reboots in that hour's third slot (xx:10
+# to xx:15): the xx:15 reading is the first from zero.
+REBOOT_SLOT = 2
+COUNTERS_TAKE = timedelta(seconds=2)
+# Counter readings go this far back at most (12 runs an hour per node: a longer span makes
+# `make run` slow; the chain and ingest handle every run one by one).
+COUNTER_DAYS = 7
+
+
+@dataclass(frozen=True)
+class TrafficPlan:
+    """What a pay-per-use lease's nodes send. Hours count back from the start of the hour
+    the demo loads in."""
+
+    level_mbps: int  # each node, at 100 % of DAILY_PROFILE
+    burst_mbps: int  # each node, during the burst
+    burst_hours_ago: int  # the burst's first hour
+    burst_hours: int
+    reboot_hours_ago: int | None = None  # the lease's last node (by hostname) reboots
+
+
+TRAFFIC = {
+    # Inference load tests on 100G RoCE: light traffic and one 40 Gbps-a-node load test.
+    "LX-2026-001": TrafficPlan(
+        level_mbps=1_600,
+        burst_mbps=40_000,
+        burst_hours_ago=80,
+        burst_hours=2,
+        reboot_hours_ago=60,
+    ),
+    # Fine-tuning on 25G RoCE: steady all-reduce traffic and a checkpoint sync burst.
+    "LX-2026-002": TrafficPlan(
+        level_mbps=3_000, burst_mbps=20_000, burst_hours_ago=86, burst_hours=2
+    ),
+}
+
+
+def _ethtool_block(netdev: str, tx_phy: int) -> str:
+    """What ``ethtool -S`` prints for an mlx5 port (a few of its counters) that has sent
+    ``tx_phy`` bytes: the *_phy counters see the RoCE traffic, the kernel's a small part."""
+    rx_phy = tx_phy - tx_phy // 37
+    stats = (
+        ("rx_bytes", rx_phy // 50),
+        ("tx_bytes", tx_phy // 50),
+        ("rx_bytes_phy", rx_phy),
+        ("tx_bytes_phy", tx_phy),
+        ("rx_crc_errors_phy", 0),
+        ("link_down_events_phy", 0),
+        ("rx_prio3_pause", rx_phy // (5 * GIGA)),
+        ("tx_prio3_pause", tx_phy // (7 * GIGA)),
+    )
+    lines = "".join(f"     {name}: {value}\n" for name, value in stats)
+    return f"### counters {netdev}\n# ethtool -S {netdev}\nNIC statistics:\n{lines}"
+
+
+def _sysfs_block(device: str, port: int, tx: int) -> str:
+    """What ``grep -H . /sys/class/infiniband/DEV/ports/N/counters/*`` prints for a port
+    that has sent ``tx`` bytes (the data counters count 4-octet units)."""
+    rx = tx - tx // 41
+    values = {
+        "link_downed": 0,
+        "port_rcv_data": rx // 4,
+        "port_rcv_errors": 0,
+        "port_rcv_packets": rx // 4096,
+        "port_xmit_data": tx // 4,
+        "port_xmit_discards": 0,
+        "port_xmit_packets": tx // 4096,
+        "symbol_error": 0,
+    }
+    base = f"/sys/class/infiniband/{device}/ports/{port}/counters"
+    lines = "".join(f"{base}/{name}:{value}\n" for name, value in values.items())
+    return f"### counters {device}:{port}\n{lines}"
+
+
+def _counters_output(node: PlanNode, sent: list[int]) -> str:
+    """The counters probe's output for a node whose ports have sent ``sent`` bytes."""
+    blocks = [
+        _sysfs_block(port.device, port.port, tx)
+        if port.link_layer == LinkLayer.INFINIBAND
+        else _ethtool_block(port.netdev, tx)
+        for port, tx in zip(node.ports, sent, strict=True)
+    ]
+    return _raw(Tool.COUNTERS, "".join(blocks).rstrip("\n"))
+
+
+def _counters_run(
+    *, lease: Lease, terms: LeaseTerms, node: PlanNode, sent: list[int], slot: datetime, **extra
+) -> ProbeRun:
+    raw = _counters_output(node, sent)
+    found = interpret(tool=Tool.COUNTERS, raw_output=raw, terms=terms_view(terms), node=node)
+    return _run(
+        lease=lease,
+        terms=terms,
+        kind=ProbeKind.COUNTERS,
+        tool=Tool.COUNTERS,
+        target=node.hostname,
+        pattern=Pattern.NODE,
+        slot=slot,
+        raw=raw,
+        judgement=found.judgement,
+        command=commands.counters(node),
+        parsed=found.parsed,
+        **extra,
+    )
+
+
+def _slot_bytes(rng: random.Random, mbps: int) -> list[int]:
+    """One node's bytes in each slot of an hour at ``mbps``, jittered in +d/-d pairs."""
+    base = mbps * BYTES_PER_MBPS_SLOT
+    sent = [base] * SLOTS_PER_HOUR
+    order = list(range(SLOTS_PER_HOUR))
+    rng.shuffle(order)
+    for up, down in zip(order[::2], order[1::2], strict=True):
+        swing = int(base * JITTER * rng.random())
+        sent[up] += swing
+        sent[down] -= swing
+    return sent
+
+
+def _counter_history(lease: Lease, now: datetime, days: int) -> list[tuple[ProbeRun, list[Node]]]:
+    """A counters run every 5 minutes per node, from the first whole hour of the last
+    ``min(days, COUNTER_DAYS)`` days (each node's first reading is where its traffic starts
+    to count) until now."""
+    plan = TRAFFIC.get(lease.reference)
+    nodes = _nodes(lease)
+    if plan is None or not nodes:
+        return []
+    planned = selectors.plan_nodes(nodes, [p for ps in _ports(nodes).values() for p in ps])
+    timeline = TermsTimeline.for_lease(lease)
+    zone = ZoneInfo(lease.tenant.time_zone)
+    rng = random.Random(f"{lease.reference}/counters")
+    this_hour = _hour_of(now)
+    burst = {this_hour - (plan.burst_hours_ago - k) * HOUR for k in range(plan.burst_hours)}
+    reboot = None if plan.reboot_hours_ago is None else this_hour - plan.reboot_hours_ago * HOUR
+    # Whatever each port had sent since its node last booted.
+    sent = {
+        node.hostname: [rng.randrange(10**12, 10**14) for _ in planned[node.hostname].ports]
+        for node in nodes
+    }
+    site_id = nodes[0].leaf_switch.fabric.site_id
+    start = max(lease.starts_at, now - timedelta(days=min(days, COUNTER_DAYS)))
+    hour = _hour_of(start) if _hour_of(start) == start else _hour_of(start) + HOUR
+    made: list[tuple[ProbeRun, list[Node]]] = []
+    while hour < now:
+        terms = timeline.at(hour)
+        local_hour = hour.astimezone(zone).hour
+        mbps = (
+            plan.burst_mbps if hour in burst else plan.level_mbps * DAILY_PROFILE[local_hour] // 100
+        )
+        for node in nodes:
+            drained = hour == reboot and node == nodes[-1]
+            per_slot = [0] * SLOTS_PER_HOUR if drained else _slot_bytes(rng, mbps)
+            ports = sent[node.hostname]
+            for index, moved in enumerate(per_slot):
+                slot = hour + index * COUNTER_STEP
+                if slot + COUNTERS_TAKE > now:
+                    break
+                if terms is not None:
+                    run = _counters_run(
+                        lease=lease,
+                        terms=terms,
+                        node=planned[node.hostname],
+                        sent=ports,
+                        slot=slot,
+                        site_id=site_id,
+                        cadence=COUNTER_STEP,
+                        started=timedelta(seconds=1),
+                        took=COUNTERS_TAKE - timedelta(seconds=1),
+                    )
+                    made.append((run, [node]))
+                if drained and index == REBOOT_SLOT:
+                    ports[:] = [BOOT_TX_BYTES] * len(ports)
+                    continue
+                for port in range(len(ports)):
+                    # Bonded ports share the node's traffic evenly (the first ones take the
+                    # odd bytes).
+                    ports[port] += moved // len(ports) + (port < moved % len(ports))
+        hour += HOUR
+    return made
+
+
+def _hour_of(instant: datetime) -> datetime:
+    return instant.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+
+
+# --- acceptance ---------------------------------------------------------------------------
+
+ACCEPTANCE_BATCH = timedelta(seconds=40)
+
+
+def _acceptance(lease: Lease, now: datetime) -> list[tuple[ProbeRun, list[Node]]]:
+    """The acceptance run of a lease whose terms bill from it: every run the dispatcher
+    makes when a lease goes live (every kind, as ``plan_batches`` plans it), one batch
+    after the other from the lease's start, all passing."""
+    timeline = TermsTimeline.for_lease(lease)
+    first = next(iter(timeline), None)
+    nodes = _nodes(lease)
+    if first is None or not first.billing_starts_on_acceptance or not nodes:
+        return []
+    if lease.starts_at > now:
+        return []
+    terms = timeline.at(lease.starts_at) or first
+    view = terms_view(terms)
+    ports = _ports(nodes)
+    planned = selectors.plan_nodes(nodes, [p for found in ports.values() for p in found])
+    by_name = {node.hostname: node for node in nodes}
+    rng = random.Random(f"{lease.reference}/acceptance")
+    contracted = float(terms.contracted_bandwidth_gbps) * GIGA
+
+    def judged(run: PlannedRun) -> tuple[str, verdicts.Judgement, dict[str, Any]]:
+        """Raw output, judgement and figures of one passing acceptance run."""
+        pair = " from {} to {}".format(*run.nodes) if len(run.nodes) == 2 else ""
+        if run.kind == ProbeKind.LINK:
+            _tool, states, parsed = _link_check(ports.get(by_name[run.target].pk, []))
+            judgement = verdicts.link(ports=states, terms=view)
+            return _raw(run.tool, f"{len(states)} port(s) up"), judgement, {"parsed": parsed}
+        if run.kind == ProbeKind.THROUGHPUT:
+            bps = int(contracted * rng.uniform(0.96, 0.99))
+            judgement = verdicts.throughput(measured_bps=bps, terms=view)
+            figures = {"measured_bps": bps, "parsed": {"demo": True, "bits_per_second": bps}}
+            return _raw(run.tool, f"{bps / GIGA:.2f} Gbit/s{pair}"), judgement, figures
+        if run.kind == ProbeKind.LATENCY:
+            rdma = run.tool == Tool.IB_WRITE_LAT
+            latency = round(rng.uniform(1.8, 2.6) if rdma else rng.uniform(18, 30), 2)
+            judgement = verdicts.latency(measured_us=latency, terms=view)
+            figures = {"latency_us": latency, "parsed": {"demo": True, "latency_us": latency}}
+            return _raw(run.tool, f"typical latency {latency} usec{pair}"), judgement, figures
+        # The collective: near the per-node contract and above any floor.
+        floor = float(terms.collective_busbw_floor_gbps or 0) * GIGA
+        busbw = int(max(contracted * rng.uniform(0.90, 0.96), floor * rng.uniform(1.02, 1.08)))
+        judgement = verdicts.collective(busbw_bps=busbw, terms=view)
+        raw = _raw(run.tool, f"# Avg bus bandwidth : {busbw / 8 / GIGA:.2f}")
+        figures = {"measured_bps": busbw, "parsed": {"demo": True, "busbw_bps": busbw}}
+        return raw, judgement, figures
+
+    made: list[tuple[ProbeRun, list[Node]]] = []
+    elapsed = timedelta()
+    for kind in ProbeKind.values:
+        for batch in plan_batches(
+            kind=kind, nodes=list(planned.values()), technology=terms.technology
+        ):
+            common: dict[str, Any] = {
+                "lease": lease,
+                "terms": terms,
+                "slot": lease.starts_at,
+                "site_id": nodes[0].leaf_switch.fabric.site_id,
+                "trigger": Trigger.ACCEPTANCE,
+                "cadence": MANUAL_DEADLINE,
+                "started": elapsed + timedelta(seconds=2),
+                "took": ACCEPTANCE_BATCH / 2,
+            }
+            for run in batch.runs:
+                if kind == ProbeKind.COUNTERS:
+                    node = planned[run.target]
+                    sent = [rng.randrange(10**9, 10**11) for _ in node.ports]
+                    probe = _counters_run(node=node, sent=sent, **common)
+                else:
+                    raw, judgement, figures = judged(run)
+                    probe = _run(
+                        kind=kind,
+                        tool=run.tool,
+                        target=run.target,
+                        pattern=run.pattern,
+                        raw=raw,
+                        judgement=judgement,
+                        **figures,
+                        **common,
+                    )
+                made.append((probe, [by_name[name] for name in run.nodes]))
+            elapsed += ACCEPTANCE_BATCH
+    return made
+
+
 def load_history(*, now: datetime | None = None, days: int = DAYS) -> DemoHistory:
     """History for every active demo lease that has none (probes_enabled off: the demo's
     own; the network lab's lease is measured for real)."""
@@ -225,7 +542,11 @@ def load_history(*, now: datetime | None = None, days: int = DAYS) -> DemoHistor
         probe_runs__isnull=False
     )
     for lease in leases:
-        made = _history(lease, now, days)
+        made = [
+            *_acceptance(lease, now),
+            *_history(lease, now, days),
+            *_counter_history(lease, now, days),
+        ]
         if not made:
             continue
         with transaction.atomic():

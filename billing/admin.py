@@ -1,12 +1,22 @@
+from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
+from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
-from billing import invoicing
-from billing.models import HourlyRollup, Incident, Invoice, InvoiceLine, TrafficSample
+from billing import services
+from billing.models import (
+    CreditNote,
+    CreditNoteLine,
+    HourlyRollup,
+    Incident,
+    Invoice,
+    InvoiceLine,
+    TrafficSample,
+)
 from common.admin import StampedAdmin
 from gpulease_verify.units import format_bps
 
@@ -23,18 +33,52 @@ LINE_FIELDS = (
 )
 
 INVOICE_FIELDS = (
+    "number",
     "tenant",
     "period",
     "period_start",
     "period_end",
     "status",
+    "issued_at",
+    "issue_date",
+    "due_date",
+    "seller",
+    "buyer",
+    "forced_reason",
+    "forced_over",
+    "paid_at",
+    "voided_at",
+    "void_reason",
     "currency",
     "subtotal",
     "tax_rate_percent",
     "tax",
     "total",
     "network_cost_share",
-    "finalised_at",
+)
+
+CREDIT_NOTE_FIELDS = (
+    "number",
+    "tenant",
+    "invoice",
+    "reason",
+    "issued_at",
+    "issue_date",
+    "currency",
+    "subtotal",
+    "tax",
+    "total",
+    "seller",
+    "buyer",
+)
+CREDIT_NOTE_LINE_FIELDS = (
+    "position",
+    "original_line",
+    "lease",
+    "kind",
+    "description",
+    "amount",
+    "tax_rate_percent",
 )
 
 INCIDENT_FIELDS = (
@@ -98,14 +142,45 @@ def _each(modeladmin, request, queryset, service, done_message) -> None:  # type
         modeladmin.message_user(request, done_message(done), messages.SUCCESS)
 
 
-@admin.action(description=_("Finalise selected invoices"))
-def finalise(modeladmin, request, queryset):  # type: ignore[no-untyped-def]
+@admin.action(description=_("Issue selected drafts"))
+def issue(modeladmin, request, queryset):  # type: ignore[no-untyped-def]
     _each(
         modeladmin,
         request,
         queryset,
-        lambda invoice: invoicing.finalise_invoice(invoice=invoice),
-        lambda n: ngettext("%(n)d invoice finalised.", "%(n)d invoices finalised.", n) % {"n": n},
+        lambda invoice: services.issue_invoice(invoice=invoice),
+        lambda n: ngettext("%(n)d invoice issued.", "%(n)d invoices issued.", n) % {"n": n},
+    )
+
+
+class ReasonForm(forms.Form):
+    reason = forms.CharField(label=_("reason"), widget=forms.Textarea, max_length=2000)
+
+
+@admin.action(description=_("Void selected invoices (asks for a reason)"))
+def void(modeladmin, request, queryset):  # type: ignore[no-untyped-def]
+    form = ReasonForm(request.POST if "reason" in request.POST else None)
+    if form.is_valid():
+        reason = form.cleaned_data["reason"]
+        _each(
+            modeladmin,
+            request,
+            queryset,
+            lambda invoice: services.void_invoice(invoice=invoice, reason=reason),
+            lambda n: ngettext("%(n)d invoice voided.", "%(n)d invoices voided.", n) % {"n": n},
+        )
+        return None
+    return TemplateResponse(
+        request,
+        "admin/billing/void_invoices.html",
+        {
+            **modeladmin.admin_site.each_context(request),
+            "title": _("Void invoices"),
+            "invoices": queryset,
+            "form": form,
+            "opts": modeladmin.model._meta,
+            "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME,
+        },
     )
 
 
@@ -115,7 +190,7 @@ def recompute(modeladmin, request, queryset):  # type: ignore[no-untyped-def]
         modeladmin,
         request,
         queryset,
-        lambda invoice: invoicing.draft_invoice(tenant=invoice.tenant, period=invoice.period),
+        lambda invoice: services.draft_invoice(tenant=invoice.tenant, period=invoice.period),
         lambda n: ngettext("%(n)d draft recomputed.", "%(n)d drafts recomputed.", n) % {"n": n},
     )
 
@@ -127,20 +202,29 @@ class InvoiceAdmin(StampedAdmin):
     list_display = [
         "tenant",
         "period",
+        "number",
         "status",
+        "issue_date",
+        "due_date",
         "subtotal",
         "tax",
         "total",
         "network_share",
-        "finalised_at",
+        "forced",
     ]
     list_filter = ["status", "period", "tenant"]
-    search_fields = ["tenant__name", "tenant__slug", "period", "lines__lease__reference"]
+    search_fields = [
+        "number",
+        "tenant__name",
+        "tenant__slug",
+        "period",
+        "lines__lease__reference",
+    ]
     list_select_related = ["tenant"]
     ordering = ["-period", "tenant__name"]
     fields = INVOICE_FIELDS
     readonly_fields = INVOICE_FIELDS
-    actions = [finalise, recompute]
+    actions = [issue, void, recompute]
     inlines = [InvoiceLineInline]
 
     def get_search_results(self, request, queryset, search_term):  # type: ignore[no-untyped-def]
@@ -153,11 +237,43 @@ class InvoiceAdmin(StampedAdmin):
     def has_delete_permission(self, request, obj=None):  # type: ignore[no-untyped-def]
         return False
 
+    @admin.display(description=_("issued by force"), boolean=True)
+    def forced(self, invoice: Invoice) -> bool:
+        return bool(invoice.forced_reason)
+
     @admin.display(description=_("network cost share"), ordering="network_cost_share")
     def network_share(self, invoice: Invoice) -> str:
         if invoice.network_cost_share is None:
             return "-"
         return f"{invoice.network_cost_share * 100:.2f}%"
+
+
+class CreditNoteLineInline(admin.TabularInline):
+    model = CreditNoteLine
+    extra = 0
+    can_delete = False
+    fields = CREDIT_NOTE_LINE_FIELDS
+    readonly_fields = CREDIT_NOTE_LINE_FIELDS
+    ordering = ["position"]
+
+    def has_add_permission(self, request, obj=None):  # type: ignore[no-untyped-def]
+        return False
+
+    def has_change_permission(self, request, obj=None):  # type: ignore[no-untyped-def]
+        return False
+
+
+@admin.register(CreditNote)
+class CreditNoteAdmin(ReadOnlyAdmin):
+    """Credit notes are made through billing.services (API or shell), never typed in."""
+
+    list_display = ["number", "tenant", "invoice", "issue_date", "subtotal", "tax", "total"]
+    list_filter = ["tenant"]
+    search_fields = ["number", "invoice__number", "tenant__name", "reason"]
+    list_select_related = ["tenant", "invoice"]
+    fields = CREDIT_NOTE_FIELDS
+    readonly_fields = CREDIT_NOTE_FIELDS
+    inlines = [CreditNoteLineInline]
 
 
 @admin.register(InvoiceLine)

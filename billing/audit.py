@@ -16,24 +16,23 @@ dataclasses, ``gpulease_verify.calculations``). README, "Contract audit", docume
 from __future__ import annotations
 
 import base64
-import os
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
-from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from django.conf import settings
 from django.db.models import Max, Min, Q
 from django.utils import timezone
 
 from benchmarks import chain
 from benchmarks.models import ProbeRun
-from billing import invoicing, metering, sla
+from benchmarks.selectors import plan_nodes, ports_of
+from billing import audit_keys, checkpoints, invoicing, metering, sla
+from billing.audit_keys import key_path, signing_key
 from billing.models import Dispute, Evidence, HourlyRollup, Invoice
 from gpulease_verify import credit_base
+from gpulease_verify import window as billed_window
 from gpulease_verify.bundle import (
     FORMAT,
     billed_lines,
@@ -48,8 +47,9 @@ from gpulease_verify.calculations import (
 from gpulease_verify.keys import ALGORITHM, fingerprint, load_public_key, public_key_info
 from gpulease_verify.periods import Period
 from gpulease_verify.samples import OUTCOMES, classify_sample
+from gpulease_verify.terms import terms_content
 from leases.contract_rules import credit_tiers
-from leases.models import Lease, LeaseTerms
+from leases.models import Lease, LeaseTerms, Node, NodeAssignment
 from leases.selectors import TermsTimeline
 
 ZERO = Decimal("0.00")
@@ -97,42 +97,16 @@ FORMULAS = {
 # --------------------------------------------------------------------------------------
 
 
-def key_path() -> Path:
-    configured = getattr(settings, "AUDIT_SIGNING_KEY", "")
-    return Path(configured) if configured else Path(settings.VAR_DIR) / "audit" / "ed25519.pem"
-
-
-def signing_key() -> Ed25519PrivateKey:
-    """The provider's Ed25519 key (PKCS#8 PEM at ``key_path()``), created on first use."""
-    path = key_path()
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        pem = Ed25519PrivateKey.generate().private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-        try:  # O_EXCL: two workers starting together keep one key
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        except FileExistsError:
-            pass
-        else:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(pem)
-    key = serialization.load_pem_private_key(path.read_bytes(), password=None)
-    if not isinstance(key, Ed25519PrivateKey):
-        raise ValueError(f"{path} does not hold an Ed25519 private key")
-    return key
-
-
 def sign_bundle(bundle: dict[str, Any], key: Ed25519PrivateKey | None = None) -> dict[str, Any]:
-    """The signed document: the bundle, the Ed25519 signature of its canonical JSON and
-    the public key to check it with (compare that key with the published one)."""
+    """The signed document: the bundle, the Ed25519 signature of its canonical JSON, the
+    key's fingerprint (``key_id``) and the public key (an auditor trusts it only once its
+    fingerprint is the published one)."""
     key = key or signing_key()
     info = public_key_info(key.public_key())
     return {
         "bundle": bundle,
         "signature": base64.b64encode(key.sign(canonical_bytes(bundle))).decode(),
+        "key_id": info["fingerprint"],
         "public_key": info["public_key"],
         "fingerprint": info["fingerprint"],
         "algorithm": ALGORITHM,
@@ -163,9 +137,25 @@ def _plain(value: Any) -> Any:
 
 
 def _terms(version: LeaseTerms, in_force: bool) -> dict[str, Any]:
-    entry = {name: _plain(getattr(version, name)) for name in TERMS_FIELDS}
-    entry["in_force_during_period"] = in_force
-    return entry
+    """A terms version with its link of the chain: its fields (created_at and the
+    acknowledgement among them), chain_index, prev_hash, terms_hash and the content its
+    hash covers (``gpulease_verify.terms.terms_content`` of those fields)."""
+    entry = chain.terms_fields(version)
+    return {
+        **entry,
+        "chain_index": version.chain_index,
+        "prev_hash": version.prev_hash,
+        "terms_hash": version.terms_hash,
+        "content": terms_content(entry),
+        "in_force_during_period": in_force,
+    }
+
+
+def _links_between(version: LeaseTerms, first: int | None, last: int | None) -> bool:
+    """Whether a terms version is a link of the bundle's stretch of the chain (between its
+    first and last run), so the stretch has no gap."""
+    index = version.chain_index
+    return None not in (index, first, last) and first <= index <= last  # type: ignore[operator]
 
 
 Window = tuple[datetime | None, datetime | None, datetime | None, str]
@@ -188,7 +178,12 @@ def _window(lease: Lease, timeline: TermsTimeline, start: datetime, end: datetim
 
 
 def _run_entry(
-    run: ProbeRun, zone: str, window: tuple[Any, Any], start: datetime, end: datetime
+    run: ProbeRun,
+    zone: str,
+    window: tuple[Any, Any],
+    start: datetime,
+    end: datetime,
+    include_raw: bool = False,
 ) -> dict[str, Any]:
     content = chain.run_content(run)
     counted = bool(
@@ -213,7 +208,90 @@ def _run_entry(
         "raw_url": f"/api/v1/probe-runs/{run.pk}/raw/",
         "in_period": start <= run.slot_at < end,
         "sla": {"counted": counted, "outcome": outcome if counted else None},
+        **(_raw(run) if include_raw else {}),
     }
+
+
+def _raw(run: ProbeRun) -> dict[str, str]:
+    """What the tool printed, so an auditor re-hashes and re-parses it."""
+    return {"raw_output": run.raw_output, **({"stderr": run.stderr} if run.stderr else {})}
+
+
+def _link_entry(run: ProbeRun) -> dict[str, Any]:
+    return {
+        "id": run.pk,
+        "chain_index": run.chain_index,
+        "prev_hash": run.prev_hash,
+        "run_hash": run.run_hash,
+        "content": chain.run_content(run),
+    }
+
+
+def _acceptance_doc(lease: Lease, accepted: datetime | None) -> dict[str, Any] | None:
+    """The runs of the first passing acceptance attempt, as chain links: billing starts at
+    their latest finish (``gpulease_verify.window.billing_start``)."""
+    if accepted is None:
+        return None
+    runs = (
+        ProbeRun.objects.filter(lease=lease, trigger="acceptance", chain_index__isnull=False)
+        .exclude(state="skipped")
+        .select_related("lease", "terms")
+        .order_by("slot_at", "pk")
+    )
+    attempts: dict[datetime, list[ProbeRun]] = {}
+    for run in runs:
+        attempts.setdefault(run.slot_at, []).append(run)
+    for slot_at, attempt in sorted(attempts.items()):
+        rows = [(run.state, run.verdict, run.finished_at) for run in attempt]
+        if billed_window.attempt_passes(rows):
+            return {
+                "slot_at": chain.iso_utc(slot_at),
+                "billing_start": chain.iso_utc(accepted),
+                "runs": [_link_entry(run) for run in attempt],
+            }
+    return None
+
+
+def _nodes_doc(lease: Lease, runs: list[ProbeRun]) -> dict[str, Any]:
+    """Hostname -> leaf, GPUs and ports (now) of every node the lease was assigned or a
+    run names: what re-reading a link check's raw output needs."""
+    ids = set(NodeAssignment.objects.filter(lease=lease).values_list("node_id", flat=True))
+    ids |= {node.pk for run in runs for node in run.nodes.all()}
+    nodes = list(Node.objects.filter(pk__in=ids).select_related("leaf_switch"))
+    plan = plan_nodes(nodes, ports_of(nodes))
+    return {
+        hostname: {
+            "leaf": node.leaf,
+            "gpus": node.gpus,
+            "ports": [
+                {
+                    "device": port.device,
+                    "port": port.port,
+                    "netdev": port.netdev,
+                    "address": port.address,
+                    "link_layer": port.link_layer,
+                    "rate_gbps": port.rate_gbps,
+                }
+                for port in node.ports
+            ],
+        }
+        for hostname, node in sorted(plan.items())
+    }
+
+
+def _assignments_doc(lease: Lease) -> list[dict[str, Any]]:
+    """Every node assignment of the lease, void ones flagged: what node rent reads."""
+    return [
+        {
+            "node": item.node.hostname,
+            "assigned_from": chain.iso_utc(item.assigned_from),
+            "assigned_until": chain.iso_utc(item.assigned_until),
+            "void": item.void,
+        }
+        for item in NodeAssignment.objects.filter(lease=lease)
+        .select_related("node")
+        .order_by("assigned_from", "node__hostname", "pk")
+    ]
 
 
 def _compliance_doc(summary: sla.SlaSummary) -> dict[str, Any]:
@@ -268,6 +346,18 @@ def _invoice_doc(lease: Lease, period: str) -> dict[str, Any]:
             "invoice_total": _plain(invoice.total),
             "note": "the totals are the whole invoice's; lines are this lease's only",
             "lines": [_line(line, line.position) for line in lines],
+            "other_lines": [
+                {
+                    "position": line.position,
+                    "kind": str(line.kind),
+                    "lease": line.lease.reference if line.lease else None,
+                    "amount": _plain(line.amount),
+                    "terms_tax_rate_percent": line.detail.get("terms_tax_rate_percent"),
+                }
+                for line in invoice.lines.exclude(lease=lease)
+                .select_related("lease")
+                .order_by("position")
+            ],
         }
     computed = []
     if lease.status in invoicing.BILLED_STATUSES:
@@ -395,7 +485,9 @@ def _disputes_doc(lease: Lease, period: str, start: datetime, end: datetime) -> 
     ]
 
 
-def build_bundle(*, lease: Lease, period: str, now: datetime | None = None) -> dict[str, Any]:
+def build_bundle(
+    *, lease: Lease, period: str, now: datetime | None = None, include_raw: bool = False
+) -> dict[str, Any]:
     """The self-contained audit bundle of a lease for a month (tenant zone). Links any
     finished run not yet in the chain first, so every finished run of the month is in it."""
     invoicing.check_period(period)
@@ -429,18 +521,15 @@ def build_bundle(*, lease: Lease, period: str, now: datetime | None = None) -> d
             .order_by("chain_index")
         )
     window = (window_start, window_end)
-    run_entries = [_run_entry(run, zone, window, start, end) for run in runs]
-    head = (
-        ProbeRun.objects.filter(lease=lease, chain_index__isnull=False)
-        .order_by("-chain_index")
-        .values_list("chain_index", "run_hash")
-        .first()
-    )
+    run_entries = [_run_entry(run, zone, window, start, end, include_raw) for run in runs]
+    head = chain.chain_head(lease_id=lease.pk)  # run or terms link; index 0: none yet
     referenced = {run.terms.version for run in runs if run.terms is not None}
     terms_doc = [
         _terms(version, version.version in in_force)
-        for version in versions
-        if version.version in in_force or version.version in referenced
+        for version in sorted(versions, key=lambda version: version.version)
+        if version.version in in_force
+        or version.version in referenced
+        or _links_between(version, bounds["lo"], bounds["hi"])
     ]
 
     rollups = HourlyRollup.objects.filter(lease=lease, hour__gte=start, hour__lt=end).order_by(
@@ -488,6 +577,7 @@ def build_bundle(*, lease: Lease, period: str, now: datetime | None = None) -> d
         },
         "terms": terms_doc,
         "billing_window": {
+            "requires_acceptance": invoicing._requires_acceptance(timeline),
             "start": chain.iso_utc(window_start),
             "end": chain.iso_utc(window_end),
             "billing_start": chain.iso_utc(accepted),
@@ -504,7 +594,7 @@ def build_bundle(*, lease: Lease, period: str, now: datetime | None = None) -> d
             "genesis": chain.GENESIS,
             "first_index": bounds["lo"],
             "last_index": bounds["hi"],
-            "head": {"index": head[0], "hash": head[1]} if head else None,
+            "head": {"index": head[0], "hash": head[1]} if head[0] else None,
             "unlinked_runs_in_period": in_period.filter(chain_index__isnull=True).count(),
             "note": (
                 "runs are every link from the first to the last link of a run whose slot is "
@@ -512,6 +602,9 @@ def build_bundle(*, lease: Lease, period: str, now: datetime | None = None) -> d
             ),
         },
         "runs": run_entries,
+        "acceptance_run": _acceptance_doc(lease, accepted),
+        "nodes": _nodes_doc(lease, runs),
+        "assignments": _assignments_doc(lease),
         "rollups": [
             {
                 "kind": rollup.kind,
@@ -539,16 +632,20 @@ def build_bundle(*, lease: Lease, period: str, now: datetime | None = None) -> d
         "invoice": invoice_doc,
         "evidence": _evidence_doc(lease, start, end),
         "disputes": _disputes_doc(lease, period, start, end),
+        "checkpoints": checkpoints.documents(lease=lease, period=period),
     }
 
 
-def signed_bundle(*, lease: Lease, period: str, now: datetime | None = None) -> dict[str, Any]:
-    return sign_bundle(build_bundle(lease=lease, period=period, now=now))
+def signed_bundle(
+    *, lease: Lease, period: str, now: datetime | None = None, include_raw: bool = False
+) -> dict[str, Any]:
+    return sign_bundle(build_bundle(lease=lease, period=period, now=now, include_raw=include_raw))
 
 
-def published_key_info() -> dict[str, str]:
-    """What GET /api/v1/audit/public-key/ publishes: the current signing key's public half."""
-    return public_key_info(signing_key().public_key())
+def published_key_info() -> dict[str, Any]:
+    """What GET /api/v1/audit/public-key/ publishes: the current signing key's public half,
+    and ``keys``, every current and retired key with its validity (``audit_keys``)."""
+    return {**public_key_info(signing_key().public_key()), "keys": audit_keys.published_keys()}
 
 
 __all__ = [

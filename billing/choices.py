@@ -4,7 +4,13 @@ from django.utils.translation import gettext_lazy as _
 
 class InvoiceStatus(models.TextChoices):
     DRAFT = "draft", _("draft")
-    FINAL = "final", _("finalised")
+    ISSUED = "issued", _("issued")
+    PAID = "paid", _("paid")
+    VOID = "void", _("void")
+
+
+# An issued or paid invoice is billed: it never changes, and late results adjust it.
+BILLED_INVOICE_STATUSES = (InvoiceStatus.ISSUED, InvoiceStatus.PAID)
 
 
 class LineKind(models.TextChoices):

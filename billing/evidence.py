@@ -34,7 +34,7 @@ from benchmarks.choices import Tool
 from benchmarks.models import ProbeRun
 from benchmarks.probes.interpret import Interpretation, interpret
 from benchmarks.services import terms_view
-from billing.choices import InvoiceStatus
+from billing.choices import BILLED_INVOICE_STATUSES
 from billing.models import (
     Dispute,
     DisputeEvent,
@@ -384,10 +384,10 @@ def _credit(value: Any) -> Decimal:
 
 def credit_period_at(*, lease: Lease, at: datetime) -> str:
     """The invoice month an accepted dispute's credit goes on: the month of acceptance in
-    the tenant's time zone, or the next month when that invoice is already final."""
+    the tenant's time zone, or the next month when that invoice is already issued."""
     period = Period.containing(at, lease.tenant.time_zone)
     if Invoice.objects.filter(
-        tenant_id=lease.tenant_id, period=str(period), status=InvoiceStatus.FINAL
+        tenant_id=lease.tenant_id, period=str(period), status__in=BILLED_INVOICE_STATUSES
     ).exists():
         period = period.next
     return str(period)

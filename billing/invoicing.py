@@ -39,13 +39,16 @@ The rules, in the order an invoice is built:
      base fee (保底) prorated. No base, unknown compliance, or compliance at or above
      every tier: no line.
 
-6. **Adjustments.** When the tenant's invoice for the previous month is finalised, its
-   lease lines are recomputed now, in memory, by the same code; every (lease, kind) whose
-   amount changed gives one adjustment line of the difference. A finalised invoice never
-   changes. Only the immediately previous month is looked at: a change to an older month
-   after the next one was finalised is not carried. An accepted dispute's credit
-   (``billing.evidence``) is one more adjustment line, minus the credit, on the invoice of
-   the month it was accepted in.
+6. **Adjustments.** An issued (or paid) invoice never changes. Each of the tenant's
+   billed months before this one whose next open draft this is (no other draft lies
+   between them) is recomputed now, in memory, by the same code, and compared with what
+   has been billed for it so far: its own lease lines, plus the adjustment lines that
+   issued invoices already carry for it (``detail.adjusted_invoice``), plus the credit
+   notes on those lines. Every (lease, kind) whose amount differs gives one adjustment
+   line of the difference, whatever month it belongs to; once that draft is issued the
+   line counts as billed, so nothing is carried twice and nothing is lost. An accepted
+   dispute's credit (``billing.evidence``) is one more adjustment line, minus the credit,
+   on the invoice of the month it was accepted in.
 7. **Tax and totals.** One tax rate per invoice: the highest rate among the terms versions
    billed on it (lines record their own version's rate, and ``invoice_summary`` says so
    when they differ). ``invoice_totals`` rounds the tax once, on the subtotal.
@@ -65,7 +68,6 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
-from itertools import pairwise
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -75,12 +77,13 @@ from django.db.models import Count, Max, Min, Q
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from benchmarks.choices import RunState, Trigger, Verdict
+from benchmarks.choices import RunState, Trigger
 from benchmarks.models import ProbeRun
 from billing import metering, sla
-from billing.choices import InvoiceStatus, LineKind
-from billing.models import Invoice, InvoiceLine
+from billing.choices import BILLED_INVOICE_STATUSES, InvoiceStatus, LineKind
+from billing.models import CreditNoteLine, Invoice, InvoiceLine
 from gpulease_verify import credit_base
+from gpulease_verify import window as billed_window
 from gpulease_verify.calculations import (
     P95_DROP_PERCENT,
     CreditResult,
@@ -96,14 +99,14 @@ from gpulease_verify.calculations import (
 )
 from gpulease_verify.money import ROUNDING, to_fen
 from gpulease_verify.periods import Period, PeriodError
-from leases.choices import BillingMode, LeaseStatus
+from leases.choices import BillingMode
 from leases.contract_rules import credit_tiers
 from leases.models import Lease, LeaseTerms, NodeAssignment, Tenant
 from leases.selectors import TermsTimeline
 
 QUANTITY = Decimal("0.000001")
 ZERO = Decimal("0.00")
-BILLED_STATUSES = (LeaseStatus.ACTIVE, LeaseStatus.ENDED)
+BILLED_STATUSES = billed_window.BILLED_STATUSES  # active, ended
 FIXED_FEE_MODES = (BillingMode.MONTHLY, BillingMode.YEARLY)
 USAGE_KINDS = (LineKind.USAGE_GB, LineKind.USAGE_P95)
 # Order of a lease's lines on the invoice, and of adjustment lines.
@@ -124,17 +127,6 @@ KIND_NAMES = {
     LineKind.SLA_CREDIT: "SLA credit",
     LineKind.ADJUSTMENT: "Adjustment",
 }
-# Acceptance runs in these states measured nothing or failed: that acceptance did not pass.
-ACCEPTANCE_FAILURES = frozenset(
-    {
-        RunState.FAILED,
-        RunState.TIMEOUT,
-        RunState.UNREACHABLE,
-        RunState.UNPARSABLE,
-        RunState.MISSED,
-    }
-)
-ACCEPTANCE_UNFINISHED = frozenset({RunState.SCHEDULED, RunState.RUNNING})
 
 
 # --------------------------------------------------------------------------------------
@@ -192,27 +184,13 @@ def billing_start(lease: Lease) -> datetime | None:
     unparsable or missed, every verdict given is "pass" and there is at least one. Billing
     starts at the latest ``finished_at`` of its runs. Attempts are tried in slot order.
     """
-    attempts: dict[datetime, list[tuple[str, str, datetime | None]]] = defaultdict(list)
     runs = (
         ProbeRun.objects.filter(lease_id=lease.pk, trigger=Trigger.ACCEPTANCE)
         .exclude(state=RunState.SKIPPED)
         .order_by("slot_at", "pk")
         .values_list("slot_at", "state", "verdict", "finished_at")
     )
-    for slot_at, state, verdict, finished_at in runs:
-        attempts[slot_at].append((state, verdict, finished_at))
-    for slot_at in sorted(attempts):
-        attempt = attempts[slot_at]
-        states = {state for state, _verdict, _finished in attempt}
-        verdicts = [verdict for _state, verdict, _finished in attempt if verdict != Verdict.NONE]
-        if states & (ACCEPTANCE_FAILURES | ACCEPTANCE_UNFINISHED):
-            continue
-        if not verdicts or any(verdict != Verdict.PASS for verdict in verdicts):
-            continue
-        finished = [when for _state, _verdict, when in attempt if when is not None]
-        if finished:
-            return max(finished)
-    return None
+    return billed_window.billing_start(runs)
 
 
 def _requires_acceptance(timeline: TermsTimeline) -> bool:
@@ -246,15 +224,11 @@ class Segment:
 
 def segments(*, timeline: TermsTimeline, start: datetime, end: datetime) -> list[Segment]:
     """[start, end) cut at every terms version that takes effect inside it."""
-    cuts = sorted(
-        {start, end} | {t.effective_from for t in timeline if start < t.effective_from < end}
+    pieces = billed_window.cut(
+        start=start, end=end, effective_from=[t.effective_from for t in timeline]
     )
-    result = []
-    for lo, hi in pairwise(cuts):
-        terms = timeline.at(lo)
-        if terms is not None:
-            result.append(Segment(start=lo, end=hi, terms=terms))
-    return result
+    in_force = [(lo, hi, timeline.at(lo)) for lo, hi in pieces]
+    return [Segment(start=lo, end=hi, terms=terms) for lo, hi, terms in in_force if terms]
 
 
 # --------------------------------------------------------------------------------------
@@ -327,11 +301,15 @@ def _rent_line(
     rate = segment.terms.node_rent_per_month
     clipped: list[tuple[datetime, datetime]] = []
     used: list[dict[str, Any]] = []
-    for assignment in assignments:
-        until = assignment.assigned_until or lease.ends_at or segment.end
-        lo, hi = max(assignment.assigned_from, segment.start), min(until, segment.end)
-        if lo >= hi:
+    spans = billed_window.assignment_spans(
+        assignments=[(a.assigned_from, a.assigned_until) for a in assignments],
+        lease_end=lease.ends_at,
+        segment=(segment.start, segment.end),
+    )
+    for assignment, span in zip(assignments, spans, strict=True):
+        if span is None:
             continue
+        lo, hi = span
         clipped.append((lo, hi))
         used.append(
             {
@@ -743,29 +721,77 @@ def _lease_part(tenant: Tenant, period: str) -> list[ComputedLine]:
     return lines
 
 
-def _adjustments(tenant: Tenant, period: str) -> list[ComputedLine]:
-    """Differences between the previous month's finalised invoice and what it would say
-    now, one line per (lease, kind) that changed."""
-    before = previous_period(period)
-    finalised = (
-        Invoice.objects.filter(tenant=tenant, period=before, status=InvoiceStatus.FINAL)
-        .prefetch_related("lines__lease")
-        .first()
+def adjustable_invoices(tenant: Tenant, period: str) -> list[Invoice]:
+    """The tenant's issued or paid invoices of months before ``period`` whose next open
+    draft is this month's: no other draft lies between them and it."""
+    drafts = list(
+        Invoice.objects.filter(
+            tenant=tenant, status=InvoiceStatus.DRAFT, period__lt=period
+        ).values_list("period", flat=True)
     )
-    if finalised is None:
-        return []
-    old: dict[tuple[int | None, str], Decimal] = defaultdict(lambda: ZERO)
-    old_positions: dict[tuple[int | None, str], list[int]] = defaultdict(list)
-    leases: dict[int, Lease] = {}
-    for saved in finalised.lines.all():
-        if saved.kind == LineKind.ADJUSTMENT or saved.lease is None:
-            continue
-        key = (saved.lease.pk, saved.kind)
-        old[key] += saved.amount
-        old_positions[key].append(saved.position)
-        leases[saved.lease.pk] = saved.lease
-    new: dict[tuple[int | None, str], Decimal] = defaultdict(lambda: ZERO)
-    new_lines: dict[tuple[int | None, str], list[ComputedLine]] = defaultdict(list)
+    billed = Invoice.objects.filter(
+        tenant=tenant, status__in=BILLED_INVOICE_STATUSES, period__lt=period
+    ).order_by("period")
+    return [invoice for invoice in billed if not any(draft > invoice.period for draft in drafts)]
+
+
+Key = tuple[int | None, str]
+
+
+def billed_so_far(invoice: Invoice) -> tuple[dict[Key, Decimal], dict[Key, list[dict[str, Any]]]]:
+    """What has been billed for the invoice's month, by (lease, kind): its lease lines,
+    the adjustment lines issued invoices carry for it, and the credit notes on both.
+    Also, per key, where each amount comes from."""
+    amounts: dict[Key, Decimal] = defaultdict(lambda: ZERO)
+    sources: dict[Key, list[dict[str, Any]]] = defaultdict(list)
+
+    def add(key: Key, amount: Decimal, source: dict[str, Any]) -> None:
+        amounts[key] += amount
+        sources[key].append({**source, "amount": _money(amount)})
+
+    for line in invoice.lines.exclude(kind=LineKind.ADJUSTMENT).filter(lease__isnull=False):
+        source = {"invoice": invoice.pk, "position": line.position}
+        add((line.lease_id, line.kind), line.amount, source)
+    carried = InvoiceLine.objects.filter(
+        invoice__tenant_id=invoice.tenant_id,
+        invoice__status__in=BILLED_INVOICE_STATUSES,
+        kind=LineKind.ADJUSTMENT,
+        detail__adjusted_invoice=invoice.pk,
+    ).order_by("invoice__period", "position")
+    for line in carried:
+        key = (line.lease_id, line.detail["adjusted_kind"])
+        add(key, line.amount, {"invoice": line.invoice_id, "position": line.position})
+    notes = CreditNoteLine.objects.filter(
+        Q(original_line__invoice=invoice, original_line__lease__isnull=False)
+        & ~Q(original_line__kind=LineKind.ADJUSTMENT)
+        | Q(original_line__in=carried)
+    ).select_related("credit_note", "original_line")
+    for note_line in notes.order_by("credit_note__issued_at", "credit_note_id", "position"):
+        original = note_line.original_line
+        kind = original.detail.get("adjusted_kind", original.kind)
+        add(
+            (original.lease_id, kind),
+            note_line.amount,
+            {"credit_note": note_line.credit_note.number, "position": note_line.position},
+        )
+    return amounts, sources
+
+
+def _adjustments(tenant: Tenant, period: str) -> list[ComputedLine]:
+    """Late changes to the billed months this draft is the next open invoice of: one
+    line per (lease, kind) whose recomputation differs from what was billed so far."""
+    result: list[ComputedLine] = []
+    for billed in adjustable_invoices(tenant, period):
+        result += _adjust_month(tenant, billed)
+    return result
+
+
+def _adjust_month(tenant: Tenant, billed: Invoice) -> list[ComputedLine]:
+    before = billed.period
+    old, sources = billed_so_far(billed)
+    leases = {lease.pk: lease for lease in Lease.objects.filter(pk__in={k[0] for k in old})}
+    new: dict[Key, Decimal] = defaultdict(lambda: ZERO)
+    new_lines: dict[Key, list[ComputedLine]] = defaultdict(list)
     for line in _lease_part(tenant, before):
         new[line.key] += line.amount
         new_lines[line.key].append(line)
@@ -797,10 +823,12 @@ def _adjustments(tenant: Tenant, period: str) -> list[ComputedLine]:
                 detail={
                     "lease": lease.reference,
                     "adjusted_period": before,
-                    "adjusted_invoice": finalised.pk,
+                    "adjusted_invoice": billed.pk,
+                    "adjusted_invoice_number": billed.number,
                     "adjusted_kind": key[1],
+                    # The name predates credit notes: what has been billed so far.
                     "finalised_amount": _money(old[key]),
-                    "finalised_positions": old_positions[key],
+                    "billed_from": sources[key],
                     "recomputed_amount": _money(new[key]),
                     "difference": _money(difference),
                     "recomputed_lines": [
@@ -811,7 +839,10 @@ def _adjustments(tenant: Tenant, period: str) -> list[ComputedLine]:
                         }
                         for line in new_lines[key]
                     ],
-                    "rule": "recomputed minus finalised, by lease and kind",
+                    "rule": (
+                        "recomputed minus billed so far (the invoice's lines, adjustments "
+                        "issued since, credit notes), by lease and kind"
+                    ),
                 },
             )
         )
@@ -857,7 +888,7 @@ def _dispute_credits(tenant: Tenant, period: str) -> list[ComputedLine]:
 
 def compute_invoice(*, tenant: Tenant, period: str) -> ComputedInvoice:
     """What the tenant's invoice for the month says now: lease lines, adjustments for the
-    previous finalised month, totals. Reads only; nothing is saved."""
+    billed months it is the next open invoice of, totals. Reads only; nothing is saved."""
     check_period(period)
     start, end = Period.parse(period).bounds(tenant.time_zone)
     lease_part = _lease_part(tenant, period)
@@ -884,18 +915,28 @@ def compute_invoice(*, tenant: Tenant, period: str) -> ComputedInvoice:
 # --------------------------------------------------------------------------------------
 
 
-def _finalised_message(invoice: Invoice) -> str:
+def _issued_message(invoice: Invoice) -> str:
     return _(
-        "Invoice %(invoice)s is finalised; it cannot change. Later results go on the next "
-        "invoice as adjustments."
-    ) % {"invoice": f"{invoice.tenant.slug} {invoice.period}"}
+        "Invoice %(invoice)s is %(status)s; it cannot change. Later results go on the next "
+        "invoice as adjustments; a correction is a credit note."
+    ) % {"invoice": invoice.label, "status": invoice.get_status_display()}
+
+
+def open_invoice(tenant: Tenant, period: str) -> Invoice | None:
+    """The month's invoice that is not void (there is at most one)."""
+    return (
+        Invoice.objects.filter(tenant=tenant, period=period)
+        .exclude(status=InvoiceStatus.VOID)
+        .first()
+    )
 
 
 @transaction.atomic
 def draft_invoice(*, tenant: Tenant, period: str, now: datetime | None = None) -> Invoice:
     """Create or recompute the tenant's draft invoice for the month: its lines are
-    deleted and rebuilt from ``compute_invoice``. A finalised invoice is refused, and so
-    is a month that has not started yet (``now``, default the current time)."""
+    deleted and rebuilt from ``compute_invoice``. An issued or paid invoice is refused, and
+    so is a month that has not started yet (``now``, default the current time). A void
+    invoice stays as it is; the month gets a new draft."""
     check_period(period)
     now = now or timezone.now()
     # One drafter per tenant at a time: the tenant row is the lock.
@@ -906,9 +947,9 @@ def draft_invoice(*, tenant: Tenant, period: str, now: datetime | None = None) -
             _("Period %(period)s has not started yet; there is nothing to bill.")
             % {"period": period}
         )
-    invoice = Invoice.objects.filter(tenant=tenant, period=period).first()
-    if invoice is not None and invoice.status == InvoiceStatus.FINAL:
-        raise ValidationError(_finalised_message(invoice))
+    invoice = open_invoice(tenant, period)
+    if invoice is not None and invoice.status != InvoiceStatus.DRAFT:
+        raise ValidationError(_issued_message(invoice))
     computed = compute_invoice(tenant=tenant, period=period)
     if invoice is None:
         invoice = Invoice(tenant=tenant, period=period)
@@ -937,38 +978,16 @@ def draft_invoice(*, tenant: Tenant, period: str, now: datetime | None = None) -
     return invoice
 
 
-@transaction.atomic
-def finalise_invoice(*, invoice: Invoice, now: datetime | None = None) -> Invoice:
-    """Freeze a draft as it stands (recompute it first if results arrived since). Refused
-    when already finalised or before the month has ended."""
-    now = now or timezone.now()
-    invoice = Invoice.objects.select_for_update().select_related("tenant").get(pk=invoice.pk)
-    if invoice.status == InvoiceStatus.FINAL:
-        raise ValidationError(_finalised_message(invoice))
-    if invoice.period_end > now:
-        raise ValidationError(
-            _("Invoice %(invoice)s cannot be finalised before its period ends (%(end)s).")
-            % {
-                "invoice": f"{invoice.tenant.slug} {invoice.period}",
-                "end": _local(invoice.period_end, invoice.tenant.time_zone),
-            }
-        )
-    invoice.status = InvoiceStatus.FINAL
-    invoice.finalised_at = now
-    invoice.save(update_fields=["status", "finalised_at", "updated_at"])
-    return invoice
-
-
 def _candidate_tenants(period: str, tenant: Tenant | None) -> list[Tenant]:
     """Tenants with a billed lease near the month (every zone is within a day of UTC),
-    or a finalised invoice for the month before (late results may adjust it)."""
+    or a billed invoice of an earlier month (late results may adjust it)."""
     utc_start, utc_end = Period.parse(period).bounds("UTC")
     near = Lease.objects.filter(
         status__in=BILLED_STATUSES, starts_at__lt=utc_end + timedelta(days=1)
     ).filter(Q(ends_at__isnull=True) | Q(ends_at__gt=utc_start - timedelta(days=1)))
     tenants = Tenant.objects.filter(
         Q(pk__in=near.values("tenant"))
-        | Q(invoices__period=previous_period(period), invoices__status=InvoiceStatus.FINAL)
+        | Q(invoices__period__lt=period, invoices__status__in=BILLED_INVOICE_STATUSES)
         | Q(leases__disputes__state="accepted", leases__disputes__credit_period=period)
     ).distinct()
     if tenant is not None:
@@ -981,14 +1000,14 @@ def draft_period(
     *, period: str, tenant: Tenant | None = None, now: datetime | None = None
 ) -> list[Invoice]:
     """Draft the month's invoice of every tenant (or of one) with a billed lease in it,
-    or with adjustments to carry from the month before. A finalised invoice is returned
-    unchanged (status ``final``) rather than refused, so that a run over every tenant
-    goes on; callers say so."""
+    or with adjustments to carry from an earlier month. An issued or paid invoice is
+    returned unchanged rather than refused, so that a run over every tenant goes on;
+    callers say so."""
     check_period(period)
     invoices = []
     for candidate in _candidate_tenants(period, tenant):
-        existing = Invoice.objects.filter(tenant=candidate, period=period).first()
-        if existing is not None and existing.status == InvoiceStatus.FINAL:
+        existing = open_invoice(candidate, period)
+        if existing is not None and existing.status != InvoiceStatus.DRAFT:
             invoices.append(existing)
             continue
         if (
@@ -1007,9 +1026,9 @@ def draft_period(
 # --------------------------------------------------------------------------------------
 
 
-def finalised_message(invoice: Invoice) -> str:
-    """The sentence a caller shows when asked to change a finalised invoice."""
-    return _finalised_message(invoice)
+def issued_message(invoice: Invoice) -> str:
+    """The sentence a caller shows when asked to change an issued invoice."""
+    return _issued_message(invoice)
 
 
 def invoice_summary(invoice: Invoice) -> dict[str, Any]:
@@ -1032,8 +1051,15 @@ def invoice_summary(invoice: Invoice) -> dict[str, Any]:
         "period_end": _iso(invoice.period_end),
         "time_zone": invoice.tenant.time_zone,
         "status": invoice.status,
+        "number": invoice.number,
+        "issued_at": _iso(invoice.issued_at),
+        "issue_date": invoice.issue_date.isoformat() if invoice.issue_date else None,
+        "due_date": invoice.due_date.isoformat() if invoice.due_date else None,
+        "seller": invoice.seller,
+        "buyer": invoice.buyer,
+        "forced_reason": invoice.forced_reason,
+        "void_reason": invoice.void_reason,
         "currency": invoice.currency,
-        "finalised_at": _iso(invoice.finalised_at),
         "lines": [
             {
                 "position": line.position,
@@ -1069,16 +1095,18 @@ __all__ = [
     "ComputedInvoice",
     "ComputedLine",
     "Segment",
+    "adjustable_invoices",
     "awaiting_acceptance",
     "billed_leases",
+    "billed_so_far",
     "billing_start",
     "compute_invoice",
     "draft_invoice",
     "draft_period",
-    "finalise_invoice",
-    "finalised_message",
     "invoice_summary",
+    "issued_message",
     "lease_lines",
+    "open_invoice",
     "previous_period",
     "segments",
 ]

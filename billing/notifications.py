@@ -8,6 +8,9 @@ raises PartlyDelivered naming the channels still pending, and the Celery task re
 only those (see billing.tasks). A webhook delivery keeps its X-Gpulease-Delivery id across
 retries, so the receiver can drop a repeat.
 
+A new chain checkpoint (billing.checkpoints) goes to the webhook as event
+``chain.checkpoint``, with the signed checkpoint document, so the tenant keeps its own copy.
+
 A webhook goes only to a public address (common.egress), checked when the URL is saved and
 again before each delivery, and the request connects to the address that was checked.
 A redirect is a failed delivery, never followed.
@@ -31,7 +34,7 @@ from django.template.loader import render_to_string
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from billing.models import Incident
+from billing.models import ChainCheckpoint, Incident
 from common import egress, pinned_http
 from gpulease_verify.units import format_bps, one_decimal, plain
 
@@ -124,6 +127,45 @@ def send_webhook(*, incident: Incident, event: str) -> None:
         "X-Gpulease-Signature": sign(body=body, secret=tenant.webhook_secret),
     }
     _post(shown, destination, body=body, headers=headers)
+
+
+CHECKPOINT_EVENT = "chain.checkpoint"
+
+
+def checkpoint_payload(checkpoint: ChainCheckpoint) -> dict[str, Any]:
+    return {
+        "event": CHECKPOINT_EVENT,
+        "lease": checkpoint.lease.reference,
+        "tenant": checkpoint.lease.tenant.slug,
+        "checkpoint": checkpoint.document(),
+        "sent_at": _utc_iso(timezone.now()),
+    }
+
+
+def send_checkpoint(*, checkpoint_id: int) -> bool:
+    """POST the checkpoint to the tenant's webhook; False when the tenant has none."""
+    checkpoint = ChainCheckpoint.objects.select_related("lease__tenant").get(pk=checkpoint_id)
+    tenant = checkpoint.lease.tenant
+    if not tenant.webhook_url:
+        return False
+    shown = _without_credentials(tenant.webhook_url)
+    try:
+        destination = egress.check_url_for_webhooks(tenant.webhook_url)
+    except egress.EgressRefused as refused:
+        raise WebhookFailed(f"{shown} is not a permitted destination: {refused.reason}") from None
+    body = encode_payload(checkpoint_payload(checkpoint))
+    headers = {
+        "Content-Type": "application/json",
+        "User-Agent": "gpulease-webhook",
+        "Connection": "close",
+        "X-Gpulease-Event": CHECKPOINT_EVENT,
+        "X-Gpulease-Delivery": str(
+            uuid.uuid5(_DELIVERY_NAMESPACE, f"checkpoint/{checkpoint.pk}/{checkpoint.period}")
+        ),
+        "X-Gpulease-Signature": sign(body=body, secret=tenant.webhook_secret),
+    }
+    _post(shown, destination, body=body, headers=headers)
+    return True
 
 
 def send_email(*, incident: Incident, event: str) -> None:

@@ -66,3 +66,29 @@ def draft_previous_month() -> int:
         return 0
     ingest_all()
     return sum(len(draft_period(period=p, tenant=t, now=now)) for t, p in due)
+
+
+@shared_task(name="billing.close_chain_checkpoints", ignore_result=True)
+def close_chain_checkpoints() -> int:
+    """Month end: sign a chain checkpoint for every lease billed in the month that has just
+    ended in its tenant's zone. Beat calls it hourly on the 1st and 2nd (UTC), like the
+    drafting; a checkpoint already made is kept, so the calls after the first do nothing."""
+    from billing.checkpoints import close_due
+
+    return close_due()
+
+
+@shared_task(
+    name="billing.notify_checkpoint",
+    acks_late=True,
+    reject_on_worker_lost=True,
+    ignore_result=True,
+    autoretry_for=TRANSIENT_DELIVERY_ERRORS,
+    retry_backoff=True,
+    retry_backoff_max=3600,
+    retry_jitter=True,
+    max_retries=10,
+)
+def notify_checkpoint(checkpoint_id: int) -> bool:
+    """Send the tenant's webhook the new checkpoint (event ``chain.checkpoint``)."""
+    return notifications.send_checkpoint(checkpoint_id=checkpoint_id)

@@ -27,4 +27,8 @@ SCHEDULE = {
         "task": "billing.draft_previous_month",
         "schedule": crontab(minute="30", hour="*", day_of_month="1,2"),
     },
+    "gpulease: sign last month's chain checkpoints": {
+        "task": "billing.close_chain_checkpoints",
+        "schedule": crontab(minute="45", hour="*", day_of_month="1,2"),
+    },
 }

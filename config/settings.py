@@ -217,8 +217,23 @@ PROBE_SELF_CHECK_GRACE_S = env.int("PROBE_SELF_CHECK_GRACE_S", default=300)
 # A tenant's run-now: refused (429) this long after the lease's last run-now runs were over.
 RUN_NOW_COOLDOWN_S = env.int("RUN_NOW_COOLDOWN_S", default=300)
 
-# The provider's Ed25519 key that signs contract audit bundles (billing.audit). Empty:
-# VAR_DIR/audit/ed25519.pem, created on first use.
+# Invoices (billing.services). Issued invoices are numbered PREFIX-YYYY-NNNNNN and credit
+# notes PREFIX-CN-YYYY-NNNNNN, gap-free per seller and year of issue. The seller block is
+# frozen onto every invoice when it is issued; the defaults are the demo's, not a company.
+INVOICE_NUMBER_PREFIX = env.str("INVOICE_NUMBER_PREFIX", default="GL")
+INVOICE_PAYMENT_TERMS_DAYS = env.int("INVOICE_PAYMENT_TERMS_DAYS", default=30)
+INVOICE_SELLER = {
+    "legal_name": env.str("INVOICE_SELLER_LEGAL_NAME", default="深圳示例智算科技有限公司"),
+    "tax_id": env.str("INVOICE_SELLER_TAX_ID", default="91440300MA5F00001X"),
+    "address": env.str("INVOICE_SELLER_ADDRESS", default="深圳市南山区科技园示例路 1 号"),
+    "phone": env.str("INVOICE_SELLER_PHONE", default="0755-00000000"),
+    "bank": env.str("INVOICE_SELLER_BANK", default="示例银行深圳分行"),
+    "account": env.str("INVOICE_SELLER_ACCOUNT", default="0000 0000 0000 0000"),
+}
+
+# The provider's current Ed25519 key that signs contract audit bundles and chain checkpoints
+# (billing.audit_keys). Empty: VAR_DIR/audit/ed25519.pem, created on first use. Retired
+# keys' public halves are listed in audit-keys.json beside it (audit_key --rotate).
 AUDIT_SIGNING_KEY = env.str("AUDIT_SIGNING_KEY", default="")
 if CELERY_BROKER_URL.startswith("redis"):
     # Unacknowledged tasks (a worker killed mid-probe) come back after this; it must

@@ -20,6 +20,7 @@ from leases.models import (
     Site,
     Switch,
     Tenant,
+    TermsAmendment,
 )
 
 
@@ -295,10 +296,24 @@ class LeaseAdmin(StampedAdmin):
         return super().change_view(request, object_id, form_url, extra_context)
 
 
+# Set by the services when a version is created: its place in the chain, and who
+# acknowledged it (a tenant admin, through the API; never typed in here).
+LINK_FIELDS = [
+    "chain_index",
+    "prev_hash",
+    "terms_hash",
+    "acknowledged_by",
+    "acknowledged_by_username",
+    "acknowledged_by_role",
+    "acknowledged_at",
+    "acknowledgement_reason",
+]
+
+
 class LeaseTermsForm(forms.ModelForm):
     class Meta:
         model = LeaseTerms
-        exclude = ["version"]  # noqa: DJ006 (every other field, and new ones, belong here)
+        exclude = ["version", *LINK_FIELDS]  # noqa: DJ006 (every other field belongs here)
 
     def clean(self):  # type: ignore[no-untyped-def]
         data = super().clean()
@@ -331,7 +346,7 @@ class LeaseTermsAdmin(StampedAdmin):
 
     def get_readonly_fields(self, request, obj=None):  # type: ignore[no-untyped-def]
         fields = super().get_readonly_fields(request, obj)
-        return (*fields, "version") if obj else fields
+        return (*fields, "version", *LINK_FIELDS) if obj else fields
 
     def has_change_permission(self, request, obj=None):  # type: ignore[no-untyped-def]
         return obj is None and super().has_change_permission(request, obj)
@@ -343,6 +358,56 @@ class LeaseTermsAdmin(StampedAdmin):
         services.add_terms_version(terms=obj, actor=request.user)
         for warning in selectors.contract_warnings(lease=obj.lease, terms=obj):
             messages.warning(request, warning)
+
+
+class TermsAmendmentForm(forms.ModelForm):
+    class Meta:
+        model = TermsAmendment
+        fields = ["lease", "effective_from", "changes", "reason"]
+
+    def clean(self):  # type: ignore[no-untyped-def]
+        data = super().clean()
+        if not self.errors:
+            services.validate_retroactive_amendment(
+                lease=data["lease"],
+                effective_from=data["effective_from"],
+                changes=data["changes"] or {},
+                reason=data["reason"],
+            )
+        return data
+
+
+@admin.register(TermsAmendment)
+class TermsAmendmentAdmin(StampedAdmin):
+    """Propose a retroactive amendment; a tenant admin acknowledges it through the API
+    (POST /api/v1/terms-amendments/<id>/acknowledge/), which makes it a terms version."""
+
+    list_display = ["lease", "effective_from", "status", "proposed_by", "terms", "created_at"]
+    list_filter = ["status"]
+    search_fields = ["lease__reference", "reason"]
+    list_select_related = ["lease", "proposed_by", "terms"]
+    autocomplete_fields = ["lease"]
+    form = TermsAmendmentForm
+
+    def get_readonly_fields(self, request, obj=None):  # type: ignore[no-untyped-def]
+        fields = super().get_readonly_fields(request, obj)
+        return (*fields, "status", "proposed_by", "terms")
+
+    def has_change_permission(self, request, obj=None):  # type: ignore[no-untyped-def]
+        return obj is None and super().has_change_permission(request, obj)
+
+    def has_delete_permission(self, request, obj=None):  # type: ignore[no-untyped-def]
+        return False
+
+    def save_model(self, request, obj, form, change):  # type: ignore[no-untyped-def]
+        saved = services.propose_retroactive_amendment(
+            lease=obj.lease,
+            effective_from=obj.effective_from,
+            changes=obj.changes or {},
+            reason=obj.reason,
+            actor=request.user,
+        )
+        obj.pk, obj._state.adding = saved.pk, False
 
 
 @admin.register(NodeAssignment)

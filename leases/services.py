@@ -7,25 +7,29 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.formats import date_format
 from django.utils.translation import gettext as _
 
+from benchmarks.chain import link_terms
+from gpulease_verify.terms import is_retroactive
 from leases import validators
-from leases.choices import LEASE_TRANSITIONS, LeaseStatus, NodeStatus, SwitchRole
+from leases.choices import LEASE_TRANSITIONS, LeaseStatus, NodeStatus, Role, SwitchRole
 from leases.models import (
     Fabric,
     Lease,
     LeaseEvent,
     LeaseTerms,
+    Membership,
     NicPort,
     Node,
     NodeAssignment,
     Site,
     Switch,
     Tenant,
+    TermsAmendment,
 )
 
 
@@ -198,16 +202,10 @@ def swap_node(
     )
 
 
-@transaction.atomic
-def amend_terms(
-    *,
-    lease: Lease,
-    effective_from: datetime,
-    changes: dict[str, Any],
-    reason: str,
-    actor: Any = None,
+def _amended(
+    *, lease: Lease, effective_from: datetime, changes: dict[str, Any], reason: str
 ) -> LeaseTerms:
-    """Add the next terms version: the one in force at ``effective_from`` with ``changes``."""
+    """An unsaved next version: the one in force at ``effective_from`` with ``changes``."""
     base = LeaseTerms.objects.in_force(lease.pk, effective_from)
     if base is None:
         raise ValidationError(
@@ -226,9 +224,157 @@ def amend_terms(
         setattr(amended, field, value)
     amended.effective_from = effective_from
     amended.amendment_reason = reason
-    return add_terms_version(
-        terms=amended, actor=actor, changes={key: str(value) for key, value in changes.items()}
+    return amended
+
+
+def _clear_link(terms: LeaseTerms) -> None:
+    for name in ("chain_index", "acknowledged_by", "acknowledged_at"):
+        setattr(terms, name, None)
+    for name in ("prev_hash", "terms_hash", "acknowledged_by_username", "acknowledged_by_role"):
+        setattr(terms, name, "")
+    terms.acknowledgement_reason = ""
+
+
+def _changes_text(changes: dict[str, Any]) -> dict[str, Any]:
+    """Changes as JSON: decimals and instants as text, windows and tiers as they are."""
+    return {
+        key: value if isinstance(value, list | dict | bool | int | None) else str(value)
+        for key, value in changes.items()
+    }
+
+
+@transaction.atomic
+def amend_terms(
+    *,
+    lease: Lease,
+    effective_from: datetime,
+    changes: dict[str, Any],
+    reason: str,
+    actor: Any = None,
+) -> LeaseTerms:
+    """Add the next terms version: the one in force at ``effective_from`` with ``changes``.
+    One taking effect in the past is refused: see ``propose_retroactive_amendment``."""
+    amended = _amended(lease=lease, effective_from=effective_from, changes=changes, reason=reason)
+    return add_terms_version(terms=amended, actor=actor, changes=_changes_text(changes))
+
+
+def validate_retroactive_amendment(
+    *, lease: Lease, effective_from: datetime, changes: dict[str, Any], reason: str
+) -> None:
+    """Refuse, in a sentence, an amendment that is not in the past or would not make a
+    valid next version."""
+    if not is_retroactive(effective_from, timezone.now()):
+        raise ValidationError(
+            _(
+                "This amendment takes effect %(at)s, not in the past: add it as the next terms "
+                "version; it needs no acknowledgement."
+            )
+            % {"at": _when(effective_from)}
+        )
+    candidate = _amended(lease=lease, effective_from=effective_from, changes=changes, reason=reason)
+    validate_new_terms_version(
+        lease=lease, effective_from=effective_from, reason=reason, acknowledged=True
     )
+    try:
+        candidate.full_clean(exclude=["lease", "version"])
+    except ValidationError as error:
+        if not hasattr(error, "error_dict"):
+            raise
+        raise ValidationError(
+            {
+                "changes": [
+                    f"{field}: {message}"
+                    for field, messages in error.message_dict.items()
+                    for message in messages
+                ]
+            }
+        ) from error
+
+
+@transaction.atomic
+def propose_retroactive_amendment(
+    *,
+    lease: Lease,
+    effective_from: datetime,
+    changes: dict[str, Any],
+    reason: str,
+    actor: Any = None,
+) -> TermsAmendment:
+    """Store an amendment taking effect in the past, pending: not in force and not in the
+    chain until a tenant admin of the lease's tenant acknowledges it."""
+    lease = Lease.objects.select_for_update().get(pk=lease.pk)
+    validate_retroactive_amendment(
+        lease=lease, effective_from=effective_from, changes=changes, reason=reason
+    )
+    amendment = TermsAmendment.objects.create(
+        lease=lease,
+        effective_from=effective_from,
+        changes=_changes_text(changes),
+        reason=reason,
+        proposed_by=actor if getattr(actor, "pk", None) else None,
+    )
+    _record(
+        lease,
+        LeaseEvent.Action.AMENDMENT_PROPOSED,
+        actor,
+        amendment=amendment.pk,
+        effective_from=effective_from.isoformat(),
+        reason=reason,
+        changes=amendment.changes,
+    )
+    return amendment
+
+
+@transaction.atomic
+def acknowledge_amendment(*, amendment: TermsAmendment, user: Any, reason: str) -> LeaseTerms:
+    """A tenant admin of the lease's tenant acknowledges a retroactive amendment: it becomes
+    the lease's next terms version, in force from its effective_from, linked into the
+    chain with who acknowledged it, when and why."""
+    lease = Lease.objects.select_for_update().get(pk=amendment.lease_id)
+    amendment = TermsAmendment.objects.select_for_update().get(pk=amendment.pk)
+    if amendment.status != TermsAmendment.Status.PENDING:
+        raise ValidationError(
+            _("This amendment was already acknowledged: it is terms v%(v)s.")
+            % {"v": amendment.terms.version if amendment.terms else "?"}
+        )
+    role = (
+        Membership.objects.filter(user=user, tenant_id=lease.tenant_id)
+        .values_list("role", flat=True)
+        .first()
+    )
+    if role != Role.ADMIN or not user.is_active:
+        raise PermissionDenied(
+            _("Only a tenant admin of %(tenant)s can acknowledge an amendment of its lease.")
+            % {"tenant": lease.tenant.name}
+        )
+    if not reason.strip():
+        raise ValidationError(_("An acknowledgement needs a reason."))
+    terms = _amended(
+        lease=lease,
+        effective_from=amendment.effective_from,
+        changes=amendment.changes,
+        reason=amendment.reason,
+    )
+    _clear_link(terms)
+    terms.acknowledged_by = user
+    terms.acknowledged_by_username = user.get_username()
+    terms.acknowledged_by_role = role
+    terms.acknowledged_at = timezone.now()
+    terms.acknowledgement_reason = reason
+    terms = _add_version(
+        terms,
+        actor=user,
+        acknowledged=True,
+        detail={
+            "changes": amendment.changes,
+            "amendment": amendment.pk,
+            "acknowledged_by": terms.acknowledged_by_username,
+            "acknowledgement_reason": reason,
+        },
+    )
+    amendment.status, amendment.terms = TermsAmendment.Status.ACKNOWLEDGED, terms
+    amendment.save(update_fields=["status", "terms", "updated_at"])
+    return terms
 
 
 _ACTION_FOR = {
@@ -289,9 +435,25 @@ def transition_lease(
     return lease
 
 
-def validate_new_terms_version(*, lease: Lease, effective_from: datetime, reason: str) -> None:
+def _refuse_retroactive(lease: Lease, effective_from: datetime, created: datetime) -> None:
+    if is_retroactive(effective_from, created):
+        raise ValidationError(
+            _(
+                "This amendment would take effect %(at)s, before it is recorded (%(now)s). An "
+                "amendment in the past needs a tenant admin of %(tenant)s to acknowledge it: "
+                "propose it as a retroactive amendment."
+            )
+            % {"at": _when(effective_from), "now": _when(created), "tenant": lease.tenant.name}
+        )
+
+
+def validate_new_terms_version(
+    *, lease: Lease, effective_from: datetime, reason: str, acknowledged: bool = False
+) -> None:
     """The first version is in force when the lease starts; each later one takes effect
-    after the latest and says why."""
+    after the latest, says why, and (unless a tenant admin acknowledged it) not in the
+    past: ``RETROACTIVE_TOLERANCE`` (60 s) before now at most, for clock skew. The first
+    version is the contract itself, created with the lease, and starts with it."""
     latest = lease.terms.order_by("-version").first()
     if latest is None:
         if effective_from > lease.starts_at:
@@ -306,19 +468,35 @@ def validate_new_terms_version(*, lease: Lease, effective_from: datetime, reason
         )
     elif not reason.strip():
         raise ValidationError(_("An amendment needs a reason."))
+    elif not acknowledged:
+        _refuse_retroactive(lease, effective_from, timezone.now())
 
 
 @transaction.atomic
 def add_terms_version(*, terms: LeaseTerms, actor: Any = None, **detail: Any) -> LeaseTerms:
-    """Save an unsaved, filled LeaseTerms as the lease's next version."""
+    """Save an unsaved, filled LeaseTerms as the lease's next version, linked into the
+    lease's chain. One taking effect in the past is refused (acknowledge_amendment)."""
+    _clear_link(terms)
+    return _add_version(terms, actor=actor, acknowledged=False, detail=detail)
+
+
+def _add_version(
+    terms: LeaseTerms, *, actor: Any, acknowledged: bool, detail: dict[str, Any]
+) -> LeaseTerms:
     lease = Lease.objects.select_for_update().get(pk=terms.lease_id)
     validate_new_terms_version(
-        lease=lease, effective_from=terms.effective_from, reason=terms.amendment_reason
+        lease=lease,
+        effective_from=terms.effective_from,
+        reason=terms.amendment_reason,
+        acknowledged=acknowledged,
     )
     latest = lease.terms.order_by("-version").first()
     terms.version = latest.version + 1 if latest else 1
     terms.full_clean(exclude=["lease"])
     terms.save()
+    if latest is not None and not acknowledged:  # the rule, on the instant stored
+        _refuse_retroactive(lease, terms.effective_from, terms.created_at)
+    link_terms(terms)
     action = LeaseEvent.Action.AMENDED if latest else LeaseEvent.Action.CREATED
     _record(
         lease,
@@ -327,6 +505,7 @@ def add_terms_version(*, terms: LeaseTerms, actor: Any = None, **detail: Any) ->
         version=terms.version,
         effective_from=terms.effective_from.isoformat(),
         reason=terms.amendment_reason,
+        terms_hash=terms.terms_hash,
         **detail,
     )
     return terms

@@ -1,19 +1,28 @@
 """Customer pages: server-rendered, readable without JavaScript. Every object is looked up
 through ``visible_to(request.user)``: another tenant's lease or invoice is a 404."""
 
-import csv
+import io
 from datetime import UTC, datetime, timedelta
-from decimal import Decimal
 from zoneinfo import ZoneInfo
 
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
+from django.utils import translation
 from django.utils.safestring import mark_safe
 from django.utils.translation import gettext as _
 
+from billing.documents import csv_export, document_language, pdf, xlsx
+from billing.documents.rows import invoice_document
 from billing.evidence import can_write_for
-from billing.models import Evidence, Incident, Invoice, InvoiceLine
+from billing.models import (
+    ChainCheckpoint,
+    CreditNote,
+    Evidence,
+    Incident,
+    Invoice,
+    InvoiceLine,
+)
 from billing.reports import sla_report
 from gpulease_verify.units import plain
 from leases.models import Lease, LeaseTerms
@@ -209,7 +218,12 @@ def lease_detail(request: HttpRequest, pk: int) -> HttpResponse:
 def lease_sla(request: HttpRequest, pk: int) -> HttpResponse:
     lease = _lease(request, pk)
     rows = selectors.sla_history(user=request.user, lease=lease, instant=selectors.now())
-    return render(request, "portal/lease_sla.html", {"lease": lease, "rows": rows})
+    checkpoints = ChainCheckpoint.objects.visible_to(request.user).filter(lease=lease)
+    return render(
+        request,
+        "portal/lease_sla.html",
+        {"lease": lease, "rows": rows, "checkpoints": checkpoints.order_by("-period")},
+    )
 
 
 @login_required
@@ -234,46 +248,48 @@ def _invoice(request: HttpRequest, pk: int) -> tuple[Invoice, list[InvoiceLine]]
 @login_required
 def invoice_detail(request: HttpRequest, pk: int) -> HttpResponse:
     invoice, lines = _invoice(request, pk)
-    return render(request, "portal/invoice_detail.html", {"invoice": invoice, "lines": lines})
+    credit_notes = (
+        CreditNote.objects.visible_to(request.user)
+        .filter(invoice=invoice)
+        .prefetch_related("lines")
+        .order_by("issued_at", "pk")
+    )
+    return render(
+        request,
+        "portal/invoice_detail.html",
+        {"invoice": invoice, "lines": lines, "credit_notes": credit_notes},
+    )
+
+
+def _attachment(body: bytes | str, content_type: str, filename: str) -> HttpResponse:
+    response = HttpResponse(body, content_type=content_type)
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return response
 
 
 @login_required
 def invoice_csv(request: HttpRequest, pk: int) -> HttpResponse:
-    invoice, lines = _invoice(request, pk)
-    response = HttpResponse(content_type="text/csv; charset=utf-8")
-    filename = f"invoice-{invoice.tenant.slug}-{invoice.period}.csv"
-    response["Content-Disposition"] = f'attachment; filename="{filename}"'
-    response.write("\ufeff")  # a BOM, so that spreadsheet programs read UTF-8 Chinese text
-    writer = csv.writer(response)
-    writer.writerow(
-        [
-            _("position"),
-            _("lease"),
-            _("kind"),
-            _("description"),
-            _("quantity"),
-            _("unit"),
-            _("unit price (¥)"),
-            _("amount (¥)"),
-        ]
-    )
-    for line in lines:
-        writer.writerow(
-            [
-                line.position,
-                line.lease.reference if line.lease else "",
-                line.get_kind_display(),
-                line.description,
-                f"{line.quantity.normalize():f}",
-                line.unit,
-                line.unit_price,
-                line.amount,
-            ]
-        )
-    for label, amount in (
-        (_("subtotal (¥)"), invoice.subtotal),
-        (_("tax (¥)"), invoice.tax),
-        (_("total (¥)"), invoice.total),
-    ):
-        writer.writerow(["", "", "", label, "", "", "", Decimal(amount)])
-    return response
+    invoice, _lines = _invoice(request, pk)
+    document = invoice_document(invoice)
+    body = io.StringIO()
+    csv_export.write(document, body)
+    return _attachment(body.getvalue(), "text/csv; charset=utf-8", document.filename("csv"))
+
+
+@login_required
+def invoice_pdf(request: HttpRequest, pk: int) -> HttpResponse:
+    invoice, _lines = _invoice(request, pk)
+    language = document_language(request.LANGUAGE_CODE)
+    with translation.override(language):
+        document = invoice_document(invoice)
+        body = pdf.render(document)
+    return _attachment(body, "application/pdf", document.filename("pdf"))
+
+
+@login_required
+def invoice_xlsx(request: HttpRequest, pk: int) -> HttpResponse:
+    invoice, _lines = _invoice(request, pk)
+    with translation.override(document_language(request.LANGUAGE_CODE)):
+        document = invoice_document(invoice)
+        body = xlsx.render(document)
+    return _attachment(body, xlsx.CONTENT_TYPE, document.filename("xlsx"))

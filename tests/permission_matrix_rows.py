@@ -27,7 +27,12 @@ from typing import Any
 
 from api import tokens
 from leases.choices import LeaseStatus, Role
-from tests.api.isolation_cases import dispute_of, evidence_of
+from tests.api.isolation_cases import (
+    credit_note_of,
+    dispute_of,
+    evidence_of,
+    issued_invoice_of,
+)
 from tests.factories import NodeFactory, at, make_lease, make_run
 
 World = Any
@@ -163,6 +168,42 @@ def page_evidence(world: World) -> dict[str, Any]:
     return {"pk": world.alpha.lease.pk, "evidence_pk": evidence_of(world.alpha).pk}
 
 
+def retroactive_changes(world: World) -> dict[str, Any]:
+    return {
+        "lease": world.alpha.lease.pk,
+        "effective_from": "2026-11-10T00:00:00+08:00",
+        "changes": {"credit_cap_percent": "40"},
+        "reason": "Signed on the 10th, recorded late.",
+    }
+
+
+def pending_amendment(world: World) -> dict[str, Any]:
+    """A retroactive amendment of alpha's lease, waiting for alpha's admin."""
+    from leases import services
+
+    amendment = services.propose_retroactive_amendment(
+        lease=world.alpha.lease,
+        effective_from=at("2026-11-10 00:00"),
+        changes={"credit_cap_percent": "40"},
+        reason="Signed on the 10th, recorded late.",
+    )
+    return {"pk": amendment.pk}
+
+
+def acknowledgement_body(world: World) -> dict[str, Any]:
+    """Each caller finds alpha's amendment pending again: an acknowledged one is reopened
+    and the terms version it made removed (test-only; nothing in the product does this)."""
+    from leases.models import LeaseTerms, TermsAmendment
+
+    done = TermsAmendment.objects.filter(
+        lease=world.alpha.lease, status=TermsAmendment.Status.ACKNOWLEDGED
+    )
+    made = list(done.values_list("terms", flat=True))
+    done.update(status=TermsAmendment.Status.PENDING, terms=None)
+    LeaseTerms.objects.filter(pk__in=made).delete()
+    return {"reason": "We agreed."}
+
+
 def pk_of(get: Callable[[Any], Any]) -> Callable[[World], dict[str, Any]]:
     return lambda world: {"pk": get(world.alpha).pk}
 
@@ -208,6 +249,15 @@ API_ROWS: dict[tuple[str, str], Row] = {
                                             draft_lease),
     ("api:lease-end", "post"):          Row("200 403 403 403 403 404 401 401 | 403 403 403 403",
                                             lease),
+    ("api:termsamendment-list", "get"): Row("200 200 200 200 200 200 401 401 | 200 403 403 200"),
+    ("api:termsamendment-list", "post"): Row("201 403 403 403 403 403 401 401 | 403 403 403 403",
+                                            body=retroactive_changes),
+    ("api:termsamendment-detail", "get"): Row("200 200 200 200 200 404 401 401 | 200 403 403 200",
+                                            pending_amendment),
+    # Only a tenant admin acknowledges: staff pass the route and are refused by the service.
+    ("api:termsamendment-acknowledge", "post"): Row(
+        "403 200 403 403 403 404 401 401 | 403 200 403 200",
+        pending_amendment, body=acknowledgement_body),
     # Only alpha's admin (not the two-tenant user, admin of beta only) asks alpha's probes.
     ("api:lease-run-now", "post"):      Row("202 202 403 403 403 404 401 401 | 403 202 403 202",
                                             lease, body=lambda w: {"kinds": ["link"]}),
@@ -215,6 +265,8 @@ API_ROWS: dict[tuple[str, str], Row] = {
                                             lease, query=PERIOD),
     ("api:lease-audit", "get"):         Row("200 200 403 200 403 404 401 401 | 403 403 200 200",
                                             lease, query=PERIOD),
+    ("api:lease-checkpoints", "get"):   Row("200 200 403 200 403 404 401 401 | 403 403 200 200",
+                                            lease),
     ("api:lease-evidence", "get"):      Row("200 200 200 200 200 404 401 401 | 200 403 403 200",
                                             lease),
     ("api:lease-evidence", "post"):     Row("201 201 403 403 403 404 401 401 | 403 201 403 201",
@@ -232,6 +284,24 @@ API_ROWS: dict[tuple[str, str], Row] = {
     ("api:invoice-list", "get"):        Row("200 200 200 200 200 200 401 401 | 200 403 403 200"),
     ("api:invoice-detail", "get"):      Row("200 200 200 200 200 404 401 401 | 200 403 403 200",
                                             pk_of(lambda side: side.invoice)),
+    ("api:invoice-pdf", "get"):         Row("200 200 200 200 200 404 401 401 | 200 403 403 200",
+                                            pk_of(lambda side: side.invoice)),
+    ("api:invoice-xlsx", "get"):        Row("200 200 200 200 200 404 401 401 | 200 403 403 200",
+                                            pk_of(lambda side: side.invoice)),
+    # Provider staff only. The matrix's clock is 2026-11-20: November cannot be issued yet,
+    # so staff pass every check but the service's (409).
+    ("api:invoice-issue", "post"):      Row("409 403 403 403 403 404 401 401 | 403 403 403 403",
+                                            pk_of(lambda side: side.invoice),
+                                            body=lambda w: {"force": True, "reason": "late"}),
+    ("api:invoice-void", "post"):       Row("200 403 403 403 403 404 401 401 | 403 403 403 403",
+                                            pk_of(issued_invoice_of),
+                                            body=lambda w: {"reason": "wrong buyer"}),
+    ("api:invoice-credit-notes", "post"): Row("201 403 403 403 403 404 401 401 | 403 403 403 403",
+                                            pk_of(issued_invoice_of),
+                                            body=lambda w: {"reason": "reversal"}),
+    ("api:creditnote-list", "get"):     Row("200 200 200 200 200 200 401 401 | 200 403 403 200"),
+    ("api:creditnote-detail", "get"):   Row("200 200 200 200 200 404 401 401 | 200 403 403 200",
+                                            pk_of(credit_note_of)),
     ("api:dispute-list", "get"):        Row("200 200 200 200 200 200 401 401 | 200 403 403 200"),
     # The two-tenant user passes the route (admin of beta) and is refused by the service:
     # on alpha's lease they are a viewer.
@@ -294,6 +364,14 @@ PAGE_ROWS: dict[tuple[str, str], Row] = {
     ("portal:invoice-csv", "get"):      Row("200 200 200 200 200 404 login login",
                                             pk_of(lambda side: side.invoice)),
     ("portal:invoice-csv", "post"):     Row("200 200 200 200 200 404 login login",
+                                            pk_of(lambda side: side.invoice)),
+    ("portal:invoice-pdf", "get"):      Row("200 200 200 200 200 404 login login",
+                                            pk_of(lambda side: side.invoice)),
+    ("portal:invoice-pdf", "post"):     Row("200 200 200 200 200 404 login login",
+                                            pk_of(lambda side: side.invoice)),
+    ("portal:invoice-xlsx", "get"):     Row("200 200 200 200 200 404 login login",
+                                            pk_of(lambda side: side.invoice)),
+    ("portal:invoice-xlsx", "post"):    Row("200 200 200 200 200 404 login login",
                                             pk_of(lambda side: side.invoice)),
     # Provider pages do not exist for anybody but staff.
     ("portal:fleet", "get"):            Row("200 404 404 404 404 404 login login"),

@@ -90,7 +90,7 @@ def test_demo_reports_bills_pages_and_bundle_at(instant):
 
         bundle = audit.signed_bundle(lease=lease, period=str(this_month))
         assert bundle["bundle"]["period"]["period"] == str(this_month)
-        assert audit.verify(bundle) == []
+        assert audit.verify(bundle, audit.published_key_info()) == []
 
         customer = _client("zhiyuan-admin")
         for path in (

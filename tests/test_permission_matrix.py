@@ -325,5 +325,6 @@ def test_pages_of_alpha_objects_are_404_to_betas_admin(callers):
         if kwargs:
             data = row.query if method == "get" else row.body(callers.world)
             got[(name, method)] = getattr(client, method)(reverse(name, kwargs=kwargs), data)
-    assert len(got) == 13  # 6 routes with GET and POST, and the token revoke (POST)
+    # 8 routes with GET and POST (the invoice PDF and XLSX among them), and the token revoke.
+    assert len(got) == 17
     assert {key: response.status_code for key, response in got.items()} == dict.fromkeys(got, 404)

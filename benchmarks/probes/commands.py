@@ -6,7 +6,6 @@ so one raw output holds them all and `split_sections` takes them apart again.
 """
 
 import math
-import re
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -14,9 +13,9 @@ from dataclasses import dataclass
 from benchmarks.choices import Tool
 from benchmarks.probes import arguments as arg
 from benchmarks.probes.plan import PlanNode, PlanPort
+from gpulease_verify.interpret import split_sections as split_sections
 from leases.choices import LinkLayer
 
-SECTION = re.compile(r"^### (.+)$", re.MULTILINE)
 IPERF3_BASE_PORT = 5201
 # TCP slow start is not the network's capacity: iperf3 leaves the first second out.
 IPERF3_OMIT_SECONDS = 1
@@ -30,16 +29,6 @@ def sections(parts: Sequence[tuple[str, str]]) -> str:
 def _say(line: str) -> str:
     # printf, not echo: dash's echo would expand a backslash in an interface name.
     return f"printf '%s\\n' {shlex.quote(line)}"
-
-
-def split_sections(text: str) -> dict[str, str]:
-    found = list(SECTION.finditer(text))
-    return {
-        match.group(1).strip(): text[
-            match.end() + 1 : found[i + 1].start() if i + 1 < len(found) else len(text)
-        ]
-        for i, match in enumerate(found)
-    }
 
 
 def _ib_sysfs(port: PlanPort) -> str:

@@ -14,33 +14,9 @@ from dataclasses import dataclass
 from itertools import groupby
 
 from benchmarks.choices import Pattern, Tool
+from gpulease_verify.interpret import PlanNode as PlanNode
+from gpulease_verify.interpret import PlanPort as PlanPort
 from leases.choices import HEAVY_PROBE_KINDS, LinkLayer, ProbeKind, Technology
-
-
-@dataclass(frozen=True)
-class PlanPort:
-    device: str
-    port: int
-    netdev: str
-    address: str | None
-    link_layer: str
-    rate_gbps: int
-
-
-@dataclass(frozen=True)
-class PlanNode:
-    hostname: str
-    leaf: str
-    gpus: int
-    ports: tuple[PlanPort, ...]
-
-    @property
-    def data_address(self) -> str | None:
-        return next((port.address for port in self.ports if port.address), None)
-
-    @property
-    def rdma_port(self) -> PlanPort | None:
-        return next((port for port in self.ports if port.device.startswith("mlx")), None)
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@ from leases.models.events import LeaseEvent
 from leases.models.inventory import Fabric, NicPort, Node, Site, Switch
 from leases.models.leases import Lease, NodeAssignment
 from leases.models.tenants import Membership, Tenant
-from leases.models.terms import LeaseTerms
+from leases.models.terms import LeaseTerms, TermsAmendment
 
 __all__ = [
     "Fabric",
@@ -16,4 +16,5 @@ __all__ = [
     "Site",
     "Switch",
     "Tenant",
+    "TermsAmendment",
 ]

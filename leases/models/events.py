@@ -15,6 +15,7 @@ class LeaseEvent(models.Model):
         ENDED = "ended", _("ended")
         CANCELLED = "cancelled", _("cancelled")
         AMENDED = "amended", _("terms amended")
+        AMENDMENT_PROPOSED = "amendment_proposed", _("retroactive amendment proposed")
         NODE_ASSIGNED = "node_assigned", _("node assigned")
         NODE_RELEASED = "node_released", _("node released")
 

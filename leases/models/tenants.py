@@ -45,6 +45,15 @@ class Tenant(TimeStampedModel):
     currency = models.CharField(
         _("currency"), max_length=3, choices=[(CURRENCY, "CNY (¥)")], default=CURRENCY
     )
+    # The buyer on invoices (购买方): frozen onto each invoice when it is issued.
+    legal_name = models.CharField(
+        _("legal name"), max_length=200, blank=True, help_text=_("Empty: the name above.")
+    )
+    tax_id = models.CharField(_("tax ID (统一社会信用代码)"), max_length=32, blank=True)
+    invoice_address = models.CharField(_("registered address"), max_length=300, blank=True)
+    invoice_phone = models.CharField(_("invoice phone"), max_length=50, blank=True)
+    bank_name = models.CharField(_("bank"), max_length=200, blank=True)
+    bank_account = models.CharField(_("bank account"), max_length=64, blank=True)
     webhook_url = models.URLField(
         _("incident webhook URL"),
         blank=True,
@@ -68,6 +77,17 @@ class Tenant(TimeStampedModel):
 
     def __str__(self) -> str:
         return self.name
+
+    def buyer_identity(self) -> dict[str, str]:
+        """The buyer block an invoice freezes when it is issued."""
+        return {
+            "legal_name": self.legal_name or self.name,
+            "tax_id": self.tax_id,
+            "address": self.invoice_address,
+            "phone": self.invoice_phone,
+            "bank": self.bank_name,
+            "account": self.bank_account,
+        }
 
 
 class Membership(TimeStampedModel):

@@ -2,12 +2,15 @@ from datetime import datetime
 from decimal import Decimal
 from typing import ClassVar
 
+from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
 from common.models import TimeStampedModel
 from common.querysets import TenantScopedQuerySet
+from gpulease_verify.canonical import iso_utc
+from gpulease_verify.terms import CONTRACT_FIELDS as TERMS_CONTRACT_FIELDS
 from leases import contract_rules
 from leases.choices import BillingMode, HeavyProbePolicy, Technology
 from leases.models.leases import Lease
@@ -178,31 +181,32 @@ class LeaseTerms(TimeStampedModel):
     objects = LeaseTermsQuerySet.as_manager()
     tenant_path = "lease__tenant"
 
+    # The version as a link of the lease's hash chain (benchmarks.chain.link_terms), set
+    # once when it is created.
+    chain_index = models.PositiveIntegerField(_("chain index"), null=True, blank=True)
+    prev_hash = models.CharField(_("previous link hash"), max_length=64, blank=True)
+    terms_hash = models.CharField(_("link hash"), max_length=64, blank=True)
+
+    # A version that takes effect before it is created counts only once a tenant admin has
+    # acknowledged it (TermsAmendment); who did is kept as text, as hashed.
+    acknowledged_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        verbose_name=_("acknowledged by"),
+    )
+    acknowledged_by_username = models.CharField(
+        _("acknowledged by (username)"), max_length=150, blank=True
+    )
+    acknowledged_by_role = models.CharField(_("acknowledged as"), max_length=16, blank=True)
+    acknowledged_at = models.DateTimeField(_("acknowledged at"), null=True, blank=True)
+    acknowledgement_reason = models.TextField(_("acknowledgement reason"), blank=True)
+
     # The fields that make up the contract itself (what an amendment may change, what the
     # API accepts for a new lease, what an audit bundle carries of each version).
-    CONTRACT_FIELDS: ClassVar[tuple[str, ...]] = (
-        "contracted_bandwidth_gbps",
-        "technology",
-        "sla_threshold_percent",
-        "collective_busbw_floor_gbps",
-        "latency_ceiling_us",
-        "probe_cadence_s",
-        "heavy_probe_policy",
-        "heavy_probe_windows",
-        "maintenance_windows",
-        "incident_after_violations",
-        "credit_tiers",
-        "credit_cap_percent",
-        "credit_base",
-        "contracted_base_per_month",
-        "billing_mode",
-        "node_rent_per_month",
-        "network_fee_per_month",
-        "price_per_gb",
-        "price_per_mbps_p95",
-        "tax_rate_percent",
-        "billing_starts_on_acceptance",
-    )
+    CONTRACT_FIELDS: ClassVar[tuple[str, ...]] = TERMS_CONTRACT_FIELDS
 
     class Meta:
         verbose_name = _("contract terms version")
@@ -276,6 +280,68 @@ class LeaseTerms(TimeStampedModel):
         return f"{self.lease} v{self.version}"
 
     @property
+    def acknowledgement(self) -> dict[str, str | None] | None:
+        """Who acknowledged this version, as hashed and as an audit bundle carries it."""
+        if self.acknowledged_at is None:
+            return None
+        return {
+            "by": self.acknowledged_by_username,
+            "role": self.acknowledged_by_role,
+            "at": iso_utc(self.acknowledged_at),
+            "reason": self.acknowledgement_reason,
+        }
+
+    @property
     def threshold_bps(self) -> Decimal:
         """The lowest throughput that passes, in bits per second."""
         return self.contracted_bandwidth_gbps * Decimal(10) ** 9 * self.sla_threshold_percent / 100
+
+
+class TermsAmendment(TimeStampedModel):
+    """A retroactive amendment proposed by provider staff: the changes wait here, not in
+    force and not linked, until a tenant admin of the lease's tenant acknowledges them;
+    then they become the lease's next terms version (``terms``)."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending", _("waiting for the tenant admin")
+        ACKNOWLEDGED = "acknowledged", _("acknowledged")
+
+    lease = models.ForeignKey(
+        Lease,
+        on_delete=models.CASCADE,
+        related_name="terms_amendments",
+        verbose_name=_("lease"),
+    )
+    effective_from = models.DateTimeField(_("effective from"))
+    changes = models.JSONField(_("changes"), default=dict)
+    reason = models.TextField(_("amendment reason"))
+    proposed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        verbose_name=_("proposed by"),
+    )
+    status = models.CharField(
+        _("status"), max_length=16, choices=Status.choices, default=Status.PENDING
+    )
+    terms = models.OneToOneField(
+        LeaseTerms,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="proposal",
+        verbose_name=_("terms version"),
+    )
+
+    objects = TenantScopedQuerySet.as_manager()
+    tenant_path = "lease__tenant"
+
+    class Meta:
+        verbose_name = _("retroactive terms amendment")
+        verbose_name_plural = _("retroactive terms amendments")
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.lease}: from {iso_utc(self.effective_from)} ({self.get_status_display()})"

@@ -82,6 +82,43 @@ def dispute_of(side: Side) -> Any:
     return side.dispute
 
 
+def issued_invoice_of(side: Side) -> Any:
+    """The tenant's November invoice, issued (by force: its runs are not ingested)."""
+    from billing import services
+    from billing.choices import InvoiceStatus
+
+    if side.invoice.status == InvoiceStatus.DRAFT:
+        side.invoice = services.issue_invoice(
+            invoice=side.invoice, force=True, reason="test world", now=at("2026-12-02 00:00")
+        )
+    return side.invoice
+
+
+def amendment_of(side: Side) -> Any:
+    """A retroactive terms amendment of the tenant's lease, pending (made once per side)."""
+    if getattr(side, "amendment", None) is None:
+        from leases import services
+
+        side.amendment = services.propose_retroactive_amendment(
+            lease=side.lease,
+            effective_from=at("2026-11-10 00:00"),
+            changes={"credit_cap_percent": "40"},
+            reason="Signed on the 10th, recorded late.",
+        )
+    return side.amendment
+
+
+def credit_note_of(side: Side) -> Any:
+    """A full reversal of the tenant's issued November invoice (made once per side)."""
+    if getattr(side, "credit_note", None) is None:
+        from billing import services
+
+        side.credit_note = services.create_credit_note(
+            invoice=issued_invoice_of(side), reason="Issued to the wrong entity."
+        )
+    return side.credit_note
+
+
 CASES: dict[str, ListOf | DetailOf | NoRows] = {
     "api:api-root": NoRows("the router's index lists the collections' URLs"),
     "api:tenant-list": ListOf(lambda side: {side.tenant.pk}),
@@ -105,6 +142,9 @@ CASES: dict[str, ListOf | DetailOf | NoRows] = {
     "api:lease-detail": DetailOf(pk(lambda side: side.lease)),
     "api:lease-activate": DetailOf(pk(lambda side: side.lease)),
     "api:lease-end": DetailOf(pk(lambda side: side.lease)),
+    "api:termsamendment-list": ListOf(lambda side: {amendment_of(side).pk}),
+    "api:termsamendment-detail": DetailOf(pk(amendment_of)),
+    "api:termsamendment-acknowledge": DetailOf(pk(amendment_of), body={"reason": "Agreed."}),
     "api:lease-cancel": DetailOf(pk(lambda side: side.lease)),
     "api:lease-run-now": DetailOf(pk(lambda side: side.lease), body={"kinds": ["link"]}),
     "api:lease-sla": DetailOf(pk(lambda side: side.lease), query={"period": "2026-11"}),
@@ -126,6 +166,18 @@ CASES: dict[str, ListOf | DetailOf | NoRows] = {
         lambda side: {side.invoice.pk}, filters=lambda side: [{"tenant": side.tenant.slug}]
     ),
     "api:invoice-detail": DetailOf(pk(lambda side: side.invoice)),
+    "api:invoice-pdf": DetailOf(pk(lambda side: side.invoice)),
+    "api:invoice-xlsx": DetailOf(pk(lambda side: side.invoice)),
+    "api:invoice-issue": DetailOf(
+        pk(lambda side: side.invoice), body={"force": True, "reason": "late runs"}
+    ),
+    "api:invoice-void": DetailOf(pk(issued_invoice_of), body={"reason": "wrong buyer"}),
+    "api:invoice-credit-notes": DetailOf(pk(issued_invoice_of), body={"reason": "reversal"}),
+    "api:creditnote-list": ListOf(
+        lambda side: {credit_note_of(side).pk},
+        filters=lambda side: [{"tenant": side.tenant.slug}, {"invoice": side.invoice.pk}],
+    ),
+    "api:creditnote-detail": DetailOf(pk(credit_note_of)),
     "api:apitoken-list": ListOf(
         lambda side: {side.token.pk}, filters=lambda side: [{"prefix": side.token.prefix}]
     ),
@@ -134,6 +186,7 @@ CASES: dict[str, ListOf | DetailOf | NoRows] = {
     # Audit bundle, evidence and disputes (api/audit_urls.py).
     "api:audit-public-key": NoRows("the provider's public signing key, the same for all"),
     "api:lease-audit": DetailOf(pk(lambda side: side.lease), query={"period": "2026-11"}),
+    "api:lease-checkpoints": DetailOf(pk(lambda side: side.lease)),
     "api:lease-evidence": DetailOf(
         pk(lambda side: side.lease),
         body={"tool": "iperf3", "raw_output": "{}", "nodes": []},

@@ -206,3 +206,24 @@ def test_disputes_are_listed_per_tenant_and_rejected_with_a_reason(
     rejected = client_for(world.staff).post(reject, {"reason": "Not our fault."}, format="json")
     assert rejected.status_code == 200
     assert rejected.json()["decision_reason"] == "Not our fault."
+
+
+def test_raw_1_carries_each_runs_raw_output_and_the_verifier_re_hashes_it(world, client_for):
+    import hashlib
+
+    client = client_for(world.alpha.members[Role.AUDITOR])
+    refused = client.get(audit_url(world.alpha.lease) + "&raw=maybe")
+    assert refused.status_code == 400
+    assert refused.json()["error"]["fields"] == {"raw": ["raw must be 1 or 0, got 'maybe'."]}
+    doc = client.get(audit_url(world.alpha.lease) + "&raw=1").json()
+    first = next(r for r in doc["bundle"]["runs"] if r["id"] == world.alpha.runs[0].pk)
+    # The world wrote this run's raw output after the fact, without its hash.
+    assert first["raw_output"] == "raw output of alpha\n"
+    published = client.get(reverse("api:audit-public-key")).json()["public_key"]
+    digest = hashlib.sha256(b"raw output of alpha\n").hexdigest()
+    assert (
+        f"run {first['id']} (throughput alpha-n1>alpha-n2): its raw output hashes to {digest}, "
+        "the run says "
+    ) in audit.verify(doc, published)
+    plain = client.get(audit_url(world.alpha.lease)).json()
+    assert not any("raw_output" in run for run in plain["bundle"]["runs"])

@@ -35,8 +35,10 @@ from tests.api.isolation_cases import (
     IPERF3_OUTPUT,
     DetailOf,
     ListOf,
+    amendment_of,
     dispute_of,
     evidence_of,
+    issued_invoice_of,
 )
 from tests.api.test_isolation import api_routes
 from tests.factories import at
@@ -103,6 +105,20 @@ def _dispute(world: Any) -> dict[str, Any]:
     return {"pk": dispute_of(world.alpha).pk}
 
 
+def _october_draft(world: Any) -> dict[str, Any]:
+    """Alpha's October invoice, a draft (empty: the lease starts in November)."""
+    from billing import invoicing
+
+    draft = invoicing.draft_invoice(
+        tenant=world.alpha.tenant, period="2026-10", now=at("2026-11-01 01:00")
+    )
+    return {"pk": draft.pk}
+
+
+def _issued_invoice(world: Any) -> dict[str, Any]:
+    return {"pk": issued_invoice_of(world.alpha).pk}
+
+
 def _admin(world: Any) -> Any:
     return world.alpha.members[Role.ADMIN]
 
@@ -157,6 +173,21 @@ WRITES: dict[str, Write] = {
     "api:lease-activate": Write("post", _lease),
     "api:lease-end": Write("post", _lease),
     "api:lease-cancel": Write("post", _lease),
+    "api:termsamendment-list": Write(
+        "post",
+        body=lambda w: {
+            "lease": w.alpha.lease.pk,
+            "effective_from": "2026-11-10T00:00:00+08:00",
+            "changes": {"credit_cap_percent": "40"},
+            "reason": "Signed on the 10th, recorded late.",
+        },
+    ),
+    "api:termsamendment-acknowledge": Write(
+        "post",
+        lambda w: {"pk": amendment_of(w.alpha).pk},
+        lambda w: {"reason": "Agreed."},
+        writer=_admin,
+    ),
     "api:lease-run-now": Write("post", _lease, lambda w: {"kinds": ["link"]}, writer=_admin),
     "api:apitoken-list": Write(
         "post",
@@ -197,6 +228,13 @@ WRITES: dict[str, Write] = {
         "post", _dispute, lambda w: {"reason": "Confirmed.", "credit_cny": "100.00"}
     ),
     "api:dispute-reject": Write("post", _dispute, lambda w: {"reason": "Not ours."}),
+    "api:invoice-issue": Write("post", _october_draft, lambda w: {"force": True, "reason": "x"}),
+    "api:invoice-void": Write("post", _issued_invoice, lambda w: {"reason": "Wrong buyer."}),
+    "api:invoice-credit-notes": Write(
+        "post",
+        _issued_invoice,
+        lambda w: {"reason": "Overstated.", "lines": [{"position": 1, "amount": "1.00"}]},
+    ),
 }
 NO_BODY = sorted(name for name, write in WRITES.items() if write.body is None)
 WITH_BODY = sorted(set(WRITES) - set(NO_BODY))
@@ -528,6 +566,7 @@ FILTERED_LISTS = {
     "api:proberun-list",
     "api:incident-list",
     "api:invoice-list",
+    "api:creditnote-list",
     "api:apitoken-list",
     "api:dispute-list",
 }

@@ -89,16 +89,18 @@ def resign(doc, key):  # type: ignore[no-untyped-def]
 # --------------------------------------------------------------------------------------
 
 
-def test_finished_runs_are_linked_in_finish_order_from_the_genesis_hash():
+def test_finished_runs_are_linked_in_finish_order_after_the_first_terms_version():
     lease = active_lease()
+    first_terms = lease.terms.get()
+    assert (first_terms.chain_index, first_terms.prev_hash) == (1, chain.GENESIS)
     late = make_run(lease, slot=at("2026-11-02 10:00"), finished=at("2026-11-02 10:30"))
     early = make_run(lease, slot=at("2026-11-02 11:00"), finished=at("2026-11-02 10:10"))
     linked = chain.link_pending(lease_id=lease.pk)
     assert [run.pk for run in linked] == [early.pk, late.pk]
     early.refresh_from_db()
     late.refresh_from_db()
-    assert (early.chain_index, early.prev_hash) == (1, chain.GENESIS)
-    assert (late.chain_index, late.prev_hash) == (2, early.run_hash)
+    assert (early.chain_index, early.prev_hash) == (2, first_terms.terms_hash)
+    assert (late.chain_index, late.prev_hash) == (3, early.run_hash)
     assert late.run_hash == chain.link_hash(chain.run_content(late), early.run_hash)
     assert chain.link_pending(lease_id=lease.pk) == []  # idempotent
     assert chain.verify_lease(lease_id=lease.pk) == []
@@ -120,7 +122,7 @@ def test_a_run_still_scheduled_is_not_linked_until_it_is_missed():
     done.refresh_from_db()
     assert (waiting.state, waiting.chain_index, waiting.prev_hash) == (
         "missed",
-        2,
+        3,  # 1 is the terms version
         done.run_hash,
     )
 
@@ -145,7 +147,7 @@ def test_recording_a_run_links_it_and_the_runs_that_finished_before_it():
     )
     record_execution(run=run, execution=execution, terms=None, plan={}, hostnames=[])
     skipped.refresh_from_db()
-    assert (skipped.chain_index, run.chain_index, run.prev_hash) == (1, 2, skipped.run_hash)
+    assert (skipped.chain_index, run.chain_index, run.prev_hash) == (2, 3, skipped.run_hash)
     assert chain.verify_lease(lease_id=lease.pk) == []
 
 
@@ -171,7 +173,7 @@ def test_changing_a_stored_run_breaks_the_chain_at_that_run(field, value):
     ProbeRun.objects.filter(pk=tampered.pk).update(**{field: value})
     problems = chain.verify_lease(lease_id=lease.pk)
     assert len(problems) == 1
-    assert problems[0].startswith(f"chain link 2 (run {tampered.pk}): stored hash ")
+    assert problems[0].startswith(f"chain link 3 (run {tampered.pk}): stored hash ")
     assert "does not match its content" in problems[0]
 
 
@@ -209,7 +211,11 @@ def test_the_bundle_holds_terms_runs_rollups_compliance_credit_and_lines(month):
     assert [t["version"] for t in bundle["terms"]] == [1]
     assert bundle["terms"][0]["network_fee_per_month"] == "6000.00"
     assert len(bundle["runs"]) == 17
-    assert [r["chain_index"] for r in bundle["runs"]] == list(range(1, 18))
+    # Link 1 is terms v1, created with the lease before any run.
+    assert [r["chain_index"] for r in bundle["runs"]] == list(range(2, 19))
+    assert (bundle["terms"][0]["chain_index"], bundle["terms"][0]["prev_hash"]) == (1, "0" * 64)
+    assert bundle["runs"][0]["prev_hash"] == bundle["terms"][0]["terms_hash"]
+    assert bundle["runs"][0]["content"]["terms_hash"] == bundle["terms"][0]["terms_hash"]
     acceptance = next(r for r in bundle["runs"] if r["content"]["trigger"] == "acceptance")
     assert acceptance["sla"] == {"counted": False, "outcome": None}
     assert acceptance["raw_url"] == f"/api/v1/probe-runs/{acceptance['id']}/raw/"
@@ -228,13 +234,13 @@ def test_the_bundle_holds_terms_runs_rollups_compliance_credit_and_lines(month):
     ]
     assert bundle["invoice"]["source"] == "invoice"
     assert not list(floats(bundle)), "a bundle holds no JSON float (see README)"
-    assert audit.verify(doc) == []
+    assert audit.verify(doc, audit.published_key_info()) == []
 
 
 def test_a_modified_bundle_fails_the_signature(month):
     doc = signed(month)
     doc["bundle"]["credit"]["amount"] = "-30.00"
-    mismatches = audit.verify(doc)
+    mismatches = audit.verify(doc, audit.published_key_info())
     assert mismatches[0].startswith("the signature does not verify")
 
 
@@ -242,7 +248,7 @@ def test_a_bundle_resigned_with_another_key_fails_against_the_published_key(mont
     doc = signed(month)
     published = audit.published_key_info()["public_key_pem"]
     forged = resign(doc, Ed25519PrivateKey.generate())
-    assert audit.verify(forged) == []  # consistent in itself...
+    assert audit.verify(forged, trust_embedded_key=True) == []  # consistent in itself...
     mismatches = audit.verify(forged, published)  # ...but not the provider's
     assert mismatches[0].startswith("the bundle names signing key sha256:")
     assert mismatches[1].startswith("the signature does not verify")
@@ -255,7 +261,7 @@ def test_a_forged_verdict_is_caught_by_the_chain_and_the_recomputation(month):
         r for r in doc["bundle"]["runs"] if r["content"]["verdict"] == "fail"
     )  # the 40 Gbit/s sample
     failed["content"]["verdict"] = "pass"
-    mismatches = audit.verify(resign(doc, key))
+    mismatches = audit.verify(resign(doc, key), trust_embedded_key=True)
     assert any(
         m.startswith(f"chain link {failed['chain_index']} (run {failed['id']}): stored hash")
         for m in mismatches
@@ -271,10 +277,12 @@ def test_a_stale_rollup_and_a_wrong_line_are_each_named(month):
     rollup["passed"] += 1
     rent = bundle["invoice"]["lines"][0]
     rent["amount"] = "90000.01"
-    mismatches = audit.verify(resign(doc, Ed25519PrivateKey.generate()))
+    mismatches = audit.verify(resign(doc, Ed25519PrivateKey.generate()), trust_embedded_key=True)
     assert mismatches == [
         f"hourly rollup throughput {rollup['hour']}: rollup vs runs: passed 2 vs 1",
         "invoice line 1 (node_rent) amount: the bundle says 90000.01, recomputed 90000.00",
+        "invoice totals: the bundle says subtotal 93000.00, tax 5580.00, total 98580.00; its "
+        "lines give 93000.01, 5580.00, 98580.01",
     ]
 
 
@@ -282,7 +290,7 @@ def test_the_credit_is_recomputed_with_the_bundles_tiers_and_cap(month):
     doc = signed(month)
     bundle = doc["bundle"]
     bundle["terms"][0]["credit_cap_percent"] = "10"
-    mismatches = audit.verify(resign(doc, Ed25519PrivateKey.generate()))
+    mismatches = audit.verify(resign(doc, Ed25519PrivateKey.generate()), trust_embedded_key=True)
     assert "credit percent applied: the bundle says 50, recomputed 10" in mismatches
     assert "credit amount: the bundle says -3000.00, recomputed -600.00" in mismatches
     assert (
@@ -344,7 +352,8 @@ def test_audit_verify_exits_1_and_prints_every_mismatch(month, tmp_path, capsys)
     doc["bundle"]["invoice"]["lines"][1]["amount"] = "6100.00"
     path = tmp_path / "bundle.json"
     path.write_text(json.dumps(doc))
-    code, out, err = run_verify(str(path), capsys=capsys)
+    fingerprint = audit.published_key_info()["fingerprint"]
+    code, out, err = run_verify(str(path), "--fingerprint", fingerprint, capsys=capsys)
     assert code == 1
     assert "MISMATCH: the signature does not verify" in out
     assert "MISMATCH: invoice line 2 (network_fee) amount: the bundle says 6100.00" in out
@@ -373,7 +382,7 @@ def test_an_accepted_dispute_credit_line_is_checked_too(month):
     doc = signed(month)
     assert doc["bundle"]["invoice"]["lines"][-1]["amount"] == "-123.45"
     assert doc["bundle"]["disputes"][0]["events"][-1]["action"] == "accepted"
-    assert audit.verify(doc) == []
+    assert audit.verify(doc, audit.published_key_info()) == []
 
 
 def test_a_month_without_runs_or_invoice_verifies_with_computed_lines():
@@ -385,4 +394,4 @@ def test_a_month_without_runs_or_invoice_verifies_with_computed_lines():
         "node_rent",
         "network_fee",
     ]
-    assert audit.verify(doc) == []
+    assert audit.verify(doc, audit.published_key_info()) == []

@@ -9,6 +9,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from billing import invoicing
+from billing import services as services_billing
 from billing.choices import InvoiceStatus
 from billing.models import Invoice, InvoiceLine
 from leases import services
@@ -62,7 +63,14 @@ def test_json_is_one_list_of_invoice_summaries(zhiyuan):
         "time_zone",
         "status",
         "currency",
-        "finalised_at",
+        "number",
+        "issued_at",
+        "issue_date",
+        "due_date",
+        "seller",
+        "buyer",
+        "forced_reason",
+        "void_reason",
         "lines",
         "subtotal",
         "tax_rate_percent",
@@ -99,16 +107,16 @@ def test_bad_period_and_unknown_tenant_are_refused(zhiyuan):
         bill("--period", "2026-11", "--tenant", "nobody")
 
 
-def test_a_finalised_invoice_is_refused_but_printed_unchanged(zhiyuan):
-    october = invoicing.finalise_invoice(
+def test_an_issued_invoice_is_refused_but_printed_unchanged(zhiyuan):
+    october = services_billing.issue_invoice(
         invoice=invoicing.draft_invoice(tenant=zhiyuan, period="2026-10")
     )
     before = invoicing.invoice_summary(october)
     out, err = bill("--period", "2026-10", "--tenant", "zhiyuan")
-    assert "Invoice zhiyuan 2026-10 is finalised; it cannot change." in err
-    assert "Invoice zhiyuan 2026-10 (finalised)" in out
+    assert "Invoice GL-2026-000001 (zhiyuan 2026-10) is issued; it cannot change." in err
+    assert "Invoice zhiyuan 2026-10 (issued)" in out
     october.refresh_from_db()
-    assert october.status == InvoiceStatus.FINAL
+    assert october.status == InvoiceStatus.ISSUED
     assert invoicing.invoice_summary(october) == before
     assert october.total == D("197160.00")
 

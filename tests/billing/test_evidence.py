@@ -11,6 +11,7 @@ import pytest
 from django.core.exceptions import PermissionDenied, ValidationError
 
 from billing import evidence, invoicing
+from billing import services as services_billing
 from billing.choices import LineKind
 from billing.models import DisputeEvent, DisputeState
 from leases import services
@@ -260,16 +261,21 @@ def test_an_accepted_dispute_is_a_credit_line_on_the_next_draft_once(disputed):
     )
     again = invoicing.draft_invoice(tenant=tenant, period=NOVEMBER, now=at("2026-12-01 03:00"))
     assert again.lines.filter(kind=LineKind.ADJUSTMENT).count() == 1
-    invoicing.finalise_invoice(invoice=again, now=at("2026-12-01 04:00"))
+    # The dispute's run was never ingested: issued by force, as a finance team may.
+    services_billing.issue_invoice(
+        invoice=again, now=at("2026-12-01 04:00"), force=True, reason="run not ingested"
+    )
     december = invoicing.draft_invoice(tenant=tenant, period="2026-12", now=at("2026-12-02 00:00"))
     assert not december.lines.filter(kind=LineKind.ADJUSTMENT).exists()
 
 
-def test_a_dispute_accepted_after_its_month_was_finalised_goes_on_the_next_month(disputed):
+def test_a_dispute_accepted_after_its_month_was_issued_goes_on_the_next_month(disputed):
     tenant = disputed.lease.tenant
-    invoicing.finalise_invoice(
+    services_billing.issue_invoice(
         invoice=invoicing.draft_invoice(tenant=tenant, period=NOVEMBER, now=at("2026-12-01 01:00")),
         now=at("2026-12-01 01:30"),
+        force=True,
+        reason="run not ingested",
     )
     # Accepted on 30 November after the (early) finalisation: December's invoice carries it.
     accepted = evidence.accept_dispute(

@@ -12,11 +12,13 @@ from django.core.exceptions import ValidationError
 from benchmarks.choices import Pattern, RunState, Tool, Trigger, Verdict
 from benchmarks.models import ProbeRun
 from billing import invoicing
+from billing import services as services_billing
 from billing.choices import InvoiceStatus, LineKind
+from billing.ingest import ingest_all
 from billing.models import HourlyRollup, Invoice, TrafficSample
 from leases import services
 from leases.choices import BillingMode, LeaseStatus, ProbeKind
-from tests.factories import NodeFactory, TenantFactory, at, make_lease
+from tests.factories import NodeFactory, TenantFactory, amend_acknowledged, at, make_lease
 
 pytestmark = pytest.mark.django_db
 
@@ -149,7 +151,7 @@ def test_a_mid_month_amendment_gives_two_segments_priced_by_their_own_terms():
     # Share (4,000 + 3,333.33) / 52,333.33 = 0.140127... -> 0.1401.
     tenant = TenantFactory()
     lease = active_lease(tenant=tenant)
-    services.amend_terms(
+    amend_acknowledged(
         lease=lease,
         effective_from=at("2026-11-21 00:00"),
         changes={
@@ -274,7 +276,7 @@ def test_p95_amended_mid_month_bills_each_parts_p95_for_its_share():
     lease = active_lease(
         tenant=tenant, billing_mode=BillingMode.P95, price_per_mbps_p95=D("0.4000")
     )
-    services.amend_terms(
+    amend_acknowledged(
         lease=lease,
         effective_from=at("2026-11-11 00:00"),
         changes={"price_per_mbps_p95": D("0.5000"), "contracted_bandwidth_gbps": D("200")},
@@ -347,7 +349,7 @@ def test_the_credit_is_on_the_network_fee_of_both_segments_with_the_final_tiers(
     # sets tiers below 99.5 -> 5%, below 99 -> 15%: 15% of 7,333.33 = 1,099.9995 -> -1,100.00.
     tenant = TenantFactory()
     lease = active_lease(tenant=tenant)
-    services.amend_terms(
+    amend_acknowledged(
         lease=lease,
         effective_from=at("2026-11-21 00:00"),
         changes={
@@ -379,7 +381,7 @@ def test_the_credit_is_on_the_network_fee_of_both_segments_with_the_final_tiers(
 def test_drafting_again_gives_the_identical_invoice():
     tenant = TenantFactory()
     lease = active_lease(tenant=tenant, nodes=2, starts_at=at("2026-11-03 12:00"))
-    services.amend_terms(
+    amend_acknowledged(
         lease=lease,
         effective_from=at("2026-11-17 08:30"),
         changes={"network_fee_per_month": D("7777.77")},
@@ -393,7 +395,7 @@ def test_drafting_again_gives_the_identical_invoice():
     assert [line["position"] for line in second["lines"]] == [1, 2, 3, 4, 5]
 
 
-def test_a_late_result_after_finalisation_becomes_an_adjustment_next_month():
+def test_a_late_result_after_issue_becomes_an_adjustment_next_month():
     # October (31 days, 2,678,400 s) fully leased: rent 45,000.00, fee 6,000.00.
     # At finalisation, compliance 9,949 / 10,000 = 99.49% -> 10% credit = -600.00.
     tenant = TenantFactory(slug="zhiyuan")
@@ -401,8 +403,8 @@ def test_a_late_result_after_finalisation_becomes_an_adjustment_next_month():
     rollup = throughput(lease, datetime(2026, 10, 10, 0, tzinfo=UTC), passed=9949, failed=51)
     october = invoicing.draft_invoice(tenant=tenant, period=OCTOBER)
     assert lines_of(october, LineKind.SLA_CREDIT)[0].amount == D("-600.00")
-    october = invoicing.finalise_invoice(invoice=october)
-    assert october.status == InvoiceStatus.FINAL and october.finalised_at is not None
+    october = services_billing.issue_invoice(invoice=october)
+    assert october.status == InvoiceStatus.ISSUED and october.number == "GL-2026-000001"
     frozen = invoicing.invoice_summary(october)
 
     # Late results: 100 more failures in that hour -> 9,949 / 10,100 = 98.505% -> below 99
@@ -412,8 +414,8 @@ def test_a_late_result_after_finalisation_becomes_an_adjustment_next_month():
     with pytest.raises(ValidationError) as refused:
         invoicing.draft_invoice(tenant=tenant, period=OCTOBER)
     assert refused.value.messages == [
-        "Invoice zhiyuan 2026-10 is finalised; it cannot change. Later results go on the "
-        "next invoice as adjustments."
+        "Invoice GL-2026-000001 (zhiyuan 2026-10) is issued; it cannot change. Later "
+        "results go on the next invoice as adjustments; a correction is a credit note."
     ]
 
     november = invoicing.draft_invoice(tenant=tenant, period=NOVEMBER)
@@ -444,33 +446,33 @@ def test_a_late_result_after_finalisation_becomes_an_adjustment_next_month():
     assert invoicing.invoice_summary(october) == frozen
 
 
-def test_a_finalised_invoice_is_refused_again_and_the_current_month_cannot_be_finalised():
+def test_an_issued_invoice_is_refused_again_and_the_current_month_cannot_be_issued():
     tenant = TenantFactory(slug="lingxi")
     active_lease(tenant=tenant, starts_at=at("2026-10-01 00:00"))
-    october = invoicing.finalise_invoice(
+    october = services_billing.issue_invoice(
         invoice=invoicing.draft_invoice(tenant=tenant, period=OCTOBER)
     )
-    with pytest.raises(ValidationError, match="is finalised; it cannot change"):
-        invoicing.finalise_invoice(invoice=october)
+    with pytest.raises(ValidationError, match="is issued; only a draft can be issued"):
+        services_billing.issue_invoice(invoice=october)
     november = invoicing.draft_invoice(tenant=tenant, period=NOVEMBER)
-    with pytest.raises(ValidationError, match="before its period ends"):
-        invoicing.finalise_invoice(invoice=november, now=at("2026-11-29 12:00"))
+    with pytest.raises(ValidationError, match="cannot be issued before its period ends"):
+        services_billing.issue_invoice(invoice=november, now=at("2026-11-29 12:00"))
     with pytest.raises(ValidationError, match="has not started yet"):
         invoicing.draft_invoice(tenant=tenant, period="2026-12", now=at("2026-11-29 12:00"))
     with pytest.raises(ValidationError, match="YYYY-MM"):
         invoicing.draft_invoice(tenant=tenant, period="2026-13")
 
 
-def test_draft_period_bills_active_and_ended_leases_only_and_keeps_finalised_ones():
+def test_draft_period_bills_active_and_ended_leases_only_and_keeps_issued_ones():
     billed, draft_only, finalised = TenantFactory(), TenantFactory(), TenantFactory()
     active_lease(tenant=billed)
     make_lease(tenant=draft_only, nodes=[NodeFactory()])  # still a draft: never billed
     active_lease(tenant=finalised, starts_at=at("2026-10-01 00:00"))
-    kept = invoicing.finalise_invoice(
+    kept = services_billing.issue_invoice(
         invoice=invoicing.draft_invoice(tenant=finalised, period=OCTOBER)
     )
     invoices = invoicing.draft_period(period=OCTOBER)
-    assert invoices == [kept] and invoices[0].status == InvoiceStatus.FINAL
+    assert invoices == [kept] and invoices[0].status == InvoiceStatus.ISSUED
     invoices = invoicing.draft_period(period=NOVEMBER)
     assert {invoice.tenant for invoice in invoices} == {billed, finalised}
     assert not Invoice.objects.filter(tenant=draft_only).exists()
@@ -682,13 +684,14 @@ def test_admin_shows_invoices_and_measurements_and_its_actions_call_the_services
     assert reverse("admin:benchmarks_proberun_change", args=[run.pk]) in page.content.decode()
 
     changelist = reverse("admin:billing_invoice_changelist")
-    client.post(changelist, {"action": "finalise", "_selected_action": [october.pk]})
+    ingest_all()  # the acceptance run: issuing waits until ingest has read it
+    client.post(changelist, {"action": "issue", "_selected_action": [october.pk]})
     october.refresh_from_db()
-    assert october.status == InvoiceStatus.FINAL
+    assert october.status == InvoiceStatus.ISSUED
     response = client.post(
         changelist,
         {"action": "recompute", "_selected_action": [october.pk]},
         follow=True,
         HTTP_ACCEPT_LANGUAGE="en",
     )
-    assert "is finalised; it cannot change" in response.content.decode()
+    assert "is issued; it cannot change" in response.content.decode()

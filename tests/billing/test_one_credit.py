@@ -17,7 +17,15 @@ from billing.reports import sla_report
 from leases import services
 from leases.choices import BillingMode, LeaseStatus
 from portal import selectors
-from tests.factories import NodeFactory, StaffFactory, TenantFactory, at, make_lease, make_run
+from tests.factories import (
+    NodeFactory,
+    StaffFactory,
+    TenantFactory,
+    amend_acknowledged,
+    at,
+    make_lease,
+    make_run,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -90,7 +98,7 @@ def test_an_amended_month_has_one_credit_on_the_fee_actually_billed():
     # month's end) credit at 15 %: 15 % of 7,333.33 = 1,099.9995 -> -1,100.00. The terms'
     # full monthly fee (10,000) would have given -1,500.00.
     lease = _lease(starts="2026-11-01 00:00")
-    services.amend_terms(
+    amend_acknowledged(
         lease=lease,
         effective_from=at("2026-11-21 00:00"),
         changes={

@@ -262,7 +262,7 @@ def test_per_gb_bills_each_month_its_own_share_of_a_gap_across_midnight():
     doc = audit.signed_bundle(lease=lease, period="2026-11", now=at("2026-12-01 02:00"))
     bundled = doc["bundle"]["traffic_samples"]
     assert (len(bundled), sum(int(s["tx_bytes"]) for s in bundled)) == (12, 875 * GB)
-    assert audit.verify(doc) == []
+    assert audit.verify(doc, audit.published_key_info()) == []
 
 
 @pytest.mark.django_db

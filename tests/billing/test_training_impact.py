@@ -28,6 +28,7 @@ from tests.factories import (
     MembershipFactory,
     NodeFactory,
     TenantFactory,
+    amend_acknowledged,
     at,
     make_lease,
     make_run,
@@ -150,7 +151,7 @@ def test_an_amendment_mid_month_judges_each_part_by_its_own_terms():
     # 613.64 + 108.00 = 721.64.
     # (Judged by v2 alone, v1's 98 Gbps hours would fall below 160 Gbps and be owed.)
     lease = _lease()
-    services.amend_terms(
+    amend_acknowledged(
         lease=lease,
         effective_from=at("2026-11-16 00:00"),
         changes={

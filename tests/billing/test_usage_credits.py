@@ -18,7 +18,7 @@ from billing.choices import LineKind
 from billing.ingest import ingest_all
 from leases import services
 from leases.choices import BillingMode, LeaseStatus
-from tests.factories import NodeFactory, TenantFactory, at, make_lease, make_run
+from tests.factories import NodeFactory, TenantFactory, amend_acknowledged, at, make_lease, make_run
 
 pytestmark = pytest.mark.django_db
 
@@ -72,7 +72,7 @@ def _lines(invoice, kind: str) -> list:  # type: ignore[no-untyped-def]
 def _verified_bundle(lease, settings, tmp_path):  # type: ignore[no-untyped-def]
     settings.AUDIT_SIGNING_KEY = str(tmp_path / "audit.pem")
     doc = audit.signed_bundle(lease=lease, period=NOVEMBER, now=AFTER_NOVEMBER)
-    assert audit.verify(doc) == []
+    assert audit.verify(doc, audit.published_key_info()) == []
     return doc["bundle"]
 
 
@@ -168,7 +168,7 @@ def test_an_amendment_to_95_percentile_credits_each_part_on_its_own_base(setting
     # 0, 15 GB, 30 GB: two samples at 400 Mbps; 400 x 0.40 x 10/30 = 53.33 of usage.
     # Base 4,000.00 + 53.33 = 4,053.33; 90 % -> 50 % = 2,026.665 -> -2,026.67.
     lease = _lease()
-    services.amend_terms(
+    amend_acknowledged(
         lease=lease,
         effective_from=at("2026-11-21 00:00"),
         changes={

@@ -22,6 +22,7 @@ def test_migrations_store_no_schedule_and_beat_installs_the_one_in_code():
         "gpulease: probe results self-check": "benchmarks.self_check",
         "gpulease: ingest finished probe runs": "billing.ingest",
         "gpulease: draft last month's invoices": "billing.draft_previous_month",
+        "gpulease: sign last month's chain checkpoints": "billing.close_chain_checkpoints",
     }
     assert stored["gpulease: dispatch due probes"].interval.every == 60
     draft = stored["gpulease: draft last month's invoices"].crontab

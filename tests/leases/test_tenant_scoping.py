@@ -9,7 +9,8 @@ from django.apps import apps
 from django.contrib.auth.models import AnonymousUser
 
 from benchmarks import services as probe_services
-from billing import evidence, invoicing
+from billing import checkpoints, evidence, invoicing
+from billing import services as billing_services
 from billing.models import HourlyRollup, Incident, TrafficSample
 from leases import services
 from leases.choices import LeaseStatus, Role
@@ -73,9 +74,14 @@ def world():
             rule=run.rule,
             terms=run.terms,
         )
-        invoicing.draft_invoice(
+        november = invoicing.draft_invoice(
             tenant=membership.tenant, period="2026-11", now=at("2026-12-02 00:00")
         )
+        issued = billing_services.issue_invoice(
+            invoice=november, force=True, reason="test world", now=at("2026-12-02 00:00")
+        )
+        billing_services.create_credit_note(invoice=issued, reason="Reversed.")
+        checkpoints.create_checkpoint(lease=lease, period="2026-11", now=at("2026-12-01 00:00"))
         proof = evidence.submit_evidence(
             lease=lease,
             user=membership.user,
@@ -87,6 +93,12 @@ def world():
         )
         evidence.open_dispute(
             lease=lease, user=membership.user, reason="slow", probe_run=run, evidence=[proof]
+        )
+        services.propose_retroactive_amendment(
+            lease=lease,
+            effective_from=at("2026-11-20 00:00"),
+            changes={"credit_cap_percent": "40"},
+            reason="test world",
         )
         members[name] = membership
     NodeFactory()  # never leased: visible to staff only

@@ -8,7 +8,7 @@ from django.core.exceptions import ValidationError
 
 from leases import selectors, services
 from leases.models import LeaseEvent
-from tests.factories import NodeFactory, at, make_lease
+from tests.factories import NodeFactory, amend_acknowledged, at, make_lease
 
 pytestmark = pytest.mark.django_db
 
@@ -16,7 +16,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def amended_lease():
     lease = make_lease(starts_at=at("2026-09-01 00:00"), nodes=NodeFactory.create_batch(2))
-    services.amend_terms(
+    amend_acknowledged(
         lease=lease,
         effective_from=at("2026-10-15 00:00"),
         changes={
@@ -25,7 +25,7 @@ def amended_lease():
         },
         reason="Upgrade to 2x100G",
     )
-    services.amend_terms(
+    amend_acknowledged(
         lease=lease,
         effective_from=at("2026-11-01 00:00"),
         changes={"sla_threshold_percent": Decimal("97")},
@@ -86,12 +86,12 @@ def test_an_amendment_must_come_after_the_latest_version(amended_lease):
 def test_an_amendment_needs_a_reason_and_valid_values(amended_lease):
     with pytest.raises(ValidationError, match="needs a reason"):
         services.amend_terms(
-            lease=amended_lease, effective_from=at("2026-12-01 00:00"), changes={}, reason=" "
+            lease=amended_lease, effective_from=at("2027-06-01 00:00"), changes={}, reason=" "
         )
     with pytest.raises(ValidationError) as error:
         services.amend_terms(
             lease=amended_lease,
-            effective_from=at("2026-12-01 00:00"),
+            effective_from=at("2027-06-01 00:00"),
             changes={"network_fee_per_month": Decimal("-1")},
             reason="Oops",
         )

@@ -86,6 +86,8 @@ def page_ids(admin, lease) -> dict[str, Any]:
         "portal:token-revoke": {"pk": token.pk},
         "portal:invoice": {"pk": invoice.pk},
         "portal:invoice-csv": {"pk": invoice.pk},
+        "portal:invoice-pdf": {"pk": invoice.pk},
+        "portal:invoice-xlsx": {"pk": invoice.pk},
     }
 
 

@@ -131,8 +131,8 @@ def test_invoice_list_detail_and_csv(member, invoice):
     assert download["Content-Type"].startswith("text/csv")
     rows = list(csv.reader(io.StringIO(download.content.decode("utf-8-sig"))))
     assert rows[1][:4] == ["1", "ZY-2026-101", "node rent", "2 nodes"]
-    assert rows[2][-1] == "22000.00"
-    assert rows[-1][3:] == ["total (¥)", "", "", "", "71020.00"]
+    assert rows[2][7:] == ["22000.00", "6.00", "1320.00", "23320.00"]
+    assert rows[-1][3:] == ["total (¥)", "", "", "", "", "", "", "71020.00"]
 
 
 def test_another_tenants_lease_and_invoice_are_404(lease, invoice, other_lease):

@@ -1,42 +1,43 @@
 """Verifying a signed audit bundle from the bundle alone: the signature, the hash chain,
-the compliance recomputed from the runs, the hourly rollups, the SLA credit and every
-invoice line. Reads no database and imports no Django; ``manage.py audit_verify`` and the
-``gpulease-verify`` console script both call ``verify_report``."""
+every run re-judged (``rejudge``), the billed window (``window``), the compliance
+recomputed from the runs, the hourly rollups, the SLA credit and every invoice line
+derived again from terms, assignments and traffic samples (``lines``). Reads no database
+and imports no Django; ``manage.py audit_verify`` and the ``gpulease-verify`` console
+script both call ``verify_report``."""
 
 from __future__ import annotations
 
-import base64
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from gpulease_verify import chain, credit_base
+from gpulease_verify import chain, checkpoints, credit_base, rejudge
 from gpulease_verify import compliance as sla
-from gpulease_verify.calculations import (
-    billable_mbps,
-    bytes_to_gb,
-    percentile_95,
-    prorate,
-    sla_credit,
-    traffic_charge,
-)
+from gpulease_verify import lines as invoice_lines
+from gpulease_verify import terms as terms_chain
+from gpulease_verify import window as billed_window
+from gpulease_verify.calculations import CreditResult, invoice_totals, sla_credit
 from gpulease_verify.canonical import canonical_json, iso_utc
 from gpulease_verify.contract import credit_tiers
-from gpulease_verify.keys import ALGORITHM, fingerprint, load_public_key, raw_public
-from gpulease_verify.money import to_fen
+from gpulease_verify.keys import ALGORITHM
 from gpulease_verify.periods import Period
 from gpulease_verify.samples import OUTCOMES, classify_sample, link_slot_outcome
+from gpulease_verify.trust import Trust
 
 FORMAT = "gpulease-audit-bundle/2"
 ZERO = Decimal("0.00")
 SLA_CREDIT = "sla_credit"
-# Traffic quantities (GB) on invoice lines: six decimals.
-QUANTITY = Decimal("0.000001")
+DETAIL_NAMES = {
+    "node_seconds": "node-seconds",
+    "segment_seconds": "segment seconds",
+    "bytes": "bytes",
+    "p95_bps": "p95 bit/s",
+    "billable_mbps": "billable Mbps",
+}
 
 
 def canonical_bytes(bundle: Mapping[str, Any]) -> bytes:
@@ -75,6 +76,8 @@ class _Checker:
         self.b = bundle
         self.mismatches: list[str] = []
         self.notes: list[str] = []
+        self.billed: tuple[datetime, datetime] | None = None
+        self.base = credit_base.CreditBase(parts=())
 
     def bad(self, text: str) -> None:
         self.mismatches.append(text)
@@ -89,7 +92,8 @@ class _Checker:
 
     def chain(self) -> None:
         runs = self.b.get("runs", [])
-        for problem in chain.verify_chain(runs):
+        terms_links = terms_chain.links_in_range(self.b)
+        for problem in chain.verify_chain([*runs, *terms_links]):
             self.bad(problem)
         reference = self.b["lease"]["reference"]
         for entry in runs:
@@ -108,7 +112,99 @@ class _Checker:
                 f"the chain section names links {meta.get('first_index')}.."
                 f"{meta.get('last_index')}, the runs are links {min(indexes)}..{max(indexes)}"
             )
-        self.notes.append(f"chain: {len(runs)} link(s) checked")
+        self.notes.append(f"chain: {len(runs) + len(terms_links)} link(s) checked")
+
+    # --- runs, window ---------------------------------------------------------------
+
+    def runs(self) -> None:
+        """Every run re-judged from its figures, and re-parsed where raw output is carried."""
+        found, notes = rejudge.check_runs(self.b)
+        self.mismatches.extend(found)
+        self.notes.extend(notes)
+
+    def requires_acceptance(self) -> bool:
+        """The lease's first terms version decides; a bundle without it states the rule."""
+        first = [t for t in self.b.get("terms", []) if int(t["version"]) == 1]
+        if first:
+            return bool(first[0].get("billing_starts_on_acceptance"))
+        return bool(self.b.get("billing_window", {}).get("requires_acceptance"))
+
+    def acceptance(self) -> datetime | None:
+        """The billing start the bundle's acceptance attempt proves, None without one."""
+        attempt = self.b.get("acceptance_run")
+        if not attempt:
+            return None
+        entries = attempt.get("runs", [])
+        reference = self.b["lease"]["reference"]
+        by_index = {entry["chain_index"]: entry for entry in self.b.get("runs", [])}
+        judge = rejudge.Rejudge(self.b)
+        slots = {entry["content"]["slot_at"] for entry in entries}
+        for entry in entries:
+            content, label = entry["content"], rejudge.name(entry)
+            if chain.link_hash(content, entry["prev_hash"]) != entry["run_hash"]:
+                self.bad(f"acceptance {label}: its hash does not match its content")
+            same = by_index.get(entry["chain_index"])
+            if same is not None and same["run_hash"] != entry["run_hash"]:
+                self.bad(
+                    f"acceptance {label}: chain link {entry['chain_index']} in the runs is "
+                    "another run"
+                )
+            if content.get("lease") != reference or content.get("trigger") != "acceptance":
+                self.bad(f"acceptance {label}: not an acceptance run of lease {reference}")
+            judge.run(entry)
+        self.mismatches.extend(f"acceptance {m}" for m in judge.mismatches)
+        rows = [
+            (e["content"]["state"], e["content"]["verdict"], e["content"]["finished_at"])
+            for e in entries
+        ]
+        if len(slots) != 1 or not billed_window.attempt_passes(rows):
+            self.bad(
+                "the acceptance attempt in the bundle did not pass: every run of one slot "
+                "must finish ok with a pass verdict"
+            )
+            return None
+        return max(_at(finished) for _s, _v, finished in rows if finished)
+
+    def window(self) -> None:
+        """The billed window recomputed from the period, the lease's dates, the acceptance
+        and the terms versions; compared with the window the bundle states."""
+        period = self.b["period"]
+        bounds = Period.parse(period["period"]).bounds(period["time_zone"])
+        lease = self.b["lease"]
+        accepted = self.acceptance() if self.requires_acceptance() else None
+        stated_start = self.b.get("billing_window", {}).get("billing_start")
+        if accepted is not None and stated_start is not None and _at(stated_start) != accepted:
+            self.bad(
+                f"billing start: the bundle says {stated_start}, its acceptance attempt "
+                f"finished at {iso_utc(accepted)}"
+            )
+        if self.requires_acceptance() and accepted is None and stated_start is not None:
+            self.bad(
+                f"billing start: the bundle says {stated_start}, but it carries no passing "
+                "acceptance attempt to prove it"
+            )
+        self.billed = billed_window.billed_window(
+            period=bounds,
+            lease=(
+                _at(lease["starts_at"]),
+                _at(lease["ends_at"]) if lease.get("ends_at") else None,
+            ),
+            effective_from=[_at(t["effective_from"]) for t in self.b.get("terms", [])],
+            requires_acceptance=self.requires_acceptance(),
+            accepted=accepted,
+        )
+        recomputed = _span(self.billed)
+        compliance = self.b.get("compliance")
+        if compliance is None:
+            if self.billed is not None:
+                self.bad(f"compliance: the bundle says none, but the lease was billed {recomputed}")
+        else:
+            stated = _span((_at(compliance["window_start"]), _at(compliance["window_end"])))
+            if stated != recomputed:
+                self.bad(f"compliance window: the bundle says {stated}, recomputed {recomputed}")
+        if self.b.get("credit") is None and self.billed is not None:
+            self.bad(f"credit: the bundle says none, but the lease was billed {recomputed}")
+        self.notes.append(f"billed window: {recomputed}")
 
     # --- compliance -------------------------------------------------------------------
 
@@ -116,10 +212,11 @@ class _Checker:
         return {int(t["version"]): t for t in self.b.get("terms", [])}
 
     def recompute(self) -> tuple[dict[str, dict[str, Any]], dict[str, int], dict[Any, Any]]:
-        """Counts per kind, availability minutes, and per (kind, hour) counts, from runs."""
-        compliance = self.b["compliance"]
+        """Counts per kind, availability minutes, and per (kind, hour) counts, from runs
+        (over the recomputed window)."""
         zone = self.b["period"]["time_zone"]
-        lo, hi = _at(compliance["window_start"]), _at(compliance["window_end"])
+        assert self.billed is not None
+        lo, hi = self.billed
         terms = self.terms_by_version()
         kinds: dict[str, dict[str, Any]] = defaultdict(
             lambda: {**dict.fromkeys(OUTCOMES, 0), "measured": 0}
@@ -191,14 +288,15 @@ class _Checker:
 
     def compliance(self) -> Decimal | None:
         stated = self.b.get("compliance")
-        if stated is None:
-            self.notes.append("compliance: the lease was not billed in this period")
+        if stated is None or self.billed is None:
+            if stated is None and self.billed is None:
+                self.notes.append("compliance: the lease was not billed in this period")
             return None
         kinds, minutes, hours = self.recompute()
         summary = sla.SlaSummary(
             lease_id=0,
-            start=_at(stated["window_start"]),
-            end=_at(stated["window_end"]),
+            start=self.billed[0],
+            end=self.billed[1],
             by_kind={
                 kind: sla.Compliance(**{name: counts[name] for name in (*OUTCOMES, "measured")})
                 for kind, counts in kinds.items()
@@ -237,8 +335,8 @@ class _Checker:
         return summary.credit_compliance_percent
 
     def rollups(self, hours: Mapping[tuple[str, datetime], Mapping[str, int]]) -> None:
-        compliance = self.b["compliance"]
-        lo, hi = _at(compliance["window_start"]), _at(compliance["window_end"])
+        assert self.billed is not None
+        lo, hi = self.billed
         stated = {
             (row["kind"], _at(row["hour"])): row
             for row in self.b.get("rollups", [])
@@ -263,21 +361,22 @@ class _Checker:
     # --- credit and lines ---------------------------------------------------------------
 
     def terms_at_end(self) -> Mapping[str, Any] | None:
-        compliance = self.b.get("compliance")
-        if compliance is None:
+        if self.billed is None:
             return None
-        end = _at(compliance["window_end"])
+        end = self.billed[1]
         candidates = [t for t in self.b.get("terms", []) if _at(t["effective_from"]) < end]
         return max(candidates, key=lambda t: _at(t["effective_from"])) if candidates else None
 
-    def credit(self, compliance: Decimal | None) -> None:
+    def credit(self, compliance: Decimal | None) -> CreditResult | None:
+        """The credit recomputed (tiers and cap of the terms at the window's end, base from
+        the lines); None when nothing was billed or the base is 0."""
         lines = self.b["invoice"]["lines"]
-        if self.b.get("compliance") is None:
-            return
+        if self.billed is None:
+            return None
         terms = self.terms_at_end()
         if terms is None:
             self.bad("no terms version in the bundle was in force at the end of the window")
-            return
+            return None
         fee = sum((Decimal(x["amount"]) for x in lines if x["kind"] == "network_fee"), ZERO)
         base = self.recomputed_base()
         result = sla_credit(
@@ -286,7 +385,10 @@ class _Checker:
             tiers=credit_tiers(terms["credit_tiers"]),
             cap_percent=Decimal(terms["credit_cap_percent"]),
         )
-        stated = self.b.get("credit") or {}
+        self.base = base
+        stated = self.b.get("credit")
+        if stated is None:
+            return result if base.amount > 0 else None
         self.same("credit network fee", stated.get("network_fee"), fee)
         if "credit_base" in stated:  # bundles made before credit bases were terms: none
             self.same("credit base", stated["credit_base"]["credit_base"], base.basis)
@@ -297,11 +399,12 @@ class _Checker:
         expected = result.amount if base.amount > 0 else ZERO
         self.same("SLA credit line(s) on the invoice", on_invoice, expected)
         self.notes.append(f"credit: {result.percent_applied}% of {base.name()} = {result.amount}")
+        return result if base.amount > 0 else None
 
     def recomputed_base(self) -> credit_base.CreditBase:
         """The base from the bundle's terms versions over the window and its lines (a
         bundle from before credit bases were terms carries none: the network fee)."""
-        window = self.b["compliance"]
+        assert self.billed is not None
         versions = [
             (
                 _at(t["effective_from"]),
@@ -311,16 +414,46 @@ class _Checker:
             )
             for t in self.b.get("terms", [])
         ]
-        spans = credit_base.cut(
-            start=_at(window["window_start"]), end=_at(window["window_end"]), versions=versions
-        )
+        spans = credit_base.cut(start=self.billed[0], end=self.billed[1], versions=versions)
         return credit_base.credit_base(
             spans=spans,
             lines=billed_lines(self.b["invoice"]["lines"]),
             month_seconds=int(self.b["period"]["month_seconds"]),
         )
 
-    def lines(self) -> None:
+    def expected(self, credit: CreditResult | None) -> list[invoice_lines.Expected]:
+        period = self.b["period"]
+        start, end = Period.parse(period["period"]).bounds(period["time_zone"])
+        seconds = Period.parse(period["period"]).seconds(period["time_zone"])
+        lease_end = self.b["lease"].get("ends_at")
+        billed = self.b["lease"]["status"] in billed_window.BILLED_STATUSES
+        found = invoice_lines.expected_lines(
+            window=self.billed if billed else None,
+            terms=self.b.get("terms", []),
+            month=(start, end, seconds),
+            assignments=self.b.get("assignments", []),
+            lease_end=_at(lease_end) if lease_end else None,
+            samples=[
+                (_at(s["slot_at"]), int(s["seconds"]), int(Decimal(s["tx_bytes"])))
+                for s in self.b.get("traffic_samples", [])
+            ],
+        )
+        if credit is not None and credit.amount != 0:
+            found.append(
+                invoice_lines.Expected(
+                    SLA_CREDIT,
+                    None,
+                    None,
+                    None,
+                    credit.percent_applied,
+                    self.base.amount,
+                    credit.amount,
+                    {},
+                )
+            )
+        return found
+
+    def lines(self, credit: CreditResult | None = None) -> None:
         period = self.b["period"]
         seconds = int(period["month_seconds"])
         recomputed_month = Period.parse(period["period"]).seconds(period["time_zone"])
@@ -328,146 +461,158 @@ class _Checker:
         bounds = Period.parse(period["period"]).bounds(period["time_zone"])
         self.same("period start", _at(period["start"]), bounds[0])
         self.same("period end", _at(period["end"]), bounds[1])
-        terms = self.terms_by_version()
-        samples = [
-            (_at(s["slot_at"]), int(s["seconds"]), int(Decimal(s["tx_bytes"])))
-            for s in self.b.get("traffic_samples", [])
-        ]
-        checked = 0
-        for line in self.b["invoice"]["lines"]:
+        if "assignments" not in self.b:
+            self.bad("the bundle carries no node assignments to recompute node rent from")
+        expected = {line.key: line for line in self.expected(credit)}
+        seen: dict[tuple[Any, ...], int] = {}
+        stated_lines = self.b["invoice"]["lines"]
+        for line in stated_lines:
             detail, kind = line["detail"], line["kind"]
             name = f"invoice line {line['position']} ({kind})"
             amount = Decimal(line["amount"])
-            checked += 1
-            if kind in ("node_rent", "network_fee", "usage_gb", "usage_p95"):
-                version = terms.get(int(detail["terms_version"]))
-                if version is None:
-                    self.bad(f"{name}: its terms version is not in the bundle")
-                    continue
-                self.segment_line(name, line, version, seconds, samples)
-            elif kind == "adjustment" and "dispute" in detail:
+            if kind not in invoice_lines.KINDS:
+                self.bad(f"invoice line {line['position']}: unknown kind {kind!r}")
+                continue
+            if kind == "adjustment" and "dispute" in detail:
                 self.same(f"{name} amount", amount, -Decimal(detail["credit_cny"]))
-            elif kind == "adjustment":
+                continue
+            if kind == "adjustment":
                 self.same(
                     f"{name} amount",
                     amount,
                     Decimal(detail["recomputed_amount"]) - Decimal(detail["finalised_amount"]),
                 )
-        self.notes.append(f"invoice: {checked} line(s) recomputed")
+                continue
+            key = invoice_lines.stated_key(line)
+            if key in seen:
+                self.bad(
+                    f"{name}: a duplicate of invoice line {seen[key]} (same kind, terms "
+                    "version and segment)"
+                )
+                continue
+            seen[key] = line["position"]
+            due = expected.get(key)
+            if due is None:
+                self.bad(f"{name}: no such line is due for the billed window")
+                continue
+            if kind in invoice_lines.SEGMENT_KINDS:
+                self.same(f"{name} month seconds", detail["month_seconds"], seconds)
+            for field, recomputed in due.detail.items():
+                self.same(f"{name} {DETAIL_NAMES[field]}", detail.get(field), recomputed)
+            self.same(f"{name} quantity", line["quantity"], due.quantity)
+            self.same(f"{name} unit price", line["unit_price"], due.unit_price)
+            self.same(f"{name} amount", amount, due.amount)
+        for key, due in expected.items():
+            if key not in seen:
+                self.bad(f"invoice: a {due.label()} line of {due.amount} is due but missing")
+        self.mismatches.extend(invoice_lines.overlapping(stated_lines))
+        self.totals()
+        self.notes.append(
+            f"invoice: {len(stated_lines)} line(s) checked against {len(expected)} recomputed"
+        )
 
-    def segment_line(
-        self,
-        name: str,
-        line: Mapping[str, Any],
-        version: Mapping[str, Any],
-        seconds: int,
-        samples: list[tuple[datetime, int, int]],
-    ) -> None:
-        detail, kind, amount = line["detail"], line["kind"], Decimal(line["amount"])
-        seg_lo, seg_hi = _at(detail["segment_start"]), _at(detail["segment_end"])
-        segment = int((seg_hi - seg_lo).total_seconds())
-        self.same(f"{name} segment seconds", detail["segment_seconds"], segment)
-        self.same(f"{name} month seconds", detail["month_seconds"], seconds)
-        if kind == "node_rent":
-            rate = Decimal(version["node_rent_per_month"])
-            node_seconds = sum(int(a["seconds_in_segment"]) for a in detail["assignments"])
-            self.same(f"{name} node-seconds", detail["node_seconds"], node_seconds)
-            self.same(f"{name} monthly rate", detail["monthly_rate"], rate)
-            expected = prorate(
-                monthly_amount=rate, covered_seconds=node_seconds, period_seconds=seconds
+    def totals(self) -> None:
+        """The whole invoice's tax rate, subtotal, tax and total from every line on it."""
+        invoice = self.b["invoice"]
+        if invoice.get("source") != "invoice" or "other_lines" not in invoice:
+            return
+        every = [*invoice["lines"], *invoice["other_lines"]]
+        rates = [
+            Decimal(line["detail"]["terms_tax_rate_percent"])
+            if "detail" in line
+            else Decimal(line["terms_tax_rate_percent"])
+            for line in every
+            if line["kind"] != "adjustment"
+            and (line.get("detail") or line).get("terms_tax_rate_percent") is not None
+        ]
+        rate = Decimal(invoice["tax_rate_percent"])
+        if rates:
+            self.same("invoice tax rate percent", rate, max(rates))
+        amounts = [Decimal(line["amount"]) for line in every]
+        totals = invoice_totals(lines=amounts, tax_rate_percent=rate)
+        stated = [_dec(invoice[f"invoice_{name}"]) for name in ("subtotal", "tax", "total")]
+        if stated != [totals.subtotal, totals.tax, totals.total]:
+            self.bad(
+                "invoice totals: the bundle says subtotal {}, tax {}, total {}; its lines give "
+                "{}, {}, {}".format(
+                    *(invoice[f"invoice_{n}"] for n in ("subtotal", "tax", "total")),
+                    totals.subtotal,
+                    totals.tax,
+                    totals.total,
+                )
             )
-        elif kind == "network_fee":
-            fee = Decimal(version["network_fee_per_month"])
-            self.same(f"{name} monthly fee", detail["monthly_fee"], fee)
-            expected = prorate(monthly_amount=fee, covered_seconds=segment, period_seconds=seconds)
-        elif kind == "usage_gb":
-            total = sum(size for at, _s, size in samples if seg_lo <= at < seg_hi)
-            self.same(f"{name} bytes", detail["bytes"], total)
-            self.same(f"{name} GB", line["quantity"], bytes_to_gb(total).quantize(QUANTITY))
-            expected = traffic_charge(
-                total_bytes=total, price_per_gb=Decimal(version["price_per_gb"])
-            )
-        else:  # usage_p95
-            rates = [
-                Decimal(size) * 8 / length
-                for at, length, size in samples
-                if seg_lo <= at < seg_hi and length > 0
-            ]
-            p95 = percentile_95(rates) if rates else None
-            mbps = billable_mbps(p95) if p95 is not None else ZERO
-            self.same(f"{name} p95 bit/s", detail["p95_bps"], p95)
-            self.same(f"{name} billable Mbps", detail["billable_mbps"], mbps)
-            expected = prorate(
-                monthly_amount=mbps * Decimal(version["price_per_mbps_p95"]),
-                covered_seconds=segment,
-                period_seconds=seconds,
-            )
-        self.same(f"{name} amount", amount, to_fen(expected))
+
+
+def _span(window: tuple[datetime, datetime] | None) -> str:
+    if window is None:
+        return "nothing (not billed)"
+    return f"from {iso_utc(window[0])} to {iso_utc(window[1])}"
 
 
 def verify_report(
-    doc: Mapping[str, Any], public_key: bytes | str | Ed25519PublicKey | None = None
+    doc: Mapping[str, Any],
+    public_key: bytes | str | Mapping[str, Any] | Ed25519PublicKey | None = None,
+    *,
+    fingerprint: str | None = None,
+    trust_embedded_key: bool = False,
+    previous: Mapping[str, Any] | None = None,
 ) -> tuple[list[str], list[str]]:
-    """(mismatches, notes) of a signed bundle document; see ``verify``."""
-    notes: list[str] = []
+    """(mismatches, notes) of a signed bundle document; see ``verify``. The signature is
+    checked with ``public_key`` (PEM, base64, or the public-key endpoint's JSON listing
+    every key with its validity), or with the key inside the bundle once its fingerprint
+    equals ``fingerprint``, or, with ``trust_embedded_key``, with the key inside (a warning
+    note). Raises ``trust.NoTrustedKey`` when none of the three is given. ``previous``: an
+    earlier checkpoint or signed bundle whose head this bundle must still contain."""
+    key_trust = Trust.of(public_key, fingerprint=fingerprint, trust_embedded_key=trust_embedded_key)
     missing = [k for k in ("bundle", "signature", "public_key", "algorithm") if k not in doc]
     if missing:
-        return [f"not a signed audit bundle: {', '.join(missing)} missing"], notes
+        return [f"not a signed audit bundle: {', '.join(missing)} missing"], []
     if doc["algorithm"] != ALGORITHM:
-        return [f"unknown signature algorithm {doc['algorithm']!r}"], notes
-    mismatches: list[str] = []
+        return [f"unknown signature algorithm {doc['algorithm']!r}"], []
     try:
-        stated_key = load_public_key(doc["public_key"])
-        if public_key is None:
-            key = stated_key
-            notes.append(
-                f"signature checked with the key inside the bundle ({fingerprint(key)}); "
-                "compare it with the provider's published key"
-            )
-        else:
-            key = (
-                public_key
-                if isinstance(public_key, Ed25519PublicKey)
-                else load_public_key(public_key)
-            )
-            if raw_public(key) != raw_public(stated_key):
-                mismatches.append(
-                    f"the bundle names signing key {fingerprint(stated_key)}, not the given "
-                    f"key {fingerprint(key)}"
-                )
-        key.verify(base64.b64decode(doc["signature"]), canonical_bytes(doc["bundle"]))
-        notes.append("signature: valid Ed25519 signature of the bundle's canonical JSON")
-    except InvalidSignature:
-        mismatches.append(
-            "the signature does not verify: the bundle was changed after it was signed, or "
-            "signed with another key"
-        )
-    except (ValueError, TypeError) as error:
-        mismatches.append(f"the signature or key cannot be read: {error}")
+        signed = canonical_bytes(doc["bundle"])
+    except (TypeError, ValueError) as error:
+        return [f"the bundle cannot be written as canonical JSON: {error}"], []
+    generated_at = doc["bundle"].get("generated_at") if isinstance(doc["bundle"], Mapping) else None
+    mismatches, notes = key_trust.check(doc, signed, what="the bundle", at=generated_at)
     bundle = doc["bundle"]
     if not isinstance(bundle, Mapping) or bundle.get("format") != FORMAT:
         return [*mismatches, f"not a {FORMAT} bundle"], notes
     checker = _Checker(bundle)
     try:
         checker.chain()
+        checker.mismatches.extend(terms_chain.check_terms(bundle))
+        checker.runs()
+        checker.window()
         compliance = checker.compliance()
-        checker.credit(compliance)
-        checker.lines()
+        checker.lines(checker.credit(compliance))
+        anchored = checkpoints.check_bundle(bundle, key_trust, previous, _signed_or_none(previous))
+        checker.mismatches.extend(anchored[0])
+        checker.notes.extend(anchored[1])
     except (KeyError, TypeError, ValueError, InvalidOperation) as error:
         checker.bad(f"the bundle is malformed: {type(error).__name__} {error}")
     return [*mismatches, *checker.mismatches], notes + checker.notes
 
 
+def _signed_or_none(doc: Mapping[str, Any] | None) -> bytes | None:
+    if doc is None or not isinstance(doc.get("bundle"), Mapping):
+        return None
+    return canonical_bytes(doc["bundle"])
+
+
 def verify(
-    doc: Mapping[str, Any], public_key: bytes | str | Ed25519PublicKey | None = None
+    doc: Mapping[str, Any],
+    public_key: bytes | str | Mapping[str, Any] | Ed25519PublicKey | None = None,
+    **trust: Any,
 ) -> list[str]:
     """Every mismatch of a signed audit bundle, as sentences; empty when all agree.
 
     Reads nothing but the document (and ``public_key``, PEM or base64 raw, when given in
     place of the key the bundle names): the signature, the hash chain, the compliance per
     kind recomputed from the runs, the hourly rollups against the runs, the SLA credit and
-    every invoice line's arithmetic."""
-    return verify_report(doc, public_key)[0]
+    every invoice line's arithmetic. ``trust``: ``fingerprint``, ``trust_embedded_key``,
+    ``previous`` as for ``verify_report``."""
+    return verify_report(doc, public_key, **trust)[0]
 
 
 __all__ = ["FORMAT", "canonical_bytes", "verify", "verify_report"]

@@ -1,4 +1,4 @@
-"""The hash chain of a lease's probe runs: tamper evidence for every measurement.
+"""The hash chain of a lease: tamper evidence for every measurement and every terms version.
 
 Every run that is over (ok, failed, timeout, unreachable, unparsable, missed, skipped)
 becomes one link of its lease's chain, once. Links are appended in the order the runs
@@ -19,6 +19,13 @@ Changing anything a link covers (a verdict, the SHA-256 of the raw output, a tim
 the fact changes that run's hash, and every later link names the old one: ``verify_chain``
 says which link. An unreachable run whose node may still be retried is not over yet, so it
 is linked only when its last attempt has been recorded or its slot has passed.
+
+Terms versions are links of the same chain (see ``gpulease_verify.terms``): a link is a
+run or a terms version, both under one index sequence. A run's content holds ``"link":
+"run"`` and ``terms_hash`` (the hash of the terms version it was judged by) when that
+version was linked before it; runs linked before terms were links lack both keys, so their
+hashes stand. In a bundle a run link names its hash ``run_hash``, a terms link
+``terms_hash``.
 
 This module only computes and reads no database: the server (``benchmarks.chain``) and an
 auditor's ``gpulease-verify`` use the same functions.
@@ -63,6 +70,8 @@ CONTENT_FIELDS = (
     "error",
     "terms_version",
 )
+# Added to a run's content when its terms version was linked before it.
+RUN_TERMS_FIELDS = ("link", "terms_hash")
 
 
 def link_hash(content: Mapping[str, Any], prev: str) -> str:
@@ -72,37 +81,55 @@ def link_hash(content: Mapping[str, Any], prev: str) -> str:
 
 @dataclass(frozen=True)
 class Link:
-    """One link as stored (or as written in an audit bundle)."""
+    """One link as stored (or as written in an audit bundle): a run or a terms version.
+    ``run_hash`` is the link's hash whichever it is."""
 
     index: int
     prev_hash: str
     run_hash: str
     content: Mapping[str, Any]
     run_id: int | None = None
+    terms_version: int | None = None
 
     @classmethod
     def from_dict(cls, entry: Mapping[str, Any]) -> Link:
         """From an audit bundle's run entry (``chain_index``, ``prev_hash``, ``run_hash``,
-        ``content``, ``id``)."""
+        ``content``, ``id``) or terms entry (``terms_hash`` and ``version`` in place of
+        ``run_hash`` and ``id``)."""
+        if "run_hash" in entry:
+            return cls(
+                index=entry["chain_index"],
+                prev_hash=entry["prev_hash"],
+                run_hash=entry["run_hash"],
+                content=entry["content"],
+                run_id=entry.get("id"),
+            )
         return cls(
             index=entry["chain_index"],
             prev_hash=entry["prev_hash"],
-            run_hash=entry["run_hash"],
+            run_hash=entry["terms_hash"],
             content=entry["content"],
-            run_id=entry.get("id"),
+            terms_version=entry.get("version"),
         )
 
+    @property
+    def is_terms(self) -> bool:
+        return self.terms_version is not None or self.content.get("link") == "terms"
+
     def name(self) -> str:
+        if self.terms_version is not None:
+            return f"chain link {self.index} (terms v{self.terms_version})"
         run = f" (run {self.run_id})" if self.run_id is not None else ""
         return f"chain link {self.index}{run}"
 
 
-def _short(digest: str) -> str:
+def short(digest: str) -> str:
     return f"{digest[:16]}…" if len(digest) > 16 else digest or "(empty)"
 
 
 def verify_chain(links: Iterable[Link | Mapping[str, Any]]) -> list[str]:
-    """Every problem of a run of consecutive links, as sentences; empty when it holds.
+    """Every problem of a stretch of consecutive links (runs and terms versions), as
+    sentences; empty when it holds.
 
     Checks, in index order: the indexes are contiguous; the first link of a chain (index 1)
     starts from ``GENESIS``; each ``prev_hash`` is the previous link's ``run_hash``; each
@@ -118,7 +145,7 @@ def verify_chain(links: Iterable[Link | Mapping[str, Any]]) -> list[str]:
             if link.index == 1 and link.prev_hash != GENESIS:
                 problems.append(
                     f"{link.name()} is the first of the chain but its previous hash is "
-                    f"{_short(link.prev_hash)}, not the genesis hash (64 zeros)"
+                    f"{short(link.prev_hash)}, not the genesis hash (64 zeros)"
                 )
         else:
             if link.index != previous.index + 1:
@@ -130,15 +157,16 @@ def verify_chain(links: Iterable[Link | Mapping[str, Any]]) -> list[str]:
                 )
             elif link.prev_hash != previous.run_hash:
                 problems.append(
-                    f"{link.name()} names {_short(link.prev_hash)} as the previous hash, but "
-                    f"{previous.name()} has hash {_short(previous.run_hash)}"
+                    f"{link.name()} names {short(link.prev_hash)} as the previous hash, but "
+                    f"{previous.name()} has hash {short(previous.run_hash)}"
                 )
         recomputed = link_hash(link.content, link.prev_hash)
         if recomputed != link.run_hash:
             problems.append(
-                f"{link.name()}: stored hash {_short(link.run_hash)} does not match its "
-                f"content (recomputed {_short(recomputed)}); the run was changed after it "
-                "was recorded"
+                f"{link.name()}: stored hash {short(link.run_hash)} does not match its "
+                f"content (recomputed {short(recomputed)}); the "
+                f"{'terms version' if link.is_terms else 'run'} was changed after it was "
+                "recorded"
             )
         previous = link
     return problems

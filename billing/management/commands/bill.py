@@ -6,16 +6,19 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
-from billing import invoicing
+from billing import invoicing, services
 from billing.choices import InvoiceStatus
+from billing.ingest import ingest_all
+from billing.models import Invoice
 from gpulease_verify.periods import Period, PeriodError
 from leases.models import Tenant
 
 
 class Command(BaseCommand):
     help = (
-        "Draft (or recompute) the invoices of a billing month and print them. "
-        "Finalised invoices are never changed: they are printed as they stand."
+        "Ingest finished runs, then draft (or recompute) the invoices of a billing month and "
+        "print them; with --issue, issue them too. Issued invoices are never changed: they "
+        "are printed as they stand."
     )
 
     def add_arguments(self, parser):  # type: ignore[no-untyped-def]
@@ -27,6 +30,15 @@ class Command(BaseCommand):
         parser.add_argument(
             "--json", action="store_true", help="one JSON document: a list of invoices"
         )
+        parser.add_argument(
+            "--issue", action="store_true", help="issue the drafts: number, dates, identities"
+        )
+        parser.add_argument(
+            "--force",
+            action="store_true",
+            help="with --issue: issue although runs of the month are unfinished or not ingested",
+        )
+        parser.add_argument("--reason", help="with --force: why (recorded on the invoice)")
 
     def handle(self, *args: Any, **options: Any) -> None:
         period = options["period"]
@@ -39,22 +51,52 @@ class Command(BaseCommand):
             tenant = Tenant.objects.filter(slug=options["tenant"]).first()
             if tenant is None:
                 raise CommandError(f"no tenant with slug {options['tenant']!r}")
+        if options["force"] and not options["issue"]:
+            raise CommandError("--force only goes with --issue.")
+        if options["force"] and not (options["reason"] or "").strip():
+            raise CommandError("--force needs --reason: why the month is issued incomplete.")
+        if options["issue"] and options["dry_run"]:
+            raise CommandError("--issue and --dry-run exclude each other.")
+        if not options["dry_run"]:
+            ingest_all()  # committed: what it read stays read
+        refusals: list[str] = []
         try:
             with transaction.atomic():
-                invoices = invoicing.draft_period(period=period, tenant=tenant)
+                if options["dry_run"]:
+                    ingest_all(notify=False)  # rolled back with the rest
+                already = set(
+                    Invoice.objects.filter(period=period)
+                    .exclude(status=InvoiceStatus.DRAFT)
+                    .values_list("pk", flat=True)
+                )
+                if options["issue"]:
+                    invoices, refusals = services.issue_period(
+                        period=period,
+                        tenant=tenant,
+                        force=options["force"],
+                        reason=options["reason"],
+                    )
+                else:
+                    invoices = services.draft_period(period=period, tenant=tenant)
                 # Read everything back before a dry run rolls it away.
                 summaries = [invoicing.invoice_summary(invoice) for invoice in invoices]
-                notes = [
-                    invoicing.finalised_message(invoice)
-                    for invoice in invoices
-                    if invoice.status == InvoiceStatus.FINAL
-                ] + [
-                    f"{lease.reference} is not billed for {period}: the acceptance its terms "
-                    "require has not passed yet."
-                    for invoice in invoices
-                    if invoice.status == InvoiceStatus.DRAFT
-                    for lease in invoicing.awaiting_acceptance(tenant=invoice.tenant, period=period)
-                ]
+                notes = (
+                    refusals
+                    + [
+                        invoicing.issued_message(invoice)
+                        for invoice in invoices
+                        if invoice.pk in already
+                    ]
+                    + [
+                        f"{lease.reference} is not billed for {period}: the acceptance its terms "
+                        "require has not passed yet."
+                        for invoice in invoices
+                        if invoice.status == InvoiceStatus.DRAFT
+                        for lease in invoicing.awaiting_acceptance(
+                            tenant=invoice.tenant, period=period
+                        )
+                    ]
+                )
                 if options["dry_run"]:
                     transaction.set_rollback(True)
         except ValidationError as error:
@@ -80,6 +122,15 @@ def render(summary: dict[str, Any]) -> str:
         f"{summary['tenant_name']}, time zone {summary['time_zone']}"
     )
     rows = [head, "=" * len(head)]
+    if summary["number"]:
+        rows.append(
+            f"number {summary['number']}, issued {summary['issue_date']}, due {summary['due_date']}"
+        )
+        seller, buyer = summary["seller"], summary["buyer"]
+        rows.append(f"seller: {seller.get('legal_name')}, tax ID {seller.get('tax_id')}")
+        rows.append(f"buyer: {buyer.get('legal_name')}, tax ID {buyer.get('tax_id') or '-'}")
+    if summary["forced_reason"]:
+        rows.append(f"issued by force: {summary['forced_reason']}")
     rows.append(
         f"{'#':>3}  {'lease':<14} {'kind':<12} {'quantity':>16} {'unit':<10} "
         f"{'unit price':>12} {'amount (¥)':>14}  description"

@@ -1,0 +1,280 @@
+"""The invoice (and credit note) as a PDF, rendered on the server with reportlab.
+
+Chinese text is set in reportlab's built-in CID font STSong-Light (Adobe's Asian font
+pack, which every PDF reader carries), so no font file ships with gpulease; text that
+Latin-1 covers (numbers, amounts, English labels) is set in Helvetica. Drafts carry a
+large diagonal "DRAFT / 草稿", voided invoices "VOID / 作废", on every page. The lines
+table wraps long text inside its cells and repeats its header row on every page.
+"""
+
+from __future__ import annotations
+
+import io
+from decimal import Decimal
+from functools import cache
+from typing import Any
+from xml.sax.saxutils import escape
+
+from django.utils.translation import gettext as _
+from django.utils.translation import override, pgettext
+from reportlab.lib import colors
+from reportlab.lib.enums import TA_RIGHT
+from reportlab.lib.pagesizes import A4, landscape
+from reportlab.lib.styles import ParagraphStyle
+from reportlab.lib.units import mm
+from reportlab.pdfbase import pdfmetrics
+from reportlab.pdfbase.cidfonts import UnicodeCIDFont
+from reportlab.platypus import Paragraph, SimpleDocTemplate, Spacer, Table, TableStyle
+
+from billing.documents.rows import Document, credit_note_document, invoice_document, rate_label
+from billing.models import CreditNote, Invoice
+
+CJK_FONT = "STSong-Light"
+LATIN_FONT = "Helvetica"
+LATIN_BOLD = "Helvetica-Bold"
+PAGE = landscape(A4)
+MARGIN = 12 * mm
+GRID = colors.HexColor("#999999")
+HEAD = colors.HexColor("#eeeeee")
+# Each line's columns, in points; they add up to the page's width inside the margins.
+LINE_WIDTHS = (22, 70, 70, 196, 62, 42, 62, 66, 38, 58, 70)
+
+
+@cache
+def _fonts() -> None:
+    pdfmetrics.registerFont(UnicodeCIDFont(CJK_FONT))
+
+
+def _latin(text: str) -> bool:
+    try:
+        text.encode("cp1252")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _style(text: str, size: float, *, bold: bool = False, right: bool = False) -> ParagraphStyle:
+    latin = _latin(text)
+    return ParagraphStyle(
+        "cell",
+        fontName=(LATIN_BOLD if bold else LATIN_FONT) if latin else CJK_FONT,
+        fontSize=size,
+        leading=size * 1.25,
+        alignment=TA_RIGHT if right else 0,
+        wordWrap=None if latin else "CJK",
+    )
+
+
+def _p(text: Any, size: float = 8, **style: bool) -> Paragraph:
+    text = "" if text is None else str(text)
+    return Paragraph(escape(text), _style(text, size, **style))
+
+
+def _money(amount: Decimal) -> str:
+    return f"{amount:,.2f}"
+
+
+def _quantity(value: Decimal | None) -> str:
+    return "" if value is None else f"{value.normalize():f}"
+
+
+def _date(value: Any) -> str:
+    return value.isoformat() if value else "-"
+
+
+def _grid(data: list[list[Any]], widths: tuple[float, ...], *, header: bool) -> Table:
+    table = Table(data, colWidths=widths, repeatRows=1 if header else 0)
+    style = [
+        ("GRID", (0, 0), (-1, -1), 0.4, GRID),
+        ("VALIGN", (0, 0), (-1, -1), "TOP"),
+        ("LEFTPADDING", (0, 0), (-1, -1), 3),
+        ("RIGHTPADDING", (0, 0), (-1, -1), 3),
+    ]
+    if header:
+        style.append(("BACKGROUND", (0, 0), (-1, 0), HEAD))
+    table.setStyle(TableStyle(style))
+    return table
+
+
+def _title(document: Document) -> str:
+    if document.kind == "credit_note":
+        return pgettext("document title", "Credit note")
+    return pgettext("document title", "Invoice")
+
+
+def _head(document: Document) -> list[list[Any]]:
+    pairs = [
+        (_("number"), document.number or _("none until issued")),
+        (_("status"), document.status_label),
+        (
+            _("period"),
+            f"{document.period} ({document.period_start:%Y-%m-%d %H:%M} \N{EN DASH} "
+            f"{document.period_end:%Y-%m-%d %H:%M} {document.zone})",
+        ),
+        (_("issue date"), _date(document.issue_date)),
+    ]
+    if document.kind == "credit_note":
+        pairs += [(_("original invoice"), document.original_number), (_("reason"), document.reason)]
+    else:
+        pairs.append((_("due date"), _date(document.due_date)))
+    return [[_p(label, 9, bold=True), _p(value, 9)] for label, value in pairs]
+
+
+def _parties(document: Document) -> list[list[Any]]:
+    labels = (
+        ("legal_name", _("legal name")),
+        ("tax_id", _("tax ID")),
+        ("address", _("address")),
+        ("phone", _("phone")),
+        ("bank", _("bank")),
+        ("account", _("account")),
+    )
+    data = [["", _p(_("seller"), 9, bold=True), _p(_("buyer"), 9, bold=True)]]
+    data += [
+        [_p(label, 8, bold=True), _p(document.seller[key]), _p(document.buyer[key])]
+        for key, label in labels
+    ]
+    return data
+
+
+def _lines(document: Document) -> list[list[Any]]:
+    header = [
+        "#",
+        _("lease"),
+        _("kind"),
+        _("description"),
+        _("quantity"),
+        _("unit"),
+        _("unit price (¥)"),
+        _("amount (¥)"),
+        _("tax rate"),
+        _("tax (¥)"),
+        _("amount incl. tax (¥)"),
+    ]
+    data = [[_p(text, 7.5, bold=True) for text in header]]
+    for row in document.rows:
+        data.append(
+            [
+                _p(row.position),
+                _p(row.lease),
+                _p(row.kind),
+                _p(row.description),
+                _p(_quantity(row.quantity), right=True),
+                _p(row.unit),
+                _p("" if row.unit_price is None else f"{row.unit_price:,}", right=True),
+                _p(_money(row.amount), right=True),
+                _p(rate_label(row.tax_rate_percent), right=True),
+                _p(_money(row.tax), right=True),
+                _p(_money(row.amount_with_tax), right=True),
+            ]
+        )
+    return data
+
+
+def _totals(document: Document) -> list[list[Any]]:
+    data = [
+        [
+            _p(_("tax rate"), bold=True),
+            _p(_("amount (¥)"), bold=True, right=True),
+            _p(_("tax (¥)"), bold=True, right=True),
+            _p(_("amount incl. tax (¥)"), bold=True, right=True),
+        ]
+    ]
+    for group in document.by_rate:
+        data.append(
+            [
+                _p(rate_label(group.tax_rate_percent)),
+                _p(_money(group.amount), right=True),
+                _p(_money(group.tax), right=True),
+                _p(_money(group.amount_with_tax), right=True),
+            ]
+        )
+    data.append(
+        [
+            _p(_("total"), bold=True),
+            _p(_money(document.subtotal), bold=True, right=True),
+            _p(_money(document.tax), bold=True, right=True),
+            _p(_money(document.total), bold=True, right=True),
+        ]
+    )
+    return data
+
+
+def _stamp(document: Document) -> tuple[str, str] | None:
+    if document.is_draft:
+        return ("DRAFT", "草稿")
+    if document.is_void:
+        return ("VOID", "作废")
+    return None
+
+
+def _page(document: Document):  # type: ignore[no-untyped-def]
+    stamp = _stamp(document)
+
+    def draw(canvas: Any, template: Any) -> None:
+        canvas.saveState()
+        width, height = PAGE
+        if stamp:
+            canvas.setFillColor(colors.Color(0.8, 0.1, 0.1, alpha=0.18))
+            canvas.translate(width / 2, height / 2)
+            canvas.rotate(30)
+            canvas.setFont(LATIN_BOLD, 110)
+            canvas.drawCentredString(0, 10, stamp[0])
+            canvas.setFont(CJK_FONT, 90)
+            canvas.drawCentredString(0, -90, stamp[1])
+            canvas.rotate(-30)
+            canvas.translate(-width / 2, -height / 2)
+        canvas.setFillColor(colors.black)
+        footer = f"{document.number or document.period} · {canvas.getPageNumber()}"
+        canvas.setFont(LATIN_FONT, 7)
+        canvas.drawRightString(width - MARGIN, MARGIN / 2, footer)
+        canvas.restoreState()
+
+    return draw
+
+
+def render(document: Document) -> bytes:
+    """The PDF of a document built in the language that is active now."""
+    _fonts()
+    buffer = io.BytesIO()
+    title = _title(document)
+    pdf = SimpleDocTemplate(
+        buffer,
+        pagesize=PAGE,
+        leftMargin=MARGIN,
+        rightMargin=MARGIN,
+        topMargin=MARGIN,
+        bottomMargin=MARGIN,
+        title=f"{title} {document.number or document.period}",
+        author=document.seller["legal_name"],
+    )
+    story: list[Any] = [
+        _p(title, 18, bold=True),
+        Spacer(1, 4 * mm),
+        _grid(_head(document), (110, 400), header=False),
+        Spacer(1, 4 * mm),
+        _grid(_parties(document), (90, 300, 300), header=True),
+        Spacer(1, 5 * mm),
+        _grid(_lines(document), LINE_WIDTHS, header=True),
+        Spacer(1, 4 * mm),
+        _grid(_totals(document), (110, 110, 110, 130), header=True),
+        Spacer(1, 3 * mm),
+    ]
+    if document.network_cost_share is not None:
+        share = f"{(document.network_cost_share * 100).quantize(Decimal('0.01'))}%"
+        story.append(_p(f"{_('network cost share')}: {share}", 8))
+    for note in document.notes:
+        story.append(_p(note, 8))
+    draw = _page(document)
+    pdf.build(story, onFirstPage=draw, onLaterPages=draw)
+    return buffer.getvalue()
+
+
+def invoice_pdf(invoice: Invoice, language: str) -> bytes:
+    with override(language):
+        return render(invoice_document(invoice))
+
+
+def credit_note_pdf(note: CreditNote, language: str) -> bytes:
+    with override(language):
+        return render(credit_note_document(note))

@@ -1,0 +1,177 @@
+"""The demo bills real figures: its per-GB and 95计费 leases are billed from counter runs
+that went through the chain and the real ingest, and its yearly lease, accepted when it
+went live, has rent lines.
+
+The clock is pinned at 12:00 on 2 November 2026 in Shanghai with four days of history, so
+the counter readings start at 12:00 on 29 October (04:00 UTC) and October holds 60 whole
+hours of them: the per-GB lease's burst (80 hours back) and reboot (60 hours back), and
+the 95计费 lease's burst (86 hours back). Expectations are worked out here from the
+generator's parameters, hour by hour, not by calling the generator or the billing code.
+"""
+
+import re
+from datetime import UTC, datetime, timedelta
+from decimal import ROUND_HALF_UP, Decimal
+from itertools import pairwise
+
+import pytest
+import time_machine
+
+from benchmarks import chain
+from benchmarks.demo_history import BOOT_TX_BYTES, DAILY_PROFILE, TRAFFIC, load_history
+from benchmarks.models import ProbeRun
+from billing import invoicing
+from billing.models import TrafficSample
+from leases.demo import load_demo
+from leases.models import Lease, NicPort, Tenant
+
+pytestmark = pytest.mark.django_db
+
+NOW = datetime(2026, 11, 2, 4, 0, tzinfo=UTC)  # 12:00 in Shanghai
+FIRST_READING = datetime(2026, 10, 29, 4, 0, tzinfo=UTC)  # NOW - 4 days, a whole hour
+OCTOBER_END = datetime(2026, 10, 31, 16, 0, tzinfo=UTC)  # 1 November 00:00 in Shanghai
+SLOT_BYTES_PER_MBPS = 10**6 * 300 // 8
+
+
+def _cents(value: Decimal) -> Decimal:
+    return value.quantize(Decimal("0.01"), rounding=ROUND_HALF_UP)
+
+
+def _expected_bytes(reference: str, ports_of_last_node: int, nodes: int) -> int:
+    """What the lease's nodes sent from the first reading to the end of October: each
+    hour 12 slots at its rate (the slots' jitter cancels within the hour), the burst at
+    its own rate, and the rebooting node's drained hour only the bytes it sent booting."""
+    plan = TRAFFIC[reference]
+    burst = {NOW - (plan.burst_hours_ago - k) * timedelta(hours=1) for k in range(2)}
+    reboot = (
+        None if plan.reboot_hours_ago is None else NOW - plan.reboot_hours_ago * timedelta(hours=1)
+    )
+    total, hour = 0, FIRST_READING
+    while hour < OCTOBER_END:
+        shanghai_hour = (hour.hour + 8) % 24
+        profile = plan.level_mbps * DAILY_PROFILE[shanghai_hour] // 100
+        node_hour = 12 * (plan.burst_mbps if hour in burst else profile) * SLOT_BYTES_PER_MBPS
+        if hour == reboot:
+            total += (nodes - 1) * node_hour + BOOT_TX_BYTES * ports_of_last_node
+        else:
+            total += nodes * node_hour
+        hour += timedelta(hours=1)
+    return total
+
+
+@pytest.fixture
+def demo():
+    with time_machine.travel(NOW, tick=False):
+        load_demo()
+        load_history(days=4)
+        yield
+
+
+def _lines(tenant_slug: str, period: str, reference: str):  # type: ignore[no-untyped-def]
+    tenant = Tenant.objects.get(slug=tenant_slug)
+    invoice = invoicing.draft_invoice(tenant=tenant, period=period, now=NOW)
+    return {line.kind: line for line in invoice.lines.filter(lease__reference=reference)}
+
+
+def test_the_per_gb_lease_bills_the_bytes_its_counters_moved(demo):
+    lease = Lease.objects.get(reference="LX-2026-001")
+    nodes = sorted(lease.assignments.values_list("node__hostname", flat=True))
+    last_ports = NicPort.objects.filter(node__hostname=nodes[-1]).count()
+    assert (len(nodes), last_ports) == (2, 2)
+    expected = _expected_bytes("LX-2026-001", last_ports, len(nodes))
+    # By hand: Shanghai hours 12-23 of 29 October sum to 1,390 % of the level, 30 and 31
+    # October to 2,175 % each: 5,740 %; the burst takes hours 04-05 of 30 October (75 %)
+    # at 40,000 Mbps, and the reboot hour is 00:00 on 31 October (45 %) for one node. So
+    # 16 Mbps x (2 x 5,665 - 45) + 2 x 2 x 40,000 = 340,560 Mbps-hours x 450,000,000
+    # bytes, plus 2 ports x 9,216 bytes sent while booting.
+    assert expected == 153_252_000_018_432
+    line = _lines("lingxi", "2026-10", "LX-2026-001")["usage_gb"]
+    assert line.detail["bytes"] == expected
+    assert line.quantity == Decimal("153252.000018")  # GB to six places on the line
+    assert (
+        line.amount == _cents(Decimal(expected) / 10**9 * Decimal("0.0300")) == Decimal("4597.56")
+    )
+    assert line.detail["samples"] == 60 * 12
+    # The reboot is one reset, on the slot whose interval holds it (xx:10 to xx:15).
+    reboot = NOW - 60 * timedelta(hours=1)
+    (reset,) = TrafficSample.objects.filter(lease=lease, resets__gt=0)
+    assert reset.slot_at == reboot + timedelta(minutes=10)
+    # The runs are the probe's own output, chained and parsed by its interpreter.
+    runs = ProbeRun.objects.filter(lease=lease, kind="counters", trigger="schedule")
+    assert runs.filter(chain_index__isnull=True).count() == 0
+    assert chain.verify_lease(lease_id=lease.pk) == []
+    sample = runs.order_by("slot_at").first()
+    assert sample is not None and "NIC statistics:" in sample.raw_output
+    assert "# ethtool -S ens1f0np0" in sample.raw_output and "ethtool -S" in sample.command
+
+
+def _tx_phy(raw: str) -> list[int]:
+    return [int(v) for v in re.findall(r"^\s+tx_bytes_phy: (\d+)$", raw, re.MULTILINE)]
+
+
+def test_this_months_traffic_is_the_counter_deltas_read_from_the_raw_output(demo):
+    """November so far, up to the last reading: the bytes between consecutive readings of
+    each port, a reading lower than the one before counting from zero."""
+    lease = Lease.objects.get(reference="LX-2026-001")
+    november = OCTOBER_END
+    expected = 0
+    for node in lease.assignments.values_list("node__hostname", flat=True):
+        readings = list(
+            ProbeRun.objects.filter(lease=lease, kind="counters", trigger="schedule", target=node)
+            .order_by("slot_at")
+            .values_list("slot_at", "raw_output")
+        )
+        for (slot, before), (_next, after) in pairwise(readings):
+            if slot < november:
+                continue
+            for old, new in zip(_tx_phy(before), _tx_phy(after), strict=True):
+                expected += new - old if new >= old else new
+    line = _lines("lingxi", "2026-11", "LX-2026-001")["usage_gb"]
+    assert expected > 0 and line.detail["bytes"] == expected
+
+
+def test_the_p95_lease_bills_the_95th_percentile_of_its_samples(demo):
+    lease = Lease.objects.get(reference="LX-2026-002")
+    samples = TrafficSample.objects.filter(
+        lease=lease, slot_at__gte=datetime(2026, 9, 30, 16, tzinfo=UTC), slot_at__lt=OCTOBER_END
+    )
+    assert samples.count() == 720
+    # By hand: 30 Mbps x (5,740 - 135) % + 2 x 20,000 Mbps for the burst (22:00-24:00 on
+    # 29 October), for 4 nodes: 832,600 Mbps-hours x 450,000,000 bytes.
+    assert _expected_bytes("LX-2026-002", 1, 4) == 374_670_000_000_000
+    assert sum(s.tx_bytes for s in samples) == 374_670_000_000_000
+    rates = sorted((s.tx_bytes * 8 / s.seconds for s in samples), reverse=True)
+    dropped = len(rates) * 5 // 100
+    assert dropped == 36
+    p95 = rates[dropped]
+    line = _lines("lingxi", "2026-10", "LX-2026-002")["usage_p95"]
+    mbps = (p95 / 10**6).quantize(Decimal("0.01"), rounding=ROUND_HALF_UP)
+    assert mbps > 0 and line.quantity == mbps
+    assert Decimal(line.detail["p95_bps"]) == p95
+    assert line.amount == _cents(mbps * Decimal("0.4000"))  # a whole month
+    # The 2-hour burst (4 nodes at 20 Gbps) is the top 24 samples, all dropped.
+    burst = [rate for rate in rates if rate >= 4 * 20_000 * 10**6 * Decimal("0.8")]
+    assert len(burst) == 24 and rates[0] > p95
+    # The billed sample is an afternoon one: 4 nodes near the profile's peak, +-20 %.
+    peak = 4 * TRAFFIC["LX-2026-002"].level_mbps * max(DAILY_PROFILE) / 100 * 10**6
+    assert Decimal(peak) * Decimal("0.8") <= p95 <= Decimal(peak) * Decimal("1.2")
+
+
+def test_the_yearly_lease_is_accepted_when_it_goes_live_and_billed_from_then(demo):
+    lease = Lease.objects.get(reference="ZY-2026-002")
+    accepted = invoicing.billing_start(lease)
+    assert accepted is not None and lease.starts_at < accepted < lease.starts_at + timedelta(
+        hours=1
+    )
+    kinds = set(
+        ProbeRun.objects.filter(lease=lease, trigger="acceptance").values_list("kind", flat=True)
+    )
+    assert kinds == {"link", "counters", "throughput", "latency", "collective"}
+    assert not ProbeRun.objects.filter(lease=lease, trigger="acceptance", verdict="fail").exists()
+    october = _lines("zhiyuan", "2026-10", "ZY-2026-002")
+    assert october["node_rent"].quantity == Decimal("4.000000")
+    assert october["node_rent"].amount == Decimal("392000.00")
+    assert october["network_fee"].amount == Decimal("18000.00")
+    # Its first month is billed from the acceptance, a few minutes after midnight.
+    first = _lines("zhiyuan", "2026-08", "ZY-2026-002")["node_rent"]
+    assert Decimal("3.99") < first.quantity < Decimal("4")

@@ -1,0 +1,296 @@
+"""Re-judging an audit bundle's probe runs from their own figures, and re-parsing their
+raw output where the bundle carries it, with the very rules the server judged them by
+(``gpulease_verify.verdicts``, ``gpulease_verify.interpret``).
+
+Per run whose state is ``ok`` and that names a terms version:
+
+- throughput (iperf3, ib_write_bw): ``measured_bps`` against the contracted bandwidth x
+  threshold; it must equal the parsed ``received_bps`` / ``bw_avg_bps`` (whole bit/s);
+- latency (ping, ib_write_lat): ``latency_us`` against the ceiling;
+- collective (all_reduce_perf): the parsed bus bandwidth (average, else peak; else
+  ``measured_bps``) against the floor; ``measured_bps`` is its whole part. A figure the
+  parsed output also states (``received_bps``, ``bw_avg_bps``) must agree with it;
+- link (ethtool, ibstatus): the parsed ports (up, speed against ``expected_bps``, link-down
+  counter against ``previous_link_down_count``); ports parsed before those two were
+  stored are judged on up/down only, with a note;
+- counters: no verdict.
+
+A run that did not finish ok has no verdict. The recomputed verdict, rule and reason must
+equal the run's. With ``raw_output`` in the entry: its sha256 must be the content's
+``raw_sha256`` (``stderr`` likewise), and re-parsing it (a node check with the node's
+ports from the bundle's ``nodes``) must give the content's ``parsed``, ``measured_bps`` and
+``latency_us``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from decimal import Decimal
+from typing import Any
+
+from gpulease_verify import verdicts
+from gpulease_verify.canonical import canonical_json, number_text
+from gpulease_verify.interpret import (
+    ALL_REDUCE_PERF,
+    COUNTERS,
+    ETHTOOL,
+    IB_WRITE_BW,
+    IB_WRITE_LAT,
+    IBSTATUS,
+    IPERF3,
+    PING,
+    PlanNode,
+    PlanPort,
+    interpret,
+    port_state,
+)
+from gpulease_verify.parsers import ParseError
+
+THROUGHPUT_FIELD = {IPERF3: "received_bps", IB_WRITE_BW: "bw_avg_bps"}
+LINK_TOOLS = (ETHTOOL, IBSTATUS)
+
+
+def _optional(value: Any) -> Decimal | None:
+    return None if value is None else Decimal(str(value))
+
+
+def terms_view(entry: Mapping[str, Any]) -> verdicts.TermsView:
+    """A bundle's terms entry as the verdicts read it."""
+    return verdicts.TermsView(
+        version=int(entry["version"]),
+        contracted_gbps=Decimal(str(entry["contracted_bandwidth_gbps"])),
+        threshold_percent=Decimal(str(entry["sla_threshold_percent"])),
+        busbw_floor_gbps=_optional(entry.get("collective_busbw_floor_gbps")),
+        latency_ceiling_us=_optional(entry.get("latency_ceiling_us")),
+    )
+
+
+def plan_node(hostname: str, entry: Mapping[str, Any]) -> PlanNode:
+    """A bundle's ``nodes`` entry as the link interpretation reads it."""
+    return PlanNode(
+        hostname=hostname,
+        leaf=entry.get("leaf", ""),
+        gpus=int(entry.get("gpus", 0)),
+        ports=tuple(
+            PlanPort(
+                device=port["device"],
+                port=int(port["port"]),
+                netdev=port["netdev"],
+                address=port.get("address"),
+                link_layer=port["link_layer"],
+                rate_gbps=int(port["rate_gbps"]),
+            )
+            for port in entry["ports"]
+        ),
+    )
+
+
+def name(entry: Mapping[str, Any]) -> str:
+    content = entry["content"]
+    return f"run {entry['id']} ({content['kind']} {content['target']})"
+
+
+class Rejudge:
+    """The checks of one bundle's runs; ``mismatches`` and ``notes`` collect sentences."""
+
+    def __init__(self, bundle: Mapping[str, Any]):
+        self.terms = {int(t["version"]): t for t in bundle.get("terms", [])}
+        self.nodes = bundle.get("nodes") or {}
+        self.mismatches: list[str] = []
+        self.notes: list[str] = []
+        self.rate_unknown = 0
+
+    def run(self, entry: Mapping[str, Any]) -> None:
+        content = entry["content"]
+        if content["state"] != "ok":
+            if content["verdict"] != verdicts.Verdict.NONE:
+                self.mismatches.append(
+                    f"{name(entry)}: the bundle says {content['verdict']}, but the run ended "
+                    f"{content['state']}, which gives no verdict"
+                )
+            return
+        if content["tool"] == COUNTERS:
+            if content["verdict"] != verdicts.Verdict.NONE:
+                self.mismatches.append(
+                    f"{name(entry)}: the bundle says {content['verdict']}, but counters "
+                    "runs are recorded for metering and have no verdict"
+                )
+            self.raw(entry, None)
+            return
+        version = content.get("terms_version")
+        if version is None or int(version) not in self.terms:
+            return  # the chain check names a run judged by terms the bundle lacks
+        terms = terms_view(self.terms[int(version)])
+        judgement = self.from_figures(entry, terms)
+        if judgement is not None:
+            self.compare(entry, judgement)
+        self.raw(entry, terms)
+
+    def from_figures(
+        self, entry: Mapping[str, Any], terms: verdicts.TermsView
+    ) -> verdicts.Judgement | None:
+        content, tool = entry["content"], entry["content"]["tool"]
+        parsed = json.loads(content["parsed"]) if content.get("parsed") else None
+        measured = content.get("measured_bps")
+        if tool in THROUGHPUT_FIELD:
+            if measured is None:
+                self.missing(entry, "no measured throughput")
+                return None
+            field = THROUGHPUT_FIELD[tool]
+            if parsed is not None and field in parsed and int(parsed[field] or 0) != measured:
+                self.mismatches.append(
+                    f"{name(entry)}: the bundle says it measured {measured} bit/s, its parsed "
+                    f"output says {int(parsed[field] or 0)} bit/s"
+                )
+            return verdicts.throughput(measured_bps=int(measured), terms=terms)
+        if tool in (PING, IB_WRITE_LAT):
+            if content.get("latency_us") is None:
+                self.missing(entry, "no measured latency")
+                return None
+            return verdicts.latency(measured_us=float(content["latency_us"]), terms=terms)
+        if tool == ALL_REDUCE_PERF:
+            busbw = None
+            if parsed is not None:
+                busbw = parsed.get("avg_busbw_bps")
+                busbw = parsed.get("peak_busbw_bps") if busbw is None else busbw
+            if busbw is None:  # parsed by another shape: the hashed figure is the record
+                busbw = measured
+            if busbw is None:
+                self.missing(entry, "no measured bus bandwidth")
+                return None
+            if measured != int(busbw):
+                self.mismatches.append(
+                    f"{name(entry)}: the bundle says it measured {measured} bit/s, its parsed "
+                    f"bus bandwidth is {int(busbw)} bit/s"
+                )
+            return verdicts.collective(busbw_bps=busbw, terms=terms)
+        if tool in LINK_TOOLS:
+            if parsed is None or not isinstance(parsed.get("ports"), list):
+                self.missing(entry, "no parsed ports")
+                return None
+            ports = [port_state(port) for port in parsed["ports"]]
+            if all("expected_bps" in port for port in parsed["ports"]):
+                return verdicts.link(ports=ports, terms=terms)
+            self.rate_unknown += 1
+            down = [port.label for port in ports if not port.up]
+            if bool(down) != (content["verdict"] == verdicts.Verdict.FAIL):
+                self.mismatches.append(
+                    f"{name(entry)}: the bundle says {content['verdict']}, but its parsed "
+                    + (f"ports show {', '.join(down)} down" if down else "ports are all up")
+                )
+            return None
+        return None
+
+    def missing(self, entry: Mapping[str, Any], what: str) -> None:
+        if entry["content"]["verdict"] != verdicts.Verdict.NONE:
+            self.mismatches.append(
+                f"{name(entry)}: the bundle says {entry['content']['verdict']}, but the run "
+                f"carries {what} to judge"
+            )
+        return None
+
+    def compare(self, entry: Mapping[str, Any], judgement: verdicts.Judgement) -> None:
+        content = entry["content"]
+        if content["verdict"] != judgement.verdict:
+            self.mismatches.append(
+                f"{name(entry)}: the bundle says {content['verdict']}, the rule gives "
+                f"{judgement.verdict}: {judgement.reason}"
+            )
+            return
+        if content.get("rule") != judgement.rule:
+            self.mismatches.append(
+                f"{name(entry)}: the bundle's rule is {content.get('rule')!r}, the terms "
+                f"give {judgement.rule!r}"
+            )
+        if content.get("verdict_reason") != judgement.reason:
+            self.mismatches.append(
+                f"{name(entry)}: the bundle's reason is {content.get('verdict_reason')!r}, "
+                f"the rule gives {judgement.reason!r}"
+            )
+
+    def raw(self, entry: Mapping[str, Any], terms: verdicts.TermsView | None) -> None:
+        if "raw_output" not in entry:
+            return
+        content, raw = entry["content"], entry["raw_output"]
+        if raw == "" and not content["raw_sha256"]:
+            return  # the run never printed (missed, skipped): nothing was hashed
+        digest = hashlib.sha256(raw.encode("utf-8")).hexdigest()
+        if digest != content["raw_sha256"]:
+            self.mismatches.append(
+                f"{name(entry)}: its raw output hashes to {digest}, the run says "
+                f"{content['raw_sha256']}"
+            )
+            return
+        stderr = entry.get("stderr") or ""
+        stderr_digest = hashlib.sha256(stderr.encode("utf-8")).hexdigest() if stderr else ""
+        if stderr_digest != content.get("stderr_sha256", ""):
+            self.mismatches.append(f"{name(entry)}: its stderr does not hash to stderr_sha256")
+        if content["state"] != "ok" or content.get("parsed") is None:
+            return
+        node = None
+        if content["tool"] in (*LINK_TOOLS, COUNTERS):
+            if content["target"] not in self.nodes:
+                self.mismatches.append(
+                    f"{name(entry)}: the bundle carries no ports of node {content['target']} "
+                    "to re-read its raw output with"
+                )
+                return
+            node = plan_node(content["target"], self.nodes[content["target"]])
+        stated = json.loads(content["parsed"])
+        previous = {
+            port["label"]: port["previous_link_down_count"]
+            for port in stated.get("ports", [])
+            if isinstance(port, Mapping) and port.get("previous_link_down_count") is not None
+        }
+        view = terms or verdicts.TermsView(0, Decimal(0), Decimal(0), None, None)
+        try:
+            again = interpret(
+                tool=content["tool"],
+                raw_output=raw,
+                terms=view,
+                node=node,
+                previous_link_down=previous,
+            )
+        except (ParseError, ValueError) as error:
+            self.mismatches.append(f"{name(entry)}: its raw output does not parse again: {error}")
+            return
+        for field, stated_value, recomputed in (
+            ("parsed", content["parsed"], canonical_json(again.parsed)),
+            ("measured_bps", content.get("measured_bps"), again.measured_bps),
+            ("latency_us", content.get("latency_us"), number_text(again.latency_us)),
+        ):
+            if stated_value != recomputed:
+                self.mismatches.append(
+                    f"{name(entry)}: its {field} differs from its raw output re-parsed: the "
+                    f"bundle says {_short(stated_value)}, re-parsed {_short(recomputed)}"
+                )
+
+    def summary(self, count: int, raw: int) -> None:
+        self.notes.append(
+            f"runs: {count} re-judged from their figures, {raw} re-parsed from raw output"
+        )
+        if self.rate_unknown:
+            self.notes.append(
+                f"runs: {self.rate_unknown} link check(s) parsed before ports carried their "
+                "expected rate: judged on up/down only"
+            )
+
+
+def _short(value: Any) -> str:
+    text = str(value)
+    return text if len(text) <= 120 else f"{text[:117]}..."
+
+
+def check_runs(bundle: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+    """(mismatches, notes) of re-judging every run of the bundle and its acceptance."""
+    checker = Rejudge(bundle)
+    runs = list(bundle.get("runs", []))
+    for entry in runs:
+        checker.run(entry)
+    checker.summary(len(runs), sum("raw_output" in entry for entry in runs))
+    return checker.mismatches, checker.notes
+
+
+__all__ = ["Rejudge", "check_runs", "plan_node", "terms_view"]

@@ -1,0 +1,201 @@
+"""Contract terms versions as links of a lease's hash chain.
+
+Each terms version is linked into its lease's one chain when it is created, under the same
+index sequence as the probe runs (a terms link and run links interleave by index). Its
+hash is ``link_hash(terms_content(entry), prev_hash)`` (see ``gpulease_verify.chain``),
+where ``terms_content`` is computed from the version's fields as an audit bundle writes
+them: the lease reference, version, effective_from, created_at, amendment_reason, every
+contract field, and the acknowledgement (or null). A run linked after its terms version
+names that version's hash in its content (``terms_hash``).
+
+A version taking effect before it was created (more than ``RETROACTIVE_TOLERANCE`` before,
+for clock skew between a client saying "now" and the server) is an after-the-fact
+amendment: it counts only if a tenant admin acknowledged it. A lease's first version is the
+contract itself, created with the lease, and takes effect when the lease starts; it is not
+an amendment and needs no acknowledgement.
+
+This module reads no database: the server and an auditor's ``gpulease-verify`` use it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from gpulease_verify import chain
+from gpulease_verify.canonical import canonical_json
+
+RETROACTIVE_TOLERANCE = timedelta(seconds=60)
+TENANT_ADMIN = "admin"
+
+# The fields that make up the contract (what an amendment may change); the server's
+# LeaseTerms.CONTRACT_FIELDS is this tuple.
+CONTRACT_FIELDS = (
+    "contracted_bandwidth_gbps",
+    "technology",
+    "sla_threshold_percent",
+    "collective_busbw_floor_gbps",
+    "latency_ceiling_us",
+    "probe_cadence_s",
+    "heavy_probe_policy",
+    "heavy_probe_windows",
+    "maintenance_windows",
+    "incident_after_violations",
+    "credit_tiers",
+    "credit_cap_percent",
+    "credit_base",
+    "contracted_base_per_month",
+    "billing_mode",
+    "node_rent_per_month",
+    "network_fee_per_month",
+    "price_per_gb",
+    "price_per_mbps_p95",
+    "tax_rate_percent",
+    "billing_starts_on_acceptance",
+)
+ACKNOWLEDGEMENT_FIELDS = ("by", "role", "at", "reason")
+
+
+def _scalar(value: Any) -> str | int | bool | None:
+    """A field value as content holds it: lists and objects (windows, tiers, cadences) as
+    their canonical JSON text; fractional numbers are already text in an entry."""
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, list | dict):
+        return canonical_json(value)
+    raise ValueError(f"a terms field holds {type(value).__name__} {value!r}, not JSON text")
+
+
+def terms_content(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """What a terms version's hash covers, from its entry (an audit bundle's terms entry,
+    or the server's ``terms_fields``). Values are strings, integers, booleans and nulls;
+    instants are ISO UTC text as the entry writes them. The acknowledgement becomes four
+    keys, all null when there is none."""
+    ack = entry.get("acknowledgement")
+    content: dict[str, Any] = {
+        "link": "terms",
+        "lease": entry["lease"],
+        "version": int(entry["version"]),
+        "effective_from": entry["effective_from"],
+        "created_at": entry["created_at"],
+        "amendment_reason": entry["amendment_reason"],
+        **{name: _scalar(entry[name]) for name in CONTRACT_FIELDS},
+    }
+    for name in ACKNOWLEDGEMENT_FIELDS:
+        content[f"acknowledged_{name}"] = None if ack is None else ack[name]
+    return content
+
+
+def _at(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(UTC)
+
+
+def is_retroactive(effective_from: datetime, created_at: datetime) -> bool:
+    """Whether a version took effect before it was created, beyond the clock-skew
+    tolerance."""
+    return effective_from < created_at - RETROACTIVE_TOLERANCE
+
+
+def links_in_range(bundle: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The terms entries whose chain index lies within the bundle's chain range (the runs'
+    first to last index): they are links of that stretch, checked with the runs."""
+    meta = bundle.get("chain") or {}
+    first, last = meta.get("first_index"), meta.get("last_index")
+    if first is None or last is None:
+        return []
+    return [
+        entry
+        for entry in bundle.get("terms", [])
+        if isinstance(entry.get("chain_index"), int) and first <= entry["chain_index"] <= last
+    ]
+
+
+def _check_entry(entry: Mapping[str, Any], reference: str, in_range: bool) -> list[str]:
+    version = entry["version"]
+    name = f"terms v{version}"
+    problems: list[str] = []
+    missing = [
+        key for key in ("chain_index", "prev_hash", "terms_hash", "content") if key not in entry
+    ]
+    if missing or entry.get("chain_index") is None:
+        return [f"{name} is not a link of the chain: {', '.join(missing) or 'chain_index'} missing"]
+    if entry.get("lease") != reference:
+        problems.append(f"{name} is a version of lease {entry.get('lease')}, not {reference}")
+    recomputed = terms_content(entry)
+    differ = chain.content_differences(entry["content"], recomputed)
+    if differ:
+        problems.append(
+            f"{name}: its hashed content does not match its fields ({', '.join(differ)})"
+        )
+    if not in_range:  # a link of the stretch is checked with the runs (verify_chain)
+        problems.extend(chain.verify_chain([entry]))
+    ack = entry.get("acknowledgement")
+    effective_from, created_at = _at(entry["effective_from"]), _at(entry["created_at"])
+    if int(version) > 1 and is_retroactive(effective_from, created_at):
+        if ack is None:
+            problems.append(
+                f"{name} took effect {entry['effective_from']}, before it was created "
+                f"({entry['created_at']}), and no tenant admin acknowledged it"
+            )
+        elif ack.get("role") != TENANT_ADMIN:
+            problems.append(
+                f"{name} took effect {entry['effective_from']}, before it was created "
+                f"({entry['created_at']}), and was acknowledged by {ack.get('by')} as "
+                f"{ack.get('role')}, not by a tenant admin"
+            )
+    return problems
+
+
+def _check_run(run: Mapping[str, Any], terms: Mapping[int, Mapping[str, Any]]) -> list[str]:
+    content = run["content"]
+    version = content.get("terms_version")
+    if version is None:
+        return []
+    named = content.get("terms_hash")
+    entry = terms.get(int(version))
+    name = f"chain link {run['chain_index']} (run {run.get('id')})"
+    if entry is None:
+        return [f"{name} was judged by terms v{version}, which is not in the bundle"]
+    if named is None:
+        # Runs linked before their terms version was (chains older than terms links)
+        # name no terms hash; any later run must.
+        if entry.get("chain_index") is not None and entry["chain_index"] < run["chain_index"]:
+            return [
+                f"{name} names no terms hash, though terms v{version} was linked before it "
+                f"(chain link {entry['chain_index']})"
+            ]
+        return []
+    if named != entry.get("terms_hash"):
+        return [
+            f"{name} was judged by terms v{version} with hash {chain.short(named)}, but the "
+            f"bundle's terms v{version} has hash {chain.short(entry.get('terms_hash') or '')}"
+        ]
+    return []
+
+
+def check_terms(bundle: Mapping[str, Any]) -> list[str]:
+    """Every problem of the bundle's terms versions as links and as the terms its runs
+    were judged by; empty when all hold."""
+    reference = bundle["lease"]["reference"]
+    entries: Iterable[Mapping[str, Any]] = bundle.get("terms", [])
+    in_range = {id(entry) for entry in links_in_range(bundle)}
+    problems: list[str] = []
+    for entry in entries:
+        problems.extend(_check_entry(entry, reference, id(entry) in in_range))
+    by_version = {int(entry["version"]): entry for entry in bundle.get("terms", [])}
+    for run in bundle.get("runs", []):
+        problems.extend(_check_run(run, by_version))
+    return problems
+
+
+__all__ = [
+    "ACKNOWLEDGEMENT_FIELDS",
+    "CONTRACT_FIELDS",
+    "RETROACTIVE_TOLERANCE",
+    "TENANT_ADMIN",
+    "check_terms",
+    "is_retroactive",
+    "links_in_range",
+    "terms_content",
+]

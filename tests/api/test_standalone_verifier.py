@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from billing import ingest, invoicing
+from billing import audit, ingest, invoicing
 from leases.choices import Role
 from tests.api.test_contract_audit_script import new_token
 from tests.factories import MembershipFactory, NodeFactory, at, make_lease, make_run
@@ -88,6 +88,20 @@ def test_the_standalone_verifier_checks_a_bundle_fetched_from_a_live_server(
     verified = run(auditor_venv / "bin" / "gpulease-verify", bundle, "--public-key", key)
     assert verified.returncode == 0, verified.stdout + verified.stderr
     assert verified.stdout.rstrip().endswith("all figures agree")
+
+    # The whole audit in one call, the key pinned by the fingerprint from the contract and
+    # every run's raw output re-parsed.
+    fingerprint = audit.published_key_info()["fingerprint"]
+    audited = run(
+        python,
+        ROOT / "scripts" / "contract_audit.py",
+        *("--url", live_server.url, "--token", token, "--lease", lease.pk),
+        *("--period", "2026-11", "--out", tmp_path / "raw.json", "--raw", "--verify"),
+        *("--fingerprint", fingerprint),
+    )
+    assert audited.returncode == 0, audited.stdout + audited.stderr
+    assert audited.stdout.rstrip().endswith("all figures agree")
+    assert '"raw_output"' in (tmp_path / "raw.json").read_text()
 
     forged = tmp_path / "forged.json"
     document = json.loads(bundle.read_text())

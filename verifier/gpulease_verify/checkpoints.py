@@ -132,6 +132,19 @@ def anchor_problems(
                 f"{lead}; this bundle's link {anchor.index} has hash {_short(digest)}: the "
                 "chain was rewritten after it was signed"
             ], []
+        later = [index for index in links.by_index if index > anchor.index]
+        if later and min(later) != anchor.index + 1:
+            # A terms link carried for its content can stand alone: the links after it up to
+            # the next one carried are what an insider deleting the period's first runs
+            # would take away.
+            gap = f"links {anchor.index + 1}..{min(later) - 1}"
+            if strict:
+                return [
+                    f"{lead}; this bundle carries that link but not {gap} after it, up to its "
+                    f"link {min(later)}: links were removed, or check it against a checkpoint "
+                    "of a nearer period"
+                ], []
+            return [], [f"{anchor.label}: {gap} after it are outside this bundle"]
         return [], [f"{anchor.label}: link {anchor.index} is in this bundle with that hash"]
     if anchor.index + 1 in links.by_index:
         after = anchor.index + 1

@@ -9,11 +9,17 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import Any, Protocol
 
 from gpulease_verify.bundle import verify_report
 from gpulease_verify.canonical import StrictJSONError, strict_loads
 from gpulease_verify.trust import Trust
+
+
+class Writer(Protocol):
+    """Where the report goes: a text stream, or Django's OutputWrapper."""
+
+    def write(self, text: str, /) -> Any: ...
 
 
 class InputError(Exception):
@@ -81,7 +87,7 @@ def _load(path: str, what: str) -> dict:  # type: ignore[type-arg]
     return doc
 
 
-def run(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
+def run(argv: Sequence[str] | None = None, out: Writer | None = None) -> int:
     out = out or sys.stdout
     options = parser().parse_args(argv)
     try:

@@ -10,7 +10,7 @@ from gpulease_verify import cli
 
 
 class Command(BaseCommand):
-    help = cli.parser().description
+    help = cli.parser().description or ""
     requires_system_checks: list[str] = []
     requires_migrations_checks = False
 

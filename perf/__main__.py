@@ -4,10 +4,11 @@ import os
 import subprocess
 import sys
 
-from perf import bench_billing, bench_dispatcher, bench_probe_overhead
+from perf import bench_audit, bench_billing, bench_dispatcher, bench_probe_overhead
 
 bench_dispatcher.main()
 bench_billing.main()
+bench_audit.main()
 if os.geteuid() == 0:
     bench_probe_overhead.main()
 else:

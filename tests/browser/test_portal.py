@@ -130,12 +130,12 @@ def test_tenant_downloads_an_invoice_as_csv(page, log_in, screenshot, member, in
     with page.expect_download() as download_info:
         page.get_by_role("link", name="Download CSV").click()
     download = download_info.value
-    assert download.suggested_filename == f"invoice-{member.tenant.slug}-2026-10.csv"
+    assert download.suggested_filename == f"invoice-{member.tenant.slug}-2026-10-draft.csv"
     text = Path(download.path()).read_bytes().decode("utf-8-sig")
     rows = list(csv.reader(io.StringIO(text)))
     assert rows[1][:4] == ["1", "ZY-2026-101", "node rent", "2 nodes"]
-    assert rows[2][-1] == "22000.00"
-    assert rows[-1][3:] == ["total (¥)", "", "", "", "71020.00"]
+    assert rows[2][7:] == ["22000.00", "6.00", "1320.00", "23320.00"]  # amount, tax, with tax
+    assert rows[-1][3:] == ["total (¥)", "", "", "", "", "", "", "71020.00"]
 
 
 def test_another_tenants_lease_is_a_404(page, log_in, screenshot, lease):

@@ -25,6 +25,7 @@ from benchmarks.models import ProbeRun
 from billing.choices import IncidentState
 from billing.models import HourlyRollup, Incident, IngestCursor, TrafficSample
 from billing.traffic_intervals import Reading, slot_traffic
+from gpulease_verify.bundle import hour_start
 from gpulease_verify.samples import classify_sample, link_slot_outcome
 from leases.choices import ProbeKind
 from leases.contract_rules import in_weekly_windows
@@ -43,8 +44,7 @@ UNKNOWN_STATES = frozenset(
 FINAL = [*UNKNOWN_STATES, RunState.OK, RunState.SKIPPED]
 
 
-def hour_of(instant: datetime) -> datetime:
-    return instant.replace(minute=0, second=0, microsecond=0)
+hour_of = hour_start  # the rollup hour, as the verifier cuts it
 
 
 @dataclass

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -22,6 +22,7 @@ from gpulease_verify import terms as terms_chain
 from gpulease_verify import window as billed_window
 from gpulease_verify.calculations import CreditResult, invoice_totals, sla_credit
 from gpulease_verify.canonical import canonical_json, iso_utc
+from gpulease_verify.canonical import parse_instant as _at
 from gpulease_verify.contract import credit_tiers
 from gpulease_verify.keys import ALGORITHM
 from gpulease_verify.periods import Period
@@ -56,10 +57,6 @@ def billed_lines(lines: Iterable[Mapping[str, Any]]) -> list[credit_base.BilledL
         )
         for line in lines
     ]
-
-
-def _at(text: str) -> datetime:
-    return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(UTC)
 
 
 def _dec(text: Any) -> Decimal | None:

@@ -109,3 +109,8 @@ def strict_loads(text: str, name: str = "the file") -> Any:
             f"{name} is not JSON: {error.msg} at line {error.lineno} column {error.colno}"
         ) from None
     return value
+
+
+def parse_instant(text: str) -> datetime:
+    """An instant as ``iso_utc`` writes it (or any ISO 8601 text with an offset), in UTC."""
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(UTC)

@@ -18,10 +18,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from gpulease_verify.canonical import canonical_json
+from gpulease_verify.canonical import parse_instant as _at
 from gpulease_verify.chain import GENESIS
 from gpulease_verify.trust import Trust
 
@@ -214,10 +214,6 @@ def period_problems(anchor: Anchor, bundle: Mapping[str, Any], links: Links) -> 
             f"link {anchor.index}; this bundle has {counted}"
         )
     return problems
-
-
-def _at(text: str) -> datetime:
-    return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
 def read_checkpoint(

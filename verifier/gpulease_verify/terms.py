@@ -20,11 +20,12 @@ This module reads no database: the server and an auditor's ``gpulease-verify`` u
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from gpulease_verify import chain
 from gpulease_verify.canonical import canonical_json
+from gpulease_verify.canonical import parse_instant as _at
 
 RETROACTIVE_TOLERANCE = timedelta(seconds=60)
 TENANT_ADMIN = "admin"
@@ -85,10 +86,6 @@ def terms_content(entry: Mapping[str, Any]) -> dict[str, Any]:
     for name in ACKNOWLEDGEMENT_FIELDS:
         content[f"acknowledged_{name}"] = None if ack is None else ack[name]
     return content
-
-
-def _at(text: str) -> datetime:
-    return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(UTC)
 
 
 def is_retroactive(effective_from: datetime, created_at: datetime) -> bool:

@@ -1,3 +1,9 @@
+# The portal's CSS framework from the npm registry, at the versions package-lock.json pins.
+FROM node:20-bookworm-slim AS assets
+WORKDIR /build
+COPY package.json package-lock.json ./
+RUN npm ci --no-audit --no-fund --omit=dev --loglevel=error
+
 FROM python:3.11-slim-bookworm
 
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 GPULEASE_VAR_DIR=/var/lib/gpulease
@@ -17,6 +23,9 @@ COPY benchmarks ./benchmarks
 COPY billing ./billing
 COPY locale ./locale
 COPY manage.py ./
+COPY api ./api
+COPY portal ./portal
+COPY --from=assets /build/node_modules/@picocss/pico/css/pico.min.css ./portal/static/portal/vendor/pico.min.css
 RUN pip install --no-cache-dir ./verifier . \
     && pip install --no-cache-dir Babel \
     && pybabel -q compile --domain=django --directory=locale \

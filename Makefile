@@ -14,7 +14,7 @@ CHROMIUM ?= /usr/bin/chromium
 SQLITE_TESTS := tests/test_clock_matrix.py tests/api/test_hostile_input.py \
 	tests/portal/test_hostile_input.py
 
-.PHONY: run setup test lint format typecheck bench messages clean browser
+.PHONY: run setup test lint format typecheck bench messages clean browser assets
 
 $(STAMP): pyproject.toml verifier/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,7 +22,24 @@ $(STAMP): pyproject.toml verifier/pyproject.toml
 	$(PY) -m pip install --quiet -e ./verifier -e '.[dev]'
 	touch $(STAMP)
 
-setup: $(STAMP) messages
+setup: $(STAMP) messages assets
+
+# The portal's CSS framework (Pico CSS) and, for the browser tests, axe-core come from the npm
+# registry at the versions package-lock.json pins; WhiteNoise serves the copies under
+# portal/static/portal/vendor/ (never a CDN).
+VENDOR := portal/static/portal/vendor
+NODE_STAMP := node_modules/.installed
+
+$(NODE_STAMP): package.json package-lock.json
+	@command -v npm >/dev/null || { echo "make assets needs npm (Debian: apt-get install npm)"; exit 1; }
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $(NODE_STAMP)
+
+$(VENDOR)/pico.min.css: $(NODE_STAMP)
+	mkdir -p $(VENDOR)
+	cp node_modules/@picocss/pico/css/pico.min.css $(VENDOR)/pico.min.css
+
+assets: $(VENDOR)/pico.min.css
 
 messages: $(STAMP)
 	$(VENV)/bin/pybabel -q compile --domain=django --directory=locale
@@ -77,4 +94,4 @@ bench: setup
 	$(PY) -m perf
 
 clean:
-	rm -rf $(VENV) var .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) var .pytest_cache .mypy_cache .ruff_cache node_modules $(VENDOR)

@@ -19,6 +19,7 @@ from api.base import StrictModelSerializer, StrictSerializer
 from api.fields import InstantField
 from api.models import ApiToken, Scope, TokenState
 from benchmarks.models import ProbeRun
+from billing.choices import CreditNoteKind
 from billing.models import CreditNote, CreditNoteLine, Incident, Invoice, InvoiceLine
 from gpulease_verify.periods import PATTERN as PERIOD_PATTERN
 from gpulease_verify.periods import Period, PeriodError
@@ -490,9 +491,19 @@ class InvoiceLineSerializer(serializers.ModelSerializer):
             "unit",
             "unit_price",
             "amount",
+            "tax_rate_percent",
             "detail",
         ]
         read_only_fields = fields
+
+
+class TaxGroupSerializer(serializers.Serializer):
+    """The invoice's lines at one VAT rate: their subtotal and its tax, rounded once."""
+
+    tax_rate_percent = serializers.DecimalField(max_digits=5, decimal_places=2)
+    subtotal = serializers.DecimalField(max_digits=14, decimal_places=2)
+    tax = serializers.DecimalField(max_digits=14, decimal_places=2)
+    total = serializers.DecimalField(max_digits=14, decimal_places=2)
 
 
 IDENTITY_HELP = "Frozen when issued: legal_name, tax_id, address, phone, bank, account."
@@ -505,6 +516,11 @@ class InvoiceSerializer(serializers.ModelSerializer):
     buyer = serializers.DictField(child=serializers.CharField(), help_text=IDENTITY_HELP)
     forced_over = serializers.ListField(child=serializers.CharField())
     credit_notes = serializers.SerializerMethodField()
+    tax_groups = TaxGroupSerializer(
+        many=True,
+        read_only=True,
+        help_text="Tax per VAT rate of the lines, rounded once per rate; they add up to tax.",
+    )
 
     class Meta:
         model = Invoice
@@ -529,6 +545,7 @@ class InvoiceSerializer(serializers.ModelSerializer):
             "currency",
             "subtotal",
             "tax_rate_percent",
+            "tax_groups",
             "tax",
             "total",
             "network_cost_share",
@@ -579,6 +596,7 @@ class CreditNoteSerializer(serializers.ModelSerializer):
             "invoice",
             "invoice_number",
             "reason",
+            "kind",
             "issued_at",
             "issue_date",
             "currency",
@@ -610,6 +628,14 @@ class ReasonSerializer(StrictSerializer):
     reason = serializers.CharField(max_length=2000)
 
 
+class MarkPaidSerializer(StrictSerializer):
+    paid_on = serializers.DateField(
+        required=False,
+        help_text="The day the payment arrived, in the tenant's zone (default: today there); "
+        "not before the issue date, not in the future.",
+    )
+
+
 class CorrectionSerializer(StrictSerializer):
     position = serializers.IntegerField(min_value=1, help_text="The original line's position.")
     amount = serializers.DecimalField(
@@ -622,6 +648,14 @@ class CorrectionSerializer(StrictSerializer):
 
 class CreditNoteCreateSerializer(StrictSerializer):
     reason = serializers.CharField(max_length=2000)
+    kind = serializers.ChoiceField(
+        choices=CreditNoteKind.choices,
+        default=CreditNoteKind.CORRECTION,
+        help_text=(
+            "correction (default): a wrong figure, counted when the month is recomputed; "
+            "commercial: goodwill or a discount, never billed back."
+        ),
+    )
     lines = CorrectionSerializer(
         many=True,
         required=False,

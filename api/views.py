@@ -65,6 +65,14 @@ class SiteViewSet(
     filterset_fields = ["code", "city"]
     http_method_names = ["get", "post", "patch", "head", "options"]
 
+    def perform_create(self, serializer: serializers.BaseSerializer) -> None:
+        serializer.instance = lease_services.create_site(**serializer.validated_data)
+
+    def perform_update(self, serializer: serializers.BaseSerializer) -> None:
+        serializer.instance = lease_services.update_site(
+            site=serializer.instance, changes=dict(serializer.validated_data)
+        )
+
 
 class FabricViewSet(
     mixins.ListModelMixin,
@@ -84,6 +92,14 @@ class FabricViewSet(
 
     def optimize(self, queryset: QuerySet) -> QuerySet:
         return queryset.select_related("site").order_by("site__name", "name")
+
+    def perform_create(self, serializer: serializers.BaseSerializer) -> None:
+        serializer.instance = lease_services.create_fabric(**serializer.validated_data)
+
+    def perform_update(self, serializer: serializers.BaseSerializer) -> None:
+        serializer.instance = lease_services.update_fabric(
+            fabric=serializer.instance, changes=dict(serializer.validated_data)
+        )
 
 
 class NodeViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewSet):
@@ -505,6 +521,28 @@ class InvoiceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewS
         return self._answer(issued)
 
     @extend_schema(
+        request=s.MarkPaidSerializer,
+        responses={200: s.InvoiceSerializer},
+        summary="Mark an issued invoice paid (provider staff)",
+        description=(
+            "`paid_on`: the day the payment arrived, in the tenant's zone; today there when "
+            "omitted. 400 when it is before the issue date or in the future; 409 when the "
+            "invoice is not issued (a draft, already paid, or void)."
+        ),
+    )
+    @action(detail=True, methods=["post"], url_path="mark-paid", url_name="mark-paid")
+    def mark_paid(self, request: Request, pk: str | None = None) -> Response:
+        invoice = self.get_object()
+        body = s.MarkPaidSerializer(data=request.data or {})
+        body.is_valid(raise_exception=True)
+        paid = self._lifecycle(
+            lambda: billing_services.mark_paid(
+                invoice=invoice, paid_on=body.validated_data.get("paid_on")
+            )
+        )
+        return self._answer(paid)
+
+    @extend_schema(
         request=s.ReasonSerializer,
         responses={200: s.InvoiceSerializer},
         summary="Void an issued, unpaid invoice; it keeps its number (provider staff)",
@@ -541,6 +579,7 @@ class InvoiceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewS
             lambda: billing_services.create_credit_note(
                 invoice=invoice,
                 reason=body.validated_data["reason"],
+                kind=body.validated_data["kind"],
                 corrections=None if asked is None else billing_services.corrections_from(asked),
             )
         )

@@ -1,8 +1,8 @@
-"""The hash chain of a lease, as stored: linking finished runs and terms versions (one
-index sequence for both) and reading the links back. The rules (hashing, canonical JSON,
-checking a chain, terms content) live in ``gpulease_verify.chain``,
-``gpulease_verify.canonical`` and ``gpulease_verify.terms``, which an auditor installs
-alone.
+"""The hash chain of a lease, as stored: linking finished runs, terms versions and
+rejudgements (one index sequence for all three) and reading the links back. The rules
+(hashing, canonical JSON, checking a chain, terms and rejudgement content) live in
+``gpulease_verify.chain``, ``gpulease_verify.canonical`` and ``gpulease_verify.terms``,
+which an auditor installs alone.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from benchmarks.choices import FINAL_STATES, RunState
-from benchmarks.models import ProbeRun
+from benchmarks.models import ProbeRun, Rejudgement
 from gpulease_verify.canonical import CANONICAL, canonical_json, iso_utc, number_text
 from gpulease_verify.chain import (
     CONTENT_FIELDS,
@@ -27,6 +27,7 @@ from gpulease_verify.chain import (
     Link,
     content_differences,
     link_hash,
+    rejudgement_content,
     verify_chain,
 )
 from gpulease_verify.terms import CONTRACT_FIELDS as CONTRACT_FIELDS_OF_TERMS
@@ -99,6 +100,22 @@ def terms_fields(version: Any) -> dict[str, Any]:
     }
 
 
+def rejudgement_link_content(item: Any) -> dict[str, Any]:
+    """What a rejudgement's hash covers (``gpulease_verify.chain.rejudgement_content``),
+    from a Rejudgement with ``lease``, ``run`` and ``terms`` loaded: the run named by its
+    link hash, the terms version by number and link hash."""
+    return rejudgement_content(
+        lease=item.lease.reference,
+        run_hash=item.run.run_hash,
+        terms_version=item.terms.version,
+        terms_hash=item.terms.terms_hash,
+        verdict=item.verdict,
+        rule=item.rule,
+        verdict_reason=item.verdict_reason,
+        judged_at=iso_utc(item.judged_at) or "",
+    )
+
+
 # --- writes and reads (Django) -------------------------------------------------------
 
 
@@ -145,8 +162,9 @@ def link_pending(*, lease_id: int, now: datetime | None = None) -> list[ProbeRun
 
 
 def chain_head(*, lease_id: int) -> tuple[int, str]:
-    """(index, hash) of the lease's last link, run or terms version; (0, GENESIS) for an
-    empty chain. Read it under the lock on the lease row before appending."""
+    """(index, hash) of the lease's last link, run, terms version or rejudgement; (0,
+    GENESIS) for an empty chain. Read it under the lock on the lease row before
+    appending."""
     last_run = (
         ProbeRun.objects.filter(lease_id=lease_id, chain_index__isnull=False)
         .order_by("-chain_index")
@@ -159,7 +177,17 @@ def chain_head(*, lease_id: int) -> tuple[int, str]:
         .values_list("chain_index", "terms_hash")
         .first()
     )
-    heads = [(head[0] or 0, head[1]) for head in (last_run, last_terms) if head is not None]
+    last_rejudgement = (
+        Rejudgement.objects.filter(lease_id=lease_id, chain_index__isnull=False)
+        .order_by("-chain_index")
+        .values_list("chain_index", "link_hash")
+        .first()
+    )
+    heads = [
+        (head[0] or 0, head[1])
+        for head in (last_run, last_terms, last_rejudgement)
+        if head is not None
+    ]
     return max(heads) if heads else (0, GENESIS)
 
 
@@ -174,6 +202,31 @@ def link_terms(version: LeaseTerms) -> LeaseTerms:
     return version
 
 
+def link_rejudgements(items: list[Rejudgement]) -> list[Rejudgement]:
+    """Append new (unsaved) rejudgements of one lease to its chain in the order given, and
+    save them. The caller holds the lock on the lease row (``billing.rerate.rerate``
+    does); each rejudgement's run is linked already, with ``lease``, ``run`` and
+    ``terms`` set."""
+    if not items:
+        return items
+    index, prev = chain_head(lease_id=items[0].lease_id)
+    for item in items:
+        index += 1
+        item.chain_index, item.prev_hash = index, prev
+        item.link_hash = prev = link_hash(rejudgement_link_content(item), prev)
+    return Rejudgement.objects.bulk_create(items, batch_size=500)
+
+
+def _rejudgement_link(item: Rejudgement) -> Link:
+    return Link(
+        index=item.chain_index or 0,
+        prev_hash=item.prev_hash,
+        run_hash=item.link_hash,
+        content=rejudgement_link_content(item),
+        rejudgement_id=item.pk,
+    )
+
+
 def _terms_link(version: LeaseTerms) -> Link:
     return Link(
         index=version.chain_index or 0,
@@ -185,17 +238,20 @@ def _terms_link(version: LeaseTerms) -> Link:
 
 
 def stored_links(*, lease_id: int, first: int | None = None, last: int | None = None) -> list[Link]:
-    """The lease's links as stored, runs and terms versions, each with its content
-    recomputed from its row as it is now (so a row changed after linking shows up in
-    ``verify_chain``)."""
+    """The lease's links as stored, runs, terms versions and rejudgements, each with its
+    content recomputed from its row as it is now (so a row changed after linking shows up
+    in ``verify_chain``)."""
     runs = ProbeRun.objects.filter(lease_id=lease_id, chain_index__isnull=False)
     versions = LeaseTerms.objects.filter(lease_id=lease_id, chain_index__isnull=False)
+    rejudged = Rejudgement.objects.filter(lease_id=lease_id, chain_index__isnull=False)
     if first is not None:
         runs = runs.filter(chain_index__gte=first)
         versions = versions.filter(chain_index__gte=first)
+        rejudged = rejudged.filter(chain_index__gte=first)
     if last is not None:
         runs = runs.filter(chain_index__lte=last)
         versions = versions.filter(chain_index__lte=last)
+        rejudged = rejudged.filter(chain_index__lte=last)
     links = [
         Link(
             index=run.chain_index or 0,
@@ -207,6 +263,7 @@ def stored_links(*, lease_id: int, first: int | None = None, last: int | None = 
         for run in runs.select_related("lease", "terms")
     ]
     links += [_terms_link(version) for version in versions.select_related("lease")]
+    links += [_rejudgement_link(item) for item in rejudged.select_related("lease", "run", "terms")]
     return sorted(links, key=lambda link: link.index)
 
 
@@ -227,8 +284,10 @@ __all__ = [
     "iso_utc",
     "link_hash",
     "link_pending",
+    "link_rejudgements",
     "link_terms",
     "number_text",
+    "rejudgement_link_content",
     "run_content",
     "stored_links",
     "terms_fields",

@@ -10,8 +10,10 @@ runs join their lease's hash chain, and ``billing.ingest`` turns them into rollu
 incidents like any other run.
 
 Two episodes make the pages worth reading:
-- ZY-2026-001: one node pair dropped to about 38 % of the contract for eight hours ten
-  days ago (a closed incident and a credit);
+- ZY-2026-001: one node pair dropped to about 38 % of the contract for two days, from
+  10:00 three days before this month began (a closed incident, and an SLA credit on last
+  month's invoice, which ``leases.demo.load_invoices`` issues); its history reaches back to
+  a day before the episode however few days are asked for;
 - LX-2026-001: a pair has been below its threshold for the last eight hours (an open
   incident: breached, first in the provider's fleet view).
 
@@ -45,6 +47,7 @@ from benchmarks.probes.interpret import interpret
 from benchmarks.probes.plan import PlannedRun, PlanNode, plan_batches
 from benchmarks.services import MANUAL_DEADLINE, terms_view
 from gpulease_verify import verdicts
+from gpulease_verify.periods import Period
 from leases.choices import LeaseStatus, LinkLayer, ProbeKind, Technology
 from leases.contract_rules import DEFAULT_PROBE_CADENCE_S
 from leases.models import Lease, LeaseTerms, NicPort, Node
@@ -53,10 +56,29 @@ from leases.selectors import TermsTimeline
 DAYS = 21
 CADENCE = timedelta(hours=2)
 GIGA = 10**9
-# (lease reference, first hour before now, hours, pair index, share of the contract)
+
+
+@dataclass(frozen=True)
+class Episode:
+    """A node pair of a lease measured at ``share`` of the contract for ``hours``."""
+
+    reference: str
+    pair: int
+    share: float
+    hours: int
+    last_month: bool  # True: 10:00 three days before this month began; False: until now
+
+    def start(self, now: datetime, zone: str) -> datetime:
+        if self.last_month:
+            this_month = Period.containing(now, zone).local_start(zone)
+            return this_month - timedelta(days=3) + timedelta(hours=10)
+        return now - timedelta(hours=self.hours)
+
+
 EPISODES = (
-    ("ZY-2026-001", 10 * 24, 8, 0, 0.38),
-    ("LX-2026-001", 8, 8, 0, 0.42),
+    # Last month, whatever day the demo loads on: the SLA credit on the invoice it issues.
+    Episode("ZY-2026-001", pair=0, share=0.38, hours=48, last_month=True),
+    Episode("LX-2026-001", pair=0, share=0.42, hours=8, last_month=False),
 )
 
 
@@ -163,14 +185,20 @@ def _history(lease: Lease, now: datetime, days: int) -> list[tuple[ProbeRun, lis
     versions = list(LeaseTerms.objects.filter(lease=lease).order_by("effective_from"))
     pairs = [(nodes[k], nodes[(k + 1) % len(nodes)]) for k in range(min(4, len(nodes)))]
     site_id = nodes[0].leaf_switch.fabric.site_id
+    episodes = [episode for episode in EPISODES if episode.reference == lease.reference]
+    zone = lease.tenant.time_zone
     slow = {
-        (index, now - timedelta(hours=first) + timedelta(hours=hour))
-        for reference, first, hours, index, _share in EPISODES
-        if reference == lease.reference
-        for hour in range(hours)
+        (episode.pair, episode.start(now, zone) + timedelta(hours=hour))
+        for episode in episodes
+        for hour in range(episode.hours)
     }
-    share = {ref: s for ref, _first, _hours, _index, s in EPISODES}.get(lease.reference, 1.0)
-    start = max(lease.starts_at, now - timedelta(days=days))
+    share = episodes[0].share if episodes else 1.0
+    # From a day before an episode at the latest, so that its month has measurements around it.
+    start = min(
+        [now - timedelta(days=days)]
+        + [episode.start(now, zone) - timedelta(days=1) for episode in episodes]
+    )
+    start = max(lease.starts_at, start)
     slot = start.astimezone(UTC).replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
     checks = {node.pk: _link_check(ports.get(node.pk, [])) for node in nodes}
     made: list[tuple[ProbeRun, list[Node]]] = []

@@ -184,6 +184,43 @@ def void(modeladmin, request, queryset):  # type: ignore[no-untyped-def]
     )
 
 
+class PaidOnForm(forms.Form):
+    paid_on = forms.DateField(
+        label=_("paid on"),
+        required=False,
+        help_text=_("YYYY-MM-DD in the tenant's time zone; empty for today."),
+    )
+
+
+@admin.action(description=_("Mark as paid (asks for the day)"))
+def mark_paid(modeladmin, request, queryset):  # type: ignore[no-untyped-def]
+    form = PaidOnForm(request.POST if "confirm" in request.POST else None)
+    if form.is_valid():
+        paid_on = form.cleaned_data["paid_on"]
+        _each(
+            modeladmin,
+            request,
+            queryset,
+            lambda invoice: services.mark_paid(invoice=invoice, paid_on=paid_on),
+            lambda n: (
+                ngettext("%(n)d invoice marked paid.", "%(n)d invoices marked paid.", n) % {"n": n}
+            ),
+        )
+        return None
+    return TemplateResponse(
+        request,
+        "admin/billing/mark_paid.html",
+        {
+            **modeladmin.admin_site.each_context(request),
+            "title": _("Mark invoices as paid"),
+            "invoices": queryset,
+            "form": form,
+            "opts": modeladmin.model._meta,
+            "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME,
+        },
+    )
+
+
 @admin.action(description=_("Recompute drafts"))
 def recompute(modeladmin, request, queryset):  # type: ignore[no-untyped-def]
     _each(
@@ -224,7 +261,7 @@ class InvoiceAdmin(StampedAdmin):
     ordering = ["-period", "tenant__name"]
     fields = INVOICE_FIELDS
     readonly_fields = INVOICE_FIELDS
-    actions = [issue, void, recompute]
+    actions = [issue, mark_paid, void, recompute]
     inlines = [InvoiceLineInline]
 
     def get_search_results(self, request, queryset, search_term):  # type: ignore[no-untyped-def]

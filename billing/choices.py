@@ -9,6 +9,19 @@ class InvoiceStatus(models.TextChoices):
     VOID = "void", _("void")
 
 
+class CreditNoteKind(models.TextChoices):
+    """Whether the next recomputation of the month accounts for a credit note.
+
+    A *correction* takes off a figure that was wrong (a node billed twice, a wrong
+    assignment); once the data is fixed the month's recomputation agrees with it, and until
+    then an adjustment bills the difference back. A *commercial* credit (goodwill, a
+    negotiated discount) is a decision no recomputation knows about: it is never counted
+    against the recomputation, so it is never taken back."""
+
+    CORRECTION = "correction", _("correction of a wrong figure")
+    COMMERCIAL = "commercial", _("commercial credit (goodwill, discount)")
+
+
 # An issued or paid invoice is billed: it never changes, and late results adjust it.
 BILLED_INVOICE_STATUSES = (InvoiceStatus.ISSUED, InvoiceStatus.PAID)
 

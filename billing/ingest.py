@@ -21,7 +21,12 @@ from django.db.models import Q
 from django.utils import timezone
 
 from benchmarks.choices import RunState, Tool, Trigger, Verdict
-from benchmarks.models import ProbeRun
+from benchmarks.models import (
+    ProbeRun,
+    effective_terms_id,
+    effective_verdict,
+    with_effective_judgement,
+)
 from billing.choices import IncidentState
 from billing.models import HourlyRollup, Incident, IngestCursor, TrafficSample
 from billing.traffic_intervals import Reading, slot_traffic
@@ -29,7 +34,7 @@ from gpulease_verify.bundle import hour_start
 from gpulease_verify.samples import classify_sample, link_slot_outcome
 from leases.choices import ProbeKind
 from leases.contract_rules import in_weekly_windows
-from leases.models import Lease
+from leases.models import Lease, LeaseTerms
 
 log = logging.getLogger(__name__)
 
@@ -67,16 +72,30 @@ def in_maintenance(run: ProbeRun, zone: str) -> bool:
     )
 
 
-def classify(run: ProbeRun, zone: str) -> str:
+def classify(run: ProbeRun, zone: str, terms: LeaseTerms | None = None) -> str:
     """passed, failed, unknown, excluded or informational (``gpulease_verify.samples``, the rule
-    an audit bundle is recomputed with)."""
+    an audit bundle is recomputed with), by the run's effective judgement: the verdict
+    ``with_effective_judgement`` annotates (its latest rejudgement's, else its own) and the
+    maintenance windows of ``terms``, the version it counts under (default its own)."""
+    judged_by = terms if terms is not None else run.terms
     return classify_sample(
         state=run.state,
-        verdict=run.verdict,
+        verdict=effective_verdict(run),
         slot_at=run.slot_at,
-        maintenance_windows=run.terms.maintenance_windows if run.terms else None,
+        maintenance_windows=judged_by.maintenance_windows if judged_by else None,
         zone=zone,
     )
+
+
+def _judged_by(runs: list[ProbeRun], lease: Lease) -> dict[int, LeaseTerms | None]:
+    """Run id -> the terms version it counts under: its own, or its latest rejudgement's
+    (the lease's versions are read once, only when some run was re-judged)."""
+    rejudged = {run.pk for run in runs if effective_terms_id(run) != run.terms_id}
+    versions = {t.pk: t for t in LeaseTerms.objects.filter(lease=lease)} if rejudged else {}
+    return {
+        run.pk: versions.get(effective_terms_id(run) or 0) if run.pk in rejudged else run.terms
+        for run in runs
+    }
 
 
 # --- hourly rollups ---------------------------------------------------------------------
@@ -84,22 +103,25 @@ def classify(run: ProbeRun, zone: str) -> str:
 
 def recompute_hour(*, lease: Lease, kind: str, hour: datetime) -> HourlyRollup:
     runs = list(
-        ProbeRun.objects.filter(
-            lease=lease,
-            kind=kind,
-            trigger=Trigger.SCHEDULE,
-            state__in=FINAL,
-            slot_at__gte=hour,
-            slot_at__lt=hour + HOUR,
-        ).select_related("terms")
+        with_effective_judgement(
+            ProbeRun.objects.filter(
+                lease=lease,
+                kind=kind,
+                trigger=Trigger.SCHEDULE,
+                state__in=FINAL,
+                slot_at__gte=hour,
+                slot_at__lt=hour + HOUR,
+            ).select_related("terms")
+        )
     )
     zone = lease.tenant.time_zone
+    judged_by = _judged_by(runs, lease)
     counts: dict[str, int] = defaultdict(int)
     figures = [run.measured_bps for run in runs if run.state == RunState.OK and run.measured_bps]
     slots: dict[datetime, list[str]] = defaultdict(list)
     minutes_of: dict[datetime, int] = {}
     for run in runs:
-        outcome = classify(run, zone)
+        outcome = classify(run, zone, judged_by[run.pk])
         counts[outcome] += 1
         if kind == ProbeKind.LINK:
             slots[run.slot_at].append(outcome)

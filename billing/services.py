@@ -14,10 +14,9 @@ series has no gap and no number is ever used twice.
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta
+from datetime import date, datetime, time, timedelta
 from decimal import Decimal, InvalidOperation
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -33,7 +32,7 @@ from django.utils.translation import ngettext
 from benchmarks.choices import RunState
 from benchmarks.models import ProbeRun
 from billing import invoicing
-from billing.choices import InvoiceStatus
+from billing.choices import CreditNoteKind, InvoiceStatus
 from billing.ingest import CURSOR
 from billing.models import (
     CreditNote,
@@ -43,14 +42,14 @@ from billing.models import (
     Invoice,
     InvoiceLine,
 )
-from gpulease_verify.money import FEN, to_fen
+from gpulease_verify.calculations import invoice_totals_by_rate
+from gpulease_verify.money import FEN
 from gpulease_verify.periods import Period
 from leases.models import Tenant
 
 INVOICE_SERIES = "invoice"
 CREDIT_NOTE_SERIES = "credit_note"
 UNFINISHED = (RunState.SCHEDULED, RunState.RUNNING)
-HUNDRED = Decimal(100)
 
 
 class LifecycleError(ValidationError):
@@ -217,15 +216,42 @@ def issue_invoice(
 
 
 @transaction.atomic
-def mark_paid(*, invoice: Invoice, now: datetime | None = None) -> Invoice:
+def mark_paid(
+    *, invoice: Invoice, paid_on: date | None = None, now: datetime | None = None
+) -> Invoice:
+    """issued → paid. ``paid_on`` is the day the money arrived in the tenant's zone
+    (default: today there), not before the issue date and not after today; a day before
+    today is stored as its first instant there, today as now."""
+    now = now or timezone.now()
     locked = Invoice.objects.select_for_update().select_related("tenant").get(pk=invoice.pk)
     if locked.status != InvoiceStatus.ISSUED:
         raise LifecycleError(
             _("Invoice %(invoice)s is %(status)s; only an issued invoice can be paid.")
             % {"invoice": locked.label, "status": locked.get_status_display()}
         )
+    zone = locked.tenant.time_zone
+    today = issue_date_of(now, zone)
+    day = paid_on or today
+    if day > today:
+        raise ValidationError(
+            {
+                "paid_on": _(
+                    "A payment cannot be dated in the future: today is %(today)s in %(zone)s."
+                )
+                % {"today": today.isoformat(), "zone": zone}
+            }
+        )
+    if locked.issue_date is not None and day < locked.issue_date:
+        raise ValidationError(
+            {
+                "paid_on": _(
+                    "Invoice %(invoice)s was issued on %(issued)s; it cannot be paid before."
+                )
+                % {"invoice": locked.label, "issued": locked.issue_date.isoformat()}
+            }
+        )
     locked.status = InvoiceStatus.PAID
-    locked.paid_at = now or timezone.now()
+    locked.paid_at = now if day == today else datetime.combine(day, time(), ZoneInfo(zone))
     locked.save(update_fields=["status", "paid_at", "updated_at"])
     return locked
 
@@ -280,13 +306,6 @@ class Correction:
 
     position: int
     amount: Decimal
-
-
-def line_tax_rate(line: InvoiceLine) -> Decimal:
-    """The rate the original line was taxed at: its own when lines carry one, else the
-    invoice's single rate."""
-    own = getattr(line, "tax_rate_percent", None)
-    return Decimal(own) if own is not None else line.invoice.tax_rate_percent
 
 
 def credited(line: InvoiceLine) -> Decimal:
@@ -359,12 +378,16 @@ def create_credit_note(
     invoice: Invoice,
     reason: str,
     corrections: Iterable[Correction] | None = None,
+    kind: str = CreditNoteKind.CORRECTION,
     now: datetime | None = None,
 ) -> CreditNote:
     """A credit note on an issued (or paid) invoice: the given line corrections, or with
     none given the full reversal of what is left. Tax per rate group, rounded half-up
-    once per group; the note must take money off (its subtotal is negative)."""
+    once per group; the note must take money off (its subtotal is negative). ``kind``
+    (``CreditNoteKind``) says whether the month's recomputation counts it."""
     text = _reason(reason, _("issue a credit note"))
+    if kind not in CreditNoteKind.values:
+        raise ValidationError({"kind": _("Unknown credit note kind %(kind)r.") % {"kind": kind}})
     now = now or timezone.now()
     locked = Invoice.objects.select_for_update().select_related("tenant").get(pk=invoice.pk)
     if locked.status not in (InvoiceStatus.ISSUED, InvoiceStatus.PAID):
@@ -379,10 +402,8 @@ def create_credit_note(
         )
     }
     chosen = _corrections(locked, lines, corrections)
-    by_rate: dict[Decimal, Decimal] = defaultdict(lambda: Decimal("0.00"))
-    for line, amount in chosen:
-        by_rate[line_tax_rate(line)] += amount
-    subtotal = sum(by_rate.values(), Decimal("0.00"))
+    totals = invoice_totals_by_rate([(amount, line.tax_rate_percent) for line, amount in chosen])
+    subtotal = totals.subtotal
     if not chosen or subtotal >= 0:
         raise ValidationError(
             {
@@ -393,7 +414,6 @@ def create_credit_note(
                 % {"invoice": locked.label, "subtotal": subtotal}
             }
         )
-    tax = sum((to_fen(amount * rate / HUNDRED) for rate, amount in by_rate.items()), FEN * 0)
     issued_on = issue_date_of(now, locked.tenant.time_zone)
     seller = locked.seller or seller_identity()
     note = CreditNote.objects.create(
@@ -403,12 +423,13 @@ def create_credit_note(
             series=CREDIT_NOTE_SERIES, seller_tax_id=seller["tax_id"], year=issued_on.year
         ),
         reason=text,
+        kind=kind,
         issued_at=now,
         issue_date=issued_on,
         currency=locked.currency,
         subtotal=subtotal,
-        tax=tax,
-        total=subtotal + tax,
+        tax=totals.tax,
+        total=totals.total,
         seller=seller,
         buyer=locked.buyer,
     )
@@ -423,7 +444,7 @@ def create_credit_note(
                 :500
             ],
             amount=amount,
-            tax_rate_percent=line_tax_rate(line),
+            tax_rate_percent=line.tax_rate_percent,
         )
         for position, (line, amount) in enumerate(chosen, start=1)
     )
@@ -476,7 +497,6 @@ __all__ = [
     "issue_blockers",
     "issue_invoice",
     "issue_period",
-    "line_tax_rate",
     "mark_paid",
     "next_number",
     "seller_identity",

@@ -330,6 +330,7 @@ SPECTACULAR_SETTINGS = {
         "IncidentStateEnum": "billing.choices.IncidentState",
         "InvoiceStatusEnum": "billing.choices.InvoiceStatus",
         "LineKindEnum": "billing.choices.LineKind",
+        "CreditNoteKindEnum": "billing.choices.CreditNoteKind",
         "TokenStateEnum": "api.models.TokenState",
         "ProbeToolEnum": "benchmarks.choices.Tool",
         "EvidenceToolEnum": "billing.models.evidence.EvidenceTool",

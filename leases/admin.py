@@ -5,6 +5,7 @@ from django.forms.models import BaseInlineFormSet
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
+from billing.rerate_admin import rerate_from_corrected_terms
 from common.admin import StampedAdmin
 from leases import selectors, services
 from leases.choices import LeaseStatus
@@ -48,11 +49,26 @@ class MembershipAdmin(StampedAdmin):
     list_select_related = ["user", "tenant"]
 
 
+def _changes(form: forms.ModelForm) -> dict:  # type: ignore[type-arg]
+    return {name: form.cleaned_data[name] for name in form.changed_data}
+
+
+def _fields(form: forms.ModelForm) -> dict:  # type: ignore[type-arg]
+    return {name: form.cleaned_data[name] for name in form.fields if name in form.cleaned_data}
+
+
 @admin.register(Site)
 class SiteAdmin(StampedAdmin):
     list_display = ["name", "code", "city", "region"]
     list_filter = ["region", "city"]
     search_fields = ["name", "code", "city"]
+
+    def save_model(self, request, obj, form, change):  # type: ignore[no-untyped-def]
+        if change:
+            services.update_site(site=obj, changes=_changes(form))
+        else:
+            obj.pk = services.create_site(**_fields(form)).pk
+            obj._state.adding = False
 
 
 class SwitchInline(admin.TabularInline):
@@ -75,6 +91,13 @@ class FabricAdmin(StampedAdmin):
     search_fields = ["name", "site__name", "site__city"]
     list_select_related = ["site"]
     inlines = [SwitchInline]
+
+    def save_model(self, request, obj, form, change):  # type: ignore[no-untyped-def]
+        if change:
+            services.update_fabric(fabric=obj, changes=_changes(form))
+        else:
+            obj.pk = services.create_fabric(**_fields(form)).pk
+            obj._state.adding = False
 
     @admin.display(description=_("oversubscription ratio (收敛比)"), ordering="oversubscription")
     def oversubscription_display(self, fabric: Fabric) -> str:
@@ -136,8 +159,27 @@ class NicPortAdmin(StampedAdmin):
     autocomplete_fields = ["node"]
 
 
+class AssignmentForm(forms.ModelForm):
+    """A new row picks a node and its period; an existing row can only be ended earlier
+    (its node and start are history: a swap is ending one row and adding another)."""
+
+    class Meta:
+        model = NodeAssignment
+        fields = ["node", "assigned_from", "assigned_until"]
+
+    def __init__(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        super().__init__(*args, **kwargs)
+        if self.instance.pk is not None:
+            for name in ("node", "assigned_from"):
+                self.fields[name].disabled = True
+            if self.instance.void:
+                self.fields["assigned_until"].disabled = True
+
+
 class AssignmentFormSet(BaseInlineFormSet):
-    """The same rules the services apply, read back as sentences in the form."""
+    """The rules services.assign_node and services.release_node apply, checked before
+    anything is saved so that a refusal reads as a sentence in the form; save_formset
+    then calls those services, which record the lease's events."""
 
     def clean(self) -> None:
         super().clean()
@@ -147,23 +189,23 @@ class AssignmentFormSet(BaseInlineFormSet):
         rows = []
         for form in self.forms:
             data = getattr(form, "cleaned_data", None)
-            if not data or data.get("DELETE") or not data.get("node"):
+            if not data or not data.get("node"):
+                continue
+            if form.instance.pk is not None:
+                self._check_release(form, data)
                 continue
             node, start = data["node"], data.get("assigned_from")
             if start is None:
                 continue
-            # Empty means "until the lease ends": stored as that instant, see save_formset.
+            # Empty means "until the lease ends", as services.assign_node stores it.
             end = data.get("assigned_until") or lease.ends_at
             try:
+                services.ensure_lease_open(lease)
                 services.validate_assignment_period(lease=lease, node=node, start=start, end=end)
-                if not data.get("void"):
-                    services.ensure_node_free(
-                        node=node, start=start, end=end, exclude_pk=form.instance.pk
-                    )
+                services.ensure_node_free(node=node, start=start, end=end)
             except ValidationError as error:
                 form.add_error(None, error)
-            if not data.get("void"):
-                rows.append((form, node, start, end))
+            rows.append((form, node, start, end))
         for index, (form, node, start, end) in enumerate(rows):
             for _other, other_node, other_start, other_end in rows[index + 1 :]:
                 if (
@@ -177,13 +219,33 @@ class AssignmentFormSet(BaseInlineFormSet):
                         % {"node": node.hostname},
                     )
 
+    @staticmethod
+    def _check_release(form: forms.ModelForm, data: dict) -> None:  # type: ignore[type-arg]
+        if "assigned_until" not in form.changed_data:
+            return
+        stored = NodeAssignment.objects.get(pk=form.instance.pk)
+        until = data.get("assigned_until")
+        if until is None:
+            form.add_error(
+                "assigned_until",
+                _("An assignment is ended at an instant; to extend it, add a new row."),
+            )
+            return
+        try:
+            services.validate_release(assignment=stored, at=until)
+        except ValidationError as error:
+            form.add_error("assigned_until", error)
+
 
 class NodeAssignmentInline(admin.TabularInline):
     model = NodeAssignment
+    form = AssignmentForm
     formset = AssignmentFormSet
     extra = 0
+    can_delete = False  # history: end a row instead
     autocomplete_fields = ["node"]
     fields = ["node", "assigned_from", "assigned_until", "void"]
+    readonly_fields = ["void"]
 
 
 class LeaseTermsInline(admin.TabularInline):
@@ -279,12 +341,28 @@ class LeaseAdmin(StampedAdmin):
 
     def save_formset(self, request, form, formset, change):  # type: ignore[no-untyped-def]
         if formset.model is NodeAssignment:
-            for assignment in formset.save(commit=False):
-                if assignment.assigned_until is None:
-                    assignment.assigned_until = form.instance.ends_at
-                assignment.save()
-            for removed in formset.deleted_objects:
-                removed.delete()
+            # Through the services, which record the lease's events. Ends first: they only
+            # free nodes, so the additions checked in clean() still hold.
+            formset.changed_objects, formset.new_objects, formset.deleted_objects = [], [], []
+            for row in formset.initial_forms:
+                if "assigned_until" in row.changed_data:
+                    services.release_node(
+                        assignment=row.instance,
+                        at=row.cleaned_data["assigned_until"],
+                        actor=request.user,
+                    )
+                    formset.changed_objects.append((row.instance, ["assigned_until"]))
+            for row in formset.extra_forms:
+                if row.has_changed() and not row.cleaned_data.get("DELETE"):
+                    data = row.cleaned_data
+                    row.instance = services.assign_node(
+                        lease=form.instance,
+                        node=data["node"],
+                        assigned_from=data["assigned_from"],
+                        assigned_until=data.get("assigned_until"),
+                        actor=request.user,
+                    )
+                    formset.new_objects.append(row.instance)
             return
         super().save_formset(request, form, formset, change)
 
@@ -343,6 +421,7 @@ class LeaseTermsAdmin(StampedAdmin):
     list_select_related = ["lease"]
     autocomplete_fields = ["lease"]
     form = LeaseTermsForm
+    actions = [rerate_from_corrected_terms]
 
     def get_readonly_fields(self, request, obj=None):  # type: ignore[no-untyped-def]
         fields = super().get_readonly_fields(request, obj)
@@ -388,6 +467,7 @@ class TermsAmendmentAdmin(StampedAdmin):
     list_select_related = ["lease", "proposed_by", "terms"]
     autocomplete_fields = ["lease"]
     form = TermsAmendmentForm
+    actions = [rerate_from_corrected_terms]
 
     def get_readonly_fields(self, request, obj=None):  # type: ignore[no-untyped-def]
         fields = super().get_readonly_fields(request, obj)

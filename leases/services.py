@@ -3,7 +3,7 @@ actions, commands and (later) the API call these, never model.save() directly.""
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
@@ -37,6 +37,12 @@ def _when(instant: datetime | None) -> str:
     if instant is None:
         return _("further notice")
     return date_format(timezone.localtime(instant), "Y-m-d H:i")
+
+
+def _utc_text(instant: datetime | None) -> str | None:
+    """An instant in an event's detail: ISO 8601 in UTC, whichever zone the caller (the
+    API's body, the admin's form) wrote it in."""
+    return instant.astimezone(UTC).isoformat() if instant is not None else None
 
 
 def _record(lease: Lease, action: str, actor: Any, **detail: Any) -> None:
@@ -92,6 +98,24 @@ def validate_assignment_period(
         )
 
 
+def ensure_lease_open(lease: Lease) -> None:
+    """Refuse, in a sentence, a node joining an ended or cancelled lease."""
+    if lease.status in (LeaseStatus.ENDED, LeaseStatus.CANCELLED):
+        raise ValidationError(
+            _("Lease %(lease)s is %(status)s; nodes can no longer be added.")
+            % {"lease": lease.reference, "status": lease.get_status_display()}
+        )
+
+
+def validate_release(*, assignment: NodeAssignment, at: datetime) -> None:
+    """Refuse, in a sentence, ending an assignment at ``at``: only inside it, and only
+    earlier than it ends (a longer stay is a new assignment, checked as one)."""
+    if at <= assignment.assigned_from:
+        raise ValidationError(_("A node can only be released after its assignment starts."))
+    if assignment.assigned_until is not None and at >= assignment.assigned_until:
+        raise ValidationError(_("This assignment already ends before that instant."))
+
+
 @transaction.atomic
 def create_lease(
     *,
@@ -133,11 +157,7 @@ def assign_node(
     lease = Lease.objects.select_for_update().get(pk=lease.pk)
     start = assigned_from or lease.starts_at
     end = assigned_until if assigned_until is not None else lease.ends_at
-    if lease.status in (LeaseStatus.ENDED, LeaseStatus.CANCELLED):
-        raise ValidationError(
-            _("Lease %(lease)s is %(status)s; nodes can no longer be added.")
-            % {"lease": lease.reference, "status": lease.get_status_display()}
-        )
+    ensure_lease_open(lease)
     validate_assignment_period(lease=lease, node=node, start=start, end=end)
     # Lock the node so two concurrent assignments of it queue up behind each other.
     Node.objects.select_for_update().filter(pk=node.pk).first()
@@ -157,30 +177,30 @@ def assign_node(
         LeaseEvent.Action.NODE_ASSIGNED,
         actor,
         node=node.hostname,
-        start=start.isoformat(),
-        end=end.isoformat() if end else None,
+        start=_utc_text(start),
+        end=_utc_text(end),
     )
     return assignment
 
 
 @transaction.atomic
 def release_node(*, assignment: NodeAssignment, at: datetime, actor: Any = None) -> None:
-    if at <= assignment.assigned_from:
-        raise ValidationError(_("A node can only be released after its assignment starts."))
-    if assignment.assigned_until is not None and at >= assignment.assigned_until:
-        raise ValidationError(_("This assignment already ends before that instant."))
-    assignment.assigned_until = at
-    assignment.save(update_fields=["assigned_until", "updated_at"])
+    """End an assignment at ``at`` (read back from the database: the caller's copy may
+    carry an edited end already)."""
+    locked = NodeAssignment.objects.select_for_update().get(pk=assignment.pk)
+    validate_release(assignment=locked, at=at)
+    locked.assigned_until = assignment.assigned_until = at
+    locked.save(update_fields=["assigned_until", "updated_at"])
     if at <= timezone.now():
-        Node.objects.filter(pk=assignment.node_id, status=NodeStatus.LEASED).update(
+        Node.objects.filter(pk=locked.node_id, status=NodeStatus.LEASED).update(
             status=NodeStatus.AVAILABLE
         )
     _record(
-        assignment.lease,
+        locked.lease,
         LeaseEvent.Action.NODE_RELEASED,
         actor,
-        node=assignment.node.hostname,
-        at=at.isoformat(),
+        node=locked.node.hostname,
+        at=_utc_text(at),
     )
 
 
@@ -509,6 +529,38 @@ def _add_version(
         **detail,
     )
     return terms
+
+
+def _checked_save(obj: Any, changes: dict[str, Any] | None = None) -> Any:
+    """Apply ``changes``, check the row as the model does (fields and constraints, as
+    sentences), then save it."""
+    for name, value in (changes or {}).items():
+        setattr(obj, name, value)
+    obj.full_clean()
+    obj.save()
+    return obj
+
+
+@transaction.atomic
+def create_site(**fields: Any) -> Site:
+    """A data centre; the API and the admin add sites through this."""
+    return _checked_save(Site(**fields))
+
+
+@transaction.atomic
+def update_site(*, site: Site, changes: dict[str, Any]) -> Site:
+    return _checked_save(Site.objects.select_for_update().get(pk=site.pk), changes)
+
+
+@transaction.atomic
+def create_fabric(**fields: Any) -> Fabric:
+    """An inter-node network of a site; the API and the admin add fabrics through this."""
+    return _checked_save(Fabric(**fields))
+
+
+@transaction.atomic
+def update_fabric(*, fabric: Fabric, changes: dict[str, Any]) -> Fabric:
+    return _checked_save(Fabric.objects.select_for_update().get(pk=fabric.pk), changes)
 
 
 @dataclass(frozen=True)

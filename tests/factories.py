@@ -114,6 +114,9 @@ def terms(**overrides):  # type: ignore[no-untyped-def]
         "billing_mode": BillingMode.MONTHLY,
         "node_rent_per_month": Decimal("45000.00"),
         "network_fee_per_month": Decimal("6000.00"),
+        # One VAT rate for rent and network service (the service default, 6%), so that an
+        # invoice has one rate group unless a test gives the rent its own rate.
+        "rent_tax_rate_percent": Decimal("6"),
     }
     values.update(overrides)
     return values

@@ -1,5 +1,20 @@
 from benchmarks.models.alerts import SiteAlert
 from benchmarks.models.locks import NodeLock
+from benchmarks.models.rejudgements import (
+    Rejudgement,
+    effective_terms_id,
+    effective_verdict,
+    with_effective_judgement,
+)
 from benchmarks.models.runs import NOT_PASSED, ProbeRun
 
-__all__ = ["NOT_PASSED", "NodeLock", "ProbeRun", "SiteAlert"]
+__all__ = [
+    "NOT_PASSED",
+    "NodeLock",
+    "ProbeRun",
+    "Rejudgement",
+    "SiteAlert",
+    "effective_terms_id",
+    "effective_verdict",
+    "with_effective_judgement",
+]

@@ -1,12 +1,13 @@
 """The one reading of an invoice (or a credit note) that every export prints: CSV, XLSX
 and PDF. Each export only lays these rows out; none computes a figure of its own.
 
-Tax: each line is taxed at its own rate (``billing.services.line_tax_rate``: the line's
-``tax_rate_percent`` when lines carry one, else the invoice's), and tax is rounded half-up
-once per rate group, on the sum of that group's amounts. A line's own tax is that group
-tax spread over the group's lines by cumulative rounding (line i gets round(running exact
-tax up to i) - round(running exact tax up to i-1)), so each line is within one fen of its
-exact tax and the lines of a group add up to the group's tax to the fen.
+Tax: each line is taxed at the rate it carries (``tax_rate_percent``, its price
+component's VAT rate), and tax is rounded half-up once per rate group, on the sum of that
+group's amounts (``gpulease_verify.calculations.invoice_totals_by_rate``). A line's own
+tax is that group tax spread over the group's lines by cumulative rounding (line i gets
+round(running exact tax up to i) - round(running exact tax up to i-1)), so each line is
+within one fen of its exact tax and the lines of a group add up to the group's tax to the
+fen.
 
 Totals are the stored ones (subtotal, tax, total); ``check`` says whether the rate groups
 add up to them, and the exports print the stored figures either way.
@@ -25,7 +26,9 @@ from django.utils.translation import gettext as _
 
 from billing import services
 from billing.choices import InvoiceStatus
+from billing.documents.labels import line_text, unit_text
 from billing.models import CreditNote, Invoice
+from gpulease_verify.calculations import invoice_totals_by_rate
 from gpulease_verify.money import to_fen
 
 HUNDRED = Decimal(100)
@@ -112,38 +115,40 @@ def _party(frozen: dict[str, Any] | None, current: dict[str, Any]) -> dict[str, 
     return {key: str(source.get(key) or "") for key in PARTY_FIELDS}
 
 
-def _taxed(amounts: Sequence[Decimal], rate: Decimal) -> tuple[list[Decimal], Decimal]:
-    """Each amount's share of its group's tax (cumulative rounding), and the group's tax."""
+def _shares(amounts: Sequence[Decimal], rate: Decimal) -> list[Decimal]:
+    """Each amount's share of its group's tax (cumulative rounding); they add up to the
+    group's tax, ``to_fen`` of the exact sum."""
     shares, running, given = [], Decimal(0), ZERO
     for amount in amounts:
         running += amount * rate / HUNDRED
         share = to_fen(running) - given
         shares.append(share)
         given += share
-    return shares, given
+    return shares
 
 
 def _rows(lines: Iterable[tuple[Any, Decimal]]) -> tuple[list[Row], list[RateTotal]]:
     """Rows from (line, rate) pairs: ``line`` has position, lease, kind, description,
     amount and, on invoice lines, quantity, unit and unit_price."""
     pairs = list(lines)
-    rates = sorted({rate for _line, rate in pairs})
+    totals = invoice_totals_by_rate([(line.amount, rate) for line, rate in pairs])
     taxes: dict[int, Decimal] = {}
-    groups = []
-    for rate in rates:
-        members = [line for line, line_rate in pairs if line_rate == rate]
-        shares, group_tax = _taxed([line.amount for line in members], rate)
+    for group in totals.groups:
+        members = [line for line, rate in pairs if rate == group.tax_rate_percent]
+        shares = _shares([line.amount for line in members], group.tax_rate_percent)
         taxes.update({id(line): share for line, share in zip(members, shares, strict=True)})
-        amount = sum((line.amount for line in members), ZERO)
-        groups.append(RateTotal(rate, amount, group_tax, amount + group_tax))
+    groups = [
+        RateTotal(group.tax_rate_percent, group.subtotal, group.tax, group.total)
+        for group in totals.groups
+    ]
     rows = [
         Row(
             position=line.position,
             lease=line.lease.reference if line.lease else "",
             kind=str(line.get_kind_display()),
-            description=line.description,
+            description=line_text(line),
             quantity=getattr(line, "quantity", None),
-            unit=getattr(line, "unit", ""),
+            unit=unit_text(getattr(line, "unit", "")),
             unit_price=getattr(line, "unit_price", None),
             amount=line.amount,
             tax_rate_percent=rate,
@@ -165,7 +170,7 @@ def invoice_document(invoice: Invoice, lines: Sequence[Any] | None = None) -> Do
     if lines is None:
         lines = list(invoice.lines.select_related("lease").order_by("position"))
     tenant = invoice.tenant
-    rows, groups = _rows((line, services.line_tax_rate(line)) for line in lines)
+    rows, groups = _rows((line, line.tax_rate_percent) for line in lines)
     frozen = invoice.status != InvoiceStatus.DRAFT
     return Document(
         kind="invoice",

@@ -6,9 +6,10 @@ from django.db.models import Q
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
-from billing.choices import InvoiceStatus, LineKind
+from billing.choices import CreditNoteKind, InvoiceStatus, LineKind
 from common.models import TimeStampedModel
 from common.querysets import TenantScopedQuerySet
+from gpulease_verify.calculations import RateGroup, invoice_totals_by_rate
 from gpulease_verify.money import CURRENCY
 from leases.models import Lease, Tenant
 
@@ -56,7 +57,17 @@ class Invoice(TimeStampedModel):
     subtotal = _money(_("subtotal (¥)"))
     tax = _money(_("tax (¥)"))
     total = _money(_("total (¥)"))
-    tax_rate_percent = models.DecimalField(_("tax rate (percent)"), max_digits=5, decimal_places=2)
+    tax_rate_percent = models.DecimalField(
+        _("tax rate (percent)"),
+        max_digits=5,
+        decimal_places=2,
+        null=True,
+        blank=True,
+        help_text=_(
+            "The rate every line carries, when they share one; empty when the lines have "
+            "different rates (tax is per rate group)."
+        ),
+    )
     network_cost_share = models.DecimalField(
         _("network cost share"), max_digits=6, decimal_places=4, null=True, blank=True
     )
@@ -114,6 +125,13 @@ class Invoice(TimeStampedModel):
         return super().delete(*args, **kwargs)
 
     @property
+    def tax_groups(self) -> tuple[RateGroup, ...]:
+        """Subtotal and tax per VAT rate of its lines, by ascending rate (tax rounded once
+        per group); they add up to the stored subtotal and tax."""
+        lines = [(line.amount, line.tax_rate_percent) for line in self.lines.all()]
+        return invoice_totals_by_rate(lines).groups
+
+    @property
     def label(self) -> str:
         """How messages name it: its number once issued, tenant and period before."""
         name = f"{self.tenant.slug} {self.period}"
@@ -139,6 +157,12 @@ class InvoiceLine(models.Model):
     unit = models.CharField(_("unit"), max_length=32)
     unit_price = models.DecimalField(_("unit price (¥)"), max_digits=14, decimal_places=4)
     amount = _money(_("amount (¥)"))
+    tax_rate_percent = models.DecimalField(
+        _("tax rate (percent)"),
+        max_digits=5,
+        decimal_places=2,
+        help_text=_("The VAT rate of the line's price component, from its terms version."),
+    )
     detail = models.JSONField(
         _("how it was computed"),
         default=dict,
@@ -212,6 +236,16 @@ class CreditNote(TimeStampedModel):
     )
     number = models.CharField(_("credit note number"), max_length=40, unique=True)
     reason = models.TextField(_("reason"))
+    kind = models.CharField(
+        _("kind"),
+        max_length=16,
+        choices=CreditNoteKind.choices,
+        default=CreditNoteKind.CORRECTION,
+        help_text=_(
+            "A correction is counted when the month is recomputed; a commercial credit "
+            "never is, so it is never billed back."
+        ),
+    )
     issued_at = models.DateTimeField(_("issued at"))
     issue_date = models.DateField(_("issue date"))
     currency = models.CharField(_("currency"), max_length=3, default=CURRENCY)

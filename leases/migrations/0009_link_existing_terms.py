@@ -10,7 +10,7 @@ from django.db import migrations
 
 from gpulease_verify.canonical import iso_utc
 from gpulease_verify.chain import GENESIS, link_hash
-from gpulease_verify.terms import CONTRACT_FIELDS, terms_content
+from gpulease_verify.terms import CONTRACT_FIELDS, LATER_FIELDS, terms_content
 
 
 def _plain(value):  # type: ignore[no-untyped-def]
@@ -43,7 +43,12 @@ def link_existing(apps, schema_editor):  # type: ignore[no-untyped-def]
                 "effective_from": iso_utc(version.effective_from),
                 "created_at": iso_utc(version.created_at),
                 "amendment_reason": version.amendment_reason,
-                **{name: _plain(getattr(version, name)) for name in CONTRACT_FIELDS},
+                # Fields added later do not exist yet here; their hash rule leaves them out.
+                **{
+                    name: _plain(getattr(version, name))
+                    for name in CONTRACT_FIELDS
+                    if name not in LATER_FIELDS
+                },
                 "acknowledgement": None
                 if version.acknowledged_at is None
                 else {

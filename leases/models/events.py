@@ -18,6 +18,7 @@ class LeaseEvent(models.Model):
         AMENDMENT_PROPOSED = "amendment_proposed", _("retroactive amendment proposed")
         NODE_ASSIGNED = "node_assigned", _("node assigned")
         NODE_RELEASED = "node_released", _("node released")
+        RERATED = "rerated", _("re-rated under corrected terms")
 
     lease = models.ForeignKey(
         Lease, on_delete=models.CASCADE, related_name="events", verbose_name=_("lease")

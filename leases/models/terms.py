@@ -167,12 +167,27 @@ class LeaseTerms(TimeStampedModel):
     network_fee_per_month = _money(_("fixed network fee per month (¥)"))
     price_per_gb = _money(_("price per GB of traffic (¥)"), decimal_places=4)
     price_per_mbps_p95 = _money(_("price per Mbps at the 95th percentile (¥)"), decimal_places=4)
+    # VAT per price component (增值税): the network service (fee, traffic, 95th
+    # percentile, and the SLA credits that reduce it) and the node rent may differ; each
+    # invoice line carries its component's rate and tax is rounded once per rate group.
     tax_rate_percent = models.DecimalField(
-        _("tax rate (percent)"),
+        _("VAT rate of the network service (percent)"),
         max_digits=5,
         decimal_places=2,
         default=Decimal("6"),
         validators=[MinValueValidator(Decimal("0")), MaxValueValidator(Decimal("100"))],
+        help_text=_(
+            "Network fee, traffic, 95th percentile and SLA credits; value-added telecom "
+            "services are typically 6%."
+        ),
+    )
+    rent_tax_rate_percent = models.DecimalField(
+        _("VAT rate of the node rent (percent)"),
+        max_digits=5,
+        decimal_places=2,
+        default=Decimal("13"),
+        validators=[MinValueValidator(Decimal("0")), MaxValueValidator(Decimal("100"))],
+        help_text=_("Renting GPU servers out is typically taxed at 13%."),
     )
     billing_starts_on_acceptance = models.BooleanField(
         _("bill only after the acceptance run passes"), default=False

@@ -172,6 +172,7 @@ CASES: dict[str, ListOf | DetailOf | NoRows] = {
         pk(lambda side: side.invoice), body={"force": True, "reason": "late runs"}
     ),
     "api:invoice-void": DetailOf(pk(issued_invoice_of), body={"reason": "wrong buyer"}),
+    "api:invoice-mark-paid": DetailOf(pk(issued_invoice_of)),
     "api:invoice-credit-notes": DetailOf(pk(issued_invoice_of), body={"reason": "reversal"}),
     "api:creditnote-list": ListOf(
         lambda side: {credit_note_of(side).pk},

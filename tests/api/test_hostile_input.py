@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import django_filters
 import pytest
@@ -117,6 +118,26 @@ def _october_draft(world: Any) -> dict[str, Any]:
 
 def _issued_invoice(world: Any) -> dict[str, Any]:
     return {"pk": issued_invoice_of(world.alpha).pk}
+
+
+def _issued_today(world: Any) -> dict[str, Any]:
+    """Alpha's September invoice (empty: nothing blocks it), issued now, once: a payment
+    dated today is then valid."""
+    side = world.alpha
+    if getattr(side, "issued_today", None) is None:
+        from billing import invoicing
+        from billing import services as billing_services
+
+        draft = invoicing.draft_invoice(
+            tenant=side.tenant, period="2026-09", now=at("2026-10-01 01:00")
+        )
+        side.issued_today = billing_services.issue_invoice(invoice=draft)
+    return {"pk": side.issued_today.pk}
+
+
+def _today(world: Any) -> dict[str, Any]:
+    zone = ZoneInfo(world.alpha.tenant.time_zone)
+    return {"paid_on": timezone.now().astimezone(zone).date().isoformat()}
 
 
 def _admin(world: Any) -> Any:
@@ -230,6 +251,7 @@ WRITES: dict[str, Write] = {
     "api:dispute-reject": Write("post", _dispute, lambda w: {"reason": "Not ours."}),
     "api:invoice-issue": Write("post", _october_draft, lambda w: {"force": True, "reason": "x"}),
     "api:invoice-void": Write("post", _issued_invoice, lambda w: {"reason": "Wrong buyer."}),
+    "api:invoice-mark-paid": Write("post", _issued_today, _today),
     "api:invoice-credit-notes": Write(
         "post",
         _issued_invoice,

@@ -8,6 +8,7 @@ import pytest
 import time_machine
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.test import Client
 from django.urls import reverse
 
 from billing import services
@@ -160,3 +161,62 @@ def test_bill_issue_ingests_drafts_and_issues(world):
     assert "number GL-2026-000002" in out.getvalue()  # beta's
     assert CreditNote.objects.count() == 0
     assert world.alpha.invoice.total > D("0")
+
+
+def test_staff_marks_an_issued_invoice_paid_on_a_day_between_issue_and_today(world, client_for):
+    invoice = services.issue_invoice(invoice=world.alpha.invoice, force=True, reason="Close.")
+    assert invoice.issue_date.isoformat() == "2026-12-02"
+    staff = client_for(world.staff)
+    early = staff.post(url("mark-paid", invoice), {"paid_on": "2026-12-01"}, format="json")
+    assert early.status_code == 400
+    assert early.json()["error"]["fields"] == {
+        "paid_on": [
+            "Invoice GL-2026-000001 (alpha 2026-11) was issued on 2026-12-02; it cannot be "
+            "paid before."
+        ]
+    }
+    late = staff.post(url("mark-paid", invoice), {"paid_on": "2026-12-03"}, format="json")
+    assert late.status_code == 400
+    assert late.json()["error"]["fields"] == {
+        "paid_on": [
+            "A payment cannot be dated in the future: today is 2026-12-02 in Asia/Shanghai."
+        ]
+    }
+    # Eight days on, the payment is booked on the 5th: the first instant of that day there.
+    with time_machine.travel(at("2026-12-10 15:00"), tick=False):
+        paid = staff.post(url("mark-paid", invoice), {"paid_on": "2026-12-05"}, format="json")
+    assert paid.status_code == 200
+    assert (paid.json()["status"], paid.json()["paid_at"]) == ("paid", "2026-12-05T00:00:00+08:00")
+    again = staff.post(url("mark-paid", invoice), {}, format="json")
+    assert again.status_code == 409
+    assert again.json()["error"]["message"] == (
+        "Invoice GL-2026-000001 (alpha 2026-11) is paid; only an issued invoice can be paid."
+    )
+
+
+def test_paid_today_by_default_and_only_by_staff(world, client_for):
+    invoice = services.issue_invoice(invoice=world.alpha.invoice, force=True, reason="Close.")
+    admin = client_for(world.alpha.members[Role.ADMIN])
+    assert admin.post(url("mark-paid", invoice), {}, format="json").status_code == 403
+    draft = client_for(world.staff).post(url("mark-paid", world.beta.invoice), {}, format="json")
+    assert draft.status_code == 409
+    assert "is draft; only an issued invoice can be paid." in draft.json()["error"]["message"]
+    paid = client_for(world.staff).post(url("mark-paid", invoice), format="json")
+    assert paid.status_code == 200
+    assert paid.json()["paid_at"] == "2026-12-02T09:00:00+08:00"  # now
+
+
+def test_the_admin_marks_invoices_paid_and_refuses_a_draft_in_a_sentence(world):
+    invoice = services.issue_invoice(invoice=world.alpha.invoice, force=True, reason="Close.")
+    client = Client(HTTP_ACCEPT_LANGUAGE="en")
+    client.force_login(world.staff)
+    changelist = reverse("admin:billing_invoice_changelist")
+    chosen = {"action": "mark_paid", "_selected_action": [invoice.pk, world.beta.invoice.pk]}
+    asked = client.post(changelist, chosen)
+    assert asked.status_code == 200 and "paid_on" in asked.content.decode()
+    done = client.post(changelist, {**chosen, "confirm": "yes", "paid_on": ""}, follow=True)
+    text = done.content.decode()
+    assert "1 invoice marked paid." in text
+    assert f"Invoice {world.beta.tenant.slug} 2026-11 is draft; only an issued invoice" in text
+    invoice.refresh_from_db()
+    assert invoice.status == InvoiceStatus.PAID and invoice.paid_at == DECEMBER_2

@@ -282,7 +282,48 @@ def test_a_stale_rollup_and_a_wrong_line_are_each_named(month):
         f"hourly rollup throughput {rollup['hour']}: rollup vs runs: passed 2 vs 1",
         "invoice line 1 (node_rent) amount: the bundle says 90000.01, recomputed 90000.00",
         "invoice totals: the bundle says subtotal 93000.00, tax 5580.00, total 98580.00; its "
-        "lines give 93000.01, 5580.00, 98580.01",
+        "lines give 93000.01, 5580.00, 98580.01 (tax per rate: 5580.00 on 93000.01 at 6.00%)",
+    ]
+
+
+def test_a_line_taxed_at_another_rate_than_its_terms_say_is_named(month):
+    # The rent line claims 0% (its terms say 6%): its rate is named, and the totals no
+    # longer add up per rate group: 6% on 3,000.00 (fee 6,000.00 - credit 3,000.00) =
+    # 180.00, 0% on the rent 90,000.00 = 0.00.
+    doc = signed(month)
+    bundle = doc["bundle"]
+    rent = bundle["invoice"]["lines"][0]
+    assert rent["tax_rate_percent"] == "6.00"
+    rent["tax_rate_percent"] = "0.00"
+    mismatches = audit.verify(resign(doc, Ed25519PrivateKey.generate()), trust_embedded_key=True)
+    assert mismatches == [
+        "invoice line 1 (node_rent) tax rate percent: the bundle says 0.00, recomputed 6.00",
+        "invoice tax rate percent: the bundle says 6.00, but its lines have 2 rates "
+        "(0.00, 6.00): null",
+        "invoice totals: the bundle says subtotal 93000.00, tax 5580.00, total 98580.00; its "
+        "lines give 93000.00, 180.00, 93180.00 (tax per rate: 0.00 on 90000.00 at 0.00%, "
+        "180.00 on 3000.00 at 6.00%)",
+    ]
+
+
+def test_a_bundle_from_before_tax_per_line_still_verifies(month):
+    # Written before lines carried a rate: each line's rate in detail.terms_tax_rate_percent
+    # (other lines' as terms_tax_rate_percent), no rent rate in the terms (its hash left it
+    # out: it equalled the service rate). The one-rate rule still applies to it.
+    doc = signed(month)
+    bundle = doc["bundle"]
+    for line in bundle["invoice"]["lines"]:
+        line["detail"]["terms_tax_rate_percent"] = line.pop("tax_rate_percent")
+    for line in bundle["invoice"]["other_lines"]:
+        line["terms_tax_rate_percent"] = line.pop("tax_rate_percent")
+    for entry in bundle["terms"]:
+        assert entry.pop("rent_tax_rate_percent") == entry["tax_rate_percent"]
+    key = Ed25519PrivateKey.generate()
+    assert audit.verify(resign(doc, key), trust_embedded_key=True) == []
+    bundle["invoice"]["invoice_tax"] = "5580.01"
+    assert audit.verify(resign(doc, key), trust_embedded_key=True) == [
+        "invoice totals: the bundle says subtotal 93000.00, tax 5580.01, total 98580.00; its "
+        "lines give 93000.00, 5580.00, 98580.00 (tax per rate: 5580.00 on 93000.00 at 6.00%)"
     ]
 
 

@@ -46,6 +46,7 @@ def test_dry_run_prints_the_invoice_and_saves_nothing(zhiyuan):
     # share 6,000 / 186,000 = 3.23%.
     assert "Invoice zhiyuan 2026-11 (draft)" in out
     assert "180000.00" in out and "197160.00" in out
+    assert "tax 6.00% on 186000.00" in out and "11160.00" in out  # one line per rate
     assert "network cost share: 3.23%" in out
     assert "Dry run: nothing was saved." in out
 
@@ -74,10 +75,10 @@ def test_json_is_one_list_of_invoice_summaries(zhiyuan):
         "lines",
         "subtotal",
         "tax_rate_percent",
+        "tax_groups",
         "tax",
         "total",
         "network_cost_share",
-        "tax_note",
     }
     assert set(document["lines"][0]) == {
         "position",
@@ -88,6 +89,7 @@ def test_json_is_one_list_of_invoice_summaries(zhiyuan):
         "unit",
         "unit_price",
         "amount",
+        "tax_rate_percent",
         "detail",
     }
     assert (document["tenant"], document["period"], document["total"]) == (
@@ -96,6 +98,14 @@ def test_json_is_one_list_of_invoice_summaries(zhiyuan):
         "197160.00",
     )
     assert document["lines"][0]["lease"] == "ZY-2026-001"
+    assert document["tax_groups"] == [
+        {
+            "tax_rate_percent": "6.00",
+            "subtotal": "186000.00",
+            "tax": "11160.00",
+            "total": "197160.00",
+        }
+    ]
     # Not a dry run: it was saved, and it is what the service would summarise.
     assert invoicing.invoice_summary(Invoice.objects.get()) == document
 

@@ -224,4 +224,4 @@ def test_the_sla_page_lists_checkpoints_with_a_download_link(lease, client):
     assert page.status_code == 200
     html = page.content.decode()
     assert f"<code>{checkpoint.head_hash[:16]}…</code>" in html
-    assert f"/api/v1/leases/{lease.pk}/checkpoints/?period=2026-11" in html
+    assert f"/leases/{lease.pk}/checkpoint.json?period=2026-11" in html

@@ -47,6 +47,9 @@ BUYER = {
 
 
 def make_invoice(tenant, lines, *, subtotal, tax, total, share=None):  # type: ignore[no-untyped-def]
+    """``lines``: (kind, description, amount) at 6 %, or (kind, description, amount, rate)."""
+    lines = [(*line, "6.00") if len(line) == 3 else line for line in lines]
+    rates = {D(line[3]) for line in lines}
     invoice = Invoice.objects.create(
         tenant=tenant,
         period="2026-10",
@@ -55,11 +58,12 @@ def make_invoice(tenant, lines, *, subtotal, tax, total, share=None):  # type: i
         subtotal=D(subtotal),
         tax=D(tax),
         total=D(total),
-        tax_rate_percent=D("6.00"),
+        tax_rate_percent=rates.pop() if len(rates) == 1 else None,
         network_cost_share=share,
     )
-    for position, (kind, description, amount) in enumerate(lines, start=1):
+    for position, (kind, description, amount, rate) in enumerate(lines, start=1):
         InvoiceLine.objects.create(
+            tax_rate_percent=D(rate),
             invoice=invoice,
             position=position,
             lease=None,
@@ -112,7 +116,7 @@ def two_rates(tenant):
     invoice = make_invoice(
         tenant,
         [
-            (LineKind.NODE_RENT, "2 nodes A100", "45000.00"),
+            (LineKind.NODE_RENT, "2 nodes A100", "45000.00", "13.00"),
             (LineKind.NETWORK_FEE, "network 100 Gbps RoCE", "22000.00"),
             (LineKind.SLA_CREDIT, "SLA credit, 10 %", "-2200.00"),
         ],
@@ -120,9 +124,7 @@ def two_rates(tenant):
         tax="7038.00",
         total="71838.00",
     )
-    lines = list(invoice.lines.order_by("position"))
-    lines[0].tax_rate_percent = D("13.00")  # as lines will carry their own rate
-    return invoice, lines
+    return invoice, list(invoice.lines.order_by("position"))
 
 
 def pdf_text(body: bytes) -> tuple[int, str]:
@@ -144,7 +146,7 @@ def test_tax_is_rounded_once_per_group_and_spread_over_lines_to_the_fen(rounding
 
 
 @pytest.mark.django_db
-def test_each_line_is_taxed_at_its_own_rate_when_it_carries_one(two_rates):
+def test_each_line_is_taxed_at_its_own_rate(two_rates):
     invoice, lines = two_rates
     document = invoice_document(invoice, lines)
     assert [(row.tax_rate_percent, row.tax) for row in document.rows] == [

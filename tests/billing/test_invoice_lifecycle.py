@@ -328,6 +328,39 @@ def test_a_late_result_between_next_months_draft_and_its_issue_is_adjusted_once(
     assert [source["amount"] for source in late.detail["billed_from"]] == ["-600.00", "-900.00"]
 
 
+@pytest.mark.django_db
+def test_a_commercial_credit_is_never_billed_back_and_a_correction_is_until_the_data_agrees():
+    tenant, _lease = leased("zhiyuan")
+    october = services.issue_invoice(invoice=october_draft(tenant), now=at("2026-11-01 01:00"))
+    fee = october.lines.get(kind=LineKind.NETWORK_FEE)
+    # Goodwill: 1,000.00 off the 6,000.00 fee, a decision no recomputation knows about.
+    goodwill = services.create_credit_note(
+        invoice=october,
+        reason="Goodwill for the maintenance week.",
+        corrections=[services.Correction(position=fee.position, amount=D("1000.00"))],
+        kind="commercial",
+        now=at("2026-11-05 10:00"),
+    )
+    assert goodwill.kind == "commercial"
+    november = invoicing.draft_invoice(tenant=tenant, period=NOVEMBER, now=at("2026-11-15 00:00"))
+    assert not november.lines.filter(kind=LineKind.ADJUSTMENT).exists()
+
+    # A correction of 500.00 while the data still says 6,000.00: the recomputation bills
+    # the 500.00 back on the next draft (the data must be fixed for the correction to hold).
+    services.create_credit_note(
+        invoice=october,
+        reason="Fee overstated.",
+        corrections=[services.Correction(position=fee.position, amount=D("500.00"))],
+        now=at("2026-11-06 10:00"),
+    )
+    november = invoicing.draft_invoice(tenant=tenant, period=NOVEMBER, now=at("2026-11-15 00:00"))
+    [back] = november.lines.filter(kind=LineKind.ADJUSTMENT)
+    assert back.amount == D("500.00")
+    assert back.detail["billed_from"][-1]["credit_note"] == "GL-CN-2026-000002"
+    with pytest.raises(ValidationError, match="Unknown credit note kind"):
+        services.create_credit_note(invoice=october, reason="x", kind="gift")
+
+
 # --------------------------------------------------------------------------------------
 # Issuing waits for the month's runs
 # --------------------------------------------------------------------------------------

@@ -608,29 +608,33 @@ def test_network_cost_share_of_the_demo_cluster():
     assert summary["lines"][0]["amount"] == "180000.00"
 
 
-def test_leases_with_different_tax_rates_take_the_highest_and_say_so():
-    # A: 45,000 + 6,000 at 6%; B: 10,000 rent, no fee, at 9%. Subtotal 61,000.00;
-    # one rate per invoice, the highest: 9% = 5,490.00; total 66,490.00.
+def test_leases_with_different_tax_rates_are_taxed_per_rate_group():
+    # A: 45,000 rent + 6,000 fee, both at 6%; B: 10,000 rent at 9%, no fee. Subtotal
+    # 61,000.00; tax 51,000 x 6% = 3,060.00 plus 10,000 x 9% = 900.00 = 3,960.00 (no
+    # longer the highest rate over everything, which was 5,490.00); total 64,960.00.
     tenant = TenantFactory()
     active_lease(tenant=tenant)
     active_lease(
         tenant=tenant,
         node_rent_per_month=D("10000.00"),
         network_fee_per_month=D("0"),
-        tax_rate_percent=D("9"),
+        rent_tax_rate_percent=D("9"),
     )
     invoice = invoicing.draft_invoice(tenant=tenant, period=NOVEMBER)
+    assert [line.tax_rate_percent for line in lines_of(invoice)] == [D("6"), D("6"), D("9")]
     assert (invoice.subtotal, invoice.tax_rate_percent, invoice.tax, invoice.total) == (
         D("61000.00"),
-        D("9.00"),
-        D("5490.00"),
-        D("66490.00"),
+        None,  # the lines do not share one rate
+        D("3960.00"),
+        D("64960.00"),
     )
-    note = invoicing.invoice_summary(invoice)["tax_note"]
-    assert note == (
-        "The leases on this invoice have different tax rates (6.00, 9.00%); "
-        "the highest, 9.00%, applies to the whole invoice."
-    )
+    summary = invoicing.invoice_summary(invoice)
+    assert summary["tax_rate_percent"] is None
+    assert summary["tax_groups"] == [
+        {"tax_rate_percent": "6.00", "subtotal": "51000.00", "tax": "3060.00", "total": "54060.00"},
+        {"tax_rate_percent": "9.00", "subtotal": "10000.00", "tax": "900.00", "total": "10900.00"},
+    ]
+    assert [line["tax_rate_percent"] for line in summary["lines"]] == ["6.00", "6.00", "9.00"]
 
 
 # --------------------------------------------------------------------------------------

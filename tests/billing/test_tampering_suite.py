@@ -20,16 +20,17 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from benchmarks import chain
-from benchmarks.models import ProbeRun
+from benchmarks.models import ProbeRun, Rejudgement
 from billing import audit, checkpoints
 from billing.models import HourlyRollup
+from billing.rerate import rerate
 from gpulease_verify.canonical import StrictJSONError, strict_loads
 from gpulease_verify.chain import link_hash
 from gpulease_verify.terms import terms_content
 from gpulease_verify.trust import NoTrustedKey
 from leases.models import LeaseTerms, NodeAssignment
 from tests.billing.test_audit import AFTER_NOVEMBER, NOVEMBER, month, signed  # noqa: F401
-from tests.factories import at, make_run
+from tests.factories import amend_acknowledged, at, make_run
 
 pytestmark = pytest.mark.django_db
 
@@ -390,3 +391,74 @@ def test_db_retroactive_amendment_slipped_in(month):  # noqa: F811
     chain.link_terms(v2)
     found = fresh(month)
     assert any("no tenant admin acknowledged it" in m for m in found), "\n".join(found)
+
+
+# --- rejudgements: a month re-rated under corrected terms (issue 13, item 6) -------------
+
+
+@pytest.fixture
+def rerated(month):  # type: ignore[no-untyped-def]  # noqa: F811
+    """The month re-rated from 2 November under an acknowledged amendment that contracts
+    40 Gbps (threshold 95% x 40 = 38 Gbit/s): the sample at 40 Gbit/s passes by its
+    rejudgement; the draft is rebuilt."""
+    amend_acknowledged(
+        lease=month,
+        effective_from=at("2026-11-02 00:00"),
+        changes={"contracted_bandwidth_gbps": "40"},
+        reason="The contract says 40 Gbps.",
+    )
+    rerate(month, at("2026-11-02 00:00"), AFTER_NOVEMBER, now=AFTER_NOVEMBER)
+    return month
+
+
+def _rejudged_at_40(b: Bundle) -> dict[str, Any]:
+    run = first(b, kind="throughput", measured_bps=40 * 10**9)
+    return next(e for e in b["rejudgements"] if e["content"]["run_hash"] == run["run_hash"])
+
+
+def rejudgement_verdict_forged(b: Bundle) -> None:
+    entry = _rejudged_at_40(b)
+    entry["content"]["verdict"] = "fail"
+    entry["rejudgement_hash"] = link_hash(entry["content"], entry["prev_hash"])
+
+
+def rejudgement_dropped(b: Bundle) -> None:
+    b["rejudgements"].remove(_rejudged_at_40(b))
+
+
+REJUDGEMENT_FORGERIES: list[tuple[str, Callable[[Bundle], None], str]] = [
+    ("rejudgement verdict forged", rejudgement_verdict_forged, "terms v2 give 'pass'"),
+    ("rejudgement dropped", rejudgement_dropped, "the bundle says passed, recomputed failed"),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "forge", "said"), REJUDGEMENT_FORGERIES, ids=[f[0] for f in REJUDGEMENT_FORGERIES]
+)
+def test_a_forged_rejudgement_re_signed_is_caught(rerated, name, forge, said):  # type: ignore[no-untyped-def]
+    doc = signed(rerated)
+    assert mismatches(doc) == []
+    assert len(doc["bundle"]["rejudgements"]) == 16  # 10 throughput and 6 link samples
+    bundle = copy.deepcopy(doc["bundle"])
+    forge(bundle)
+    found = mismatches(audit.sign_bundle(bundle))
+    assert any(said in m for m in found), "\n".join(found)
+
+
+def test_db_rejudgement_verdict_edited(rerated):  # type: ignore[no-untyped-def]
+    run = ProbeRun.objects.get(lease=rerated, measured_bps=40 * 10**9)
+    edited = Rejudgement.objects.get(run=run)
+    Rejudgement.objects.filter(pk=edited.pk).update(verdict="fail")
+    found = fresh(rerated)
+    assert any(
+        f"(rejudgement {edited.pk})" in m
+        and m.endswith("the rejudgement was changed after it was recorded")
+        for m in found
+    ), "\n".join(found)
+
+
+def test_db_rejudgement_deleted(rerated):  # type: ignore[no-untyped-def]
+    run = ProbeRun.objects.get(lease=rerated, measured_bps=40 * 10**9)
+    Rejudgement.objects.filter(run=run).delete()
+    found = fresh(rerated)
+    assert any("hourly rollup" in m for m in found), "\n".join(found)

@@ -294,7 +294,7 @@ def test_a_missing_fee_line_and_forged_totals_are_named(month):
     # 90,000.00 - 3,000.00 = 87,000.00; tax 6% = 5,220.00.
     assert (
         "invoice totals: the bundle says subtotal 93000.00, tax 0.00, total 98580.00; its lines "
-        "give 87000.00, 5220.00, 92220.00"
+        "give 87000.00, 5220.00, 92220.00 (tax per rate: 5220.00 on 87000.00 at 6.00%)"
     ) in mismatches
 
 

@@ -21,8 +21,9 @@ from benchmarks import chain
 from benchmarks.demo_history import BOOT_TX_BYTES, DAILY_PROFILE, TRAFFIC, load_history
 from benchmarks.models import ProbeRun
 from billing import invoicing
-from billing.models import TrafficSample
-from leases.demo import load_demo
+from billing.choices import InvoiceStatus, LineKind
+from billing.models import CreditNote, Invoice, TrafficSample
+from leases.demo import GOODWILL_REASON, DemoInvoices, load_demo, load_invoices
 from leases.models import Lease, NicPort, Tenant
 
 pytestmark = pytest.mark.django_db
@@ -175,3 +176,81 @@ def test_the_yearly_lease_is_accepted_when_it_goes_live_and_billed_from_then(dem
     # Its first month is billed from the acceptance, a few minutes after midnight.
     first = _lines("zhiyuan", "2026-08", "ZY-2026-002")["node_rent"]
     assert Decimal("3.99") < first.quantity < Decimal("4")
+
+
+# --- the demo's invoices: issued with a credit, a credit note, a draft -------------------
+
+# The demo's terms carry the default tiers: below 95 % 50 %, below 99 % 25 %, below 99.5 % 10 %.
+TIERS = (
+    (Decimal("95"), Decimal("50")),
+    (Decimal("99"), Decimal("25")),
+    (Decimal("99.5"), Decimal("10")),
+)
+
+
+@pytest.mark.parametrize(
+    ("instant", "last_month", "this_month"),
+    [
+        (datetime(2026, 11, 1, 17, 30, tzinfo=UTC), "2026-10", "2026-11"),  # 01:30 on the 1st
+        (datetime(2026, 11, 28, 10, 0, tzinfo=UTC), "2026-10", "2026-11"),  # 18:00 on the 28th
+    ],
+    ids=["early-in-the-month", "late-in-the-month"],
+)
+def test_the_demo_issues_last_month_with_a_credit_a_credit_note_and_a_draft(
+    instant, last_month, this_month
+):
+    with time_machine.travel(instant, tick=False):
+        load_demo()
+        load_history(days=1)
+        first = load_invoices()
+        counts = (Invoice.objects.count(), CreditNote.objects.count())
+        # Again: nothing new, nothing refused.
+        load_demo()
+        load_history(days=1)
+        again = load_invoices()
+    assert (first.created, again.created) == (2, 0)
+    assert (Invoice.objects.count(), CreditNote.objects.count()) == counts
+    assert again == DemoInvoices(
+        issued="GL-2026-000001", credit_note="GL-CN-2026-000001", draft=this_month
+    )
+
+    zhiyuan = Tenant.objects.get(slug="zhiyuan")
+    issued = Invoice.objects.get(tenant=zhiyuan, status=InvoiceStatus.ISSUED)
+    assert (issued.period, issued.number) == (last_month, "GL-2026-000001")
+    assert issued.forced_reason == ""  # the history is ingested: nothing held it back
+    lines = list(issued.lines.filter(lease__reference="ZY-2026-001").order_by("position"))
+    fees = [line for line in lines if line.kind == LineKind.NETWORK_FEE]
+    (credit,) = [line for line in lines if line.kind == LineKind.SLA_CREDIT]
+    # The credit, from the lines billed: the tier of the month's compliance (the two-day
+    # dip of one pair) of the network fee, both terms versions' parts (22,000 then 30,000
+    # a month from the 15th: 9,935.48 + 16,451.61 = 26,387.09), capped at 50 %.
+    base = sum((fee.amount for fee in fees), Decimal("0.00"))
+    assert base == Decimal("26387.09")
+    compliance = Decimal(credit.detail["compliance_percent"])
+    assert compliance < Decimal("99.5")
+    tier = next(Decimal(credit) for below, credit in TIERS if compliance < below)
+    assert credit.amount == -_cents(base * min(tier, Decimal("50")) / 100) < 0
+
+    (note,) = CreditNote.objects.filter(invoice=issued)
+    (correction,) = note.lines.all()
+    # ¥1,000.00 off the first network fee line, at its 6 %: -1,000.00 - 60.00 = -1,060.00.
+    assert (correction.original_line, correction.amount) == (fees[0], Decimal("-1000.00"))
+    assert correction.tax_rate_percent == fees[0].tax_rate_percent == Decimal("6.00")
+    subtotal = sum((line.amount for line in note.lines.all()), Decimal("0.00"))
+    tax = _cents(subtotal * correction.tax_rate_percent / 100)
+    assert (note.subtotal, note.tax, note.total) == (subtotal, tax, subtotal + tax)
+    assert (note.subtotal, note.tax, note.total) == (
+        Decimal("-1000.00"),
+        Decimal("-60.00"),
+        Decimal("-1060.00"),
+    )
+    assert note.reason == GOODWILL_REASON and note.number == "GL-CN-2026-000001"
+
+    assert note.kind == "commercial"
+
+    draft = Invoice.objects.get(tenant=zhiyuan, period=this_month)
+    assert draft.status == InvoiceStatus.DRAFT and draft.number is None
+    # Goodwill is a commercial credit: this month's draft does not bill the ¥1,000.00 back.
+    assert not draft.lines.filter(
+        kind=LineKind.ADJUSTMENT, detail__adjusted_invoice=issued.pk
+    ).exists()

@@ -9,6 +9,7 @@ from django.apps import apps
 from django.contrib.auth.models import AnonymousUser
 
 from benchmarks import services as probe_services
+from benchmarks.models import Rejudgement
 from billing import checkpoints, evidence, invoicing
 from billing import services as billing_services
 from billing.models import HourlyRollup, Incident, TrafficSample
@@ -61,6 +62,9 @@ def world():
             lease=lease, kinds=["link"], now=at("2026-11-02 00:00"), enqueue=False
         )
         run = make_run(lease, slot=at("2026-11-02 10:00"), verdict="fail", measured_bps=1)
+        Rejudgement.objects.create(
+            lease=lease, run=run, terms=run.terms, verdict="fail", judged_at=run.slot_at
+        )
         HourlyRollup.objects.create(lease=lease, kind="throughput", hour=run.slot_at, failed=1)
         TrafficSample.objects.create(
             lease=lease, slot_at=run.slot_at, seconds=300, tx_bytes=1, nodes=1

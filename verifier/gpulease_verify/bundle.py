@@ -20,7 +20,13 @@ from gpulease_verify import compliance as sla
 from gpulease_verify import lines as invoice_lines
 from gpulease_verify import terms as terms_chain
 from gpulease_verify import window as billed_window
-from gpulease_verify.calculations import CreditResult, invoice_totals, sla_credit
+from gpulease_verify.calculations import (
+    CreditResult,
+    Totals,
+    invoice_totals,
+    invoice_totals_by_rate,
+    sla_credit,
+)
 from gpulease_verify.canonical import canonical_json, iso_utc
 from gpulease_verify.canonical import parse_instant as _at
 from gpulease_verify.contract import credit_tiers
@@ -90,6 +96,7 @@ class _Checker:
     def chain(self) -> None:
         runs = self.b.get("runs", [])
         terms_links = terms_chain.links_in_range(self.b)
+        terms_links += rejudge.links_in_range(self.b)  # rejudgements linked in the stretch
         for problem in chain.verify_chain([*runs, *terms_links]):
             self.bad(problem)
         reference = self.b["lease"]["reference"]
@@ -114,8 +121,12 @@ class _Checker:
     # --- runs, window ---------------------------------------------------------------
 
     def runs(self) -> None:
-        """Every run re-judged from its figures, and re-parsed where raw output is carried."""
+        """Every run re-judged from its figures, and re-parsed where raw output is carried;
+        every rejudgement checked against the terms in force at its run's slot."""
         found, notes = rejudge.check_runs(self.b)
+        self.mismatches.extend(found)
+        self.notes.extend(notes)
+        found, notes = rejudge.check_rejudgements(self.b)
         self.mismatches.extend(found)
         self.notes.extend(notes)
 
@@ -215,6 +226,7 @@ class _Checker:
         assert self.billed is not None
         lo, hi = self.billed
         terms = self.terms_by_version()
+        rejudged = rejudge.effective(self.b)
         kinds: dict[str, dict[str, Any]] = defaultdict(
             lambda: {**dict.fromkeys(OUTCOMES, 0), "measured": 0}
         )
@@ -236,7 +248,9 @@ class _Checker:
                 )
             if not counted:
                 continue
-            version = content.get("terms_version")
+            # The effective judgement: the run's latest rejudgement's, else its own.
+            judged = rejudged.get(entry["run_hash"], content)
+            version = judged.get("terms_version")
             windows = None
             if version is not None:
                 if version not in terms:
@@ -248,7 +262,7 @@ class _Checker:
                     windows = terms[version]["maintenance_windows"]
             outcome = classify_sample(
                 state=content["state"],
-                verdict=content["verdict"],
+                verdict=judged["verdict"],
                 slot_at=slot,
                 maintenance_windows=windows,
                 zone=zone,
@@ -446,9 +460,14 @@ class _Checker:
                     self.base.amount,
                     credit.amount,
                     {},
+                    self._credit_rate(),
                 )
             )
         return found
+
+    def _credit_rate(self) -> Decimal | None:
+        terms = self.terms_at_end()
+        return None if terms is None else invoice_lines.service_rate(terms)
 
     def lines(self, credit: CreditResult | None = None) -> None:
         period = self.b["period"]
@@ -499,6 +518,10 @@ class _Checker:
             self.same(f"{name} quantity", line["quantity"], due.quantity)
             self.same(f"{name} unit price", line["unit_price"], due.unit_price)
             self.same(f"{name} amount", amount, due.amount)
+            if "tax_rate_percent" in line:  # bundles from before tax per line: none
+                self.same(
+                    f"{name} tax rate percent", line["tax_rate_percent"], due.tax_rate_percent
+                )
         for key, due in expected.items():
             if key not in seen:
                 self.bad(f"invoice: a {due.label()} line of {due.amount} is due but missing")
@@ -509,11 +532,50 @@ class _Checker:
         )
 
     def totals(self) -> None:
-        """The whole invoice's tax rate, subtotal, tax and total from every line on it."""
+        """The whole invoice's subtotal, tax and total from every line on it: tax per rate
+        group, rounded once per group (``invoice_totals_by_rate``), and its own tax rate the
+        one its lines share, or null when they differ. A bundle from before tax per line
+        (lines without ``tax_rate_percent``): one rate, the highest
+        ``terms_tax_rate_percent`` of its lines, on the subtotal."""
         invoice = self.b["invoice"]
         if invoice.get("source") != "invoice" or "other_lines" not in invoice:
             return
         every = [*invoice["lines"], *invoice["other_lines"]]
+        if all("tax_rate_percent" in line for line in every):
+            totals = invoice_totals_by_rate(
+                [(Decimal(line["amount"]), Decimal(line["tax_rate_percent"])) for line in every]
+            )
+            rates = [group.tax_rate_percent for group in totals.groups]
+            stated_rate = invoice.get("tax_rate_percent")
+            if every and len(rates) == 1:  # an empty invoice states no rate
+                self.same("invoice tax rate percent", stated_rate, rates[0])
+            elif len(rates) > 1 and stated_rate is not None:
+                self.bad(
+                    f"invoice tax rate percent: the bundle says {stated_rate}, but its lines "
+                    f"have {len(rates)} rates ({', '.join(str(rate) for rate in rates)}): null"
+                )
+        else:
+            totals = self._single_rate_totals(invoice, every)
+        stated = [_dec(invoice[f"invoice_{name}"]) for name in ("subtotal", "tax", "total")]
+        if stated != [totals.subtotal, totals.tax, totals.total]:
+            groups = ", ".join(
+                f"{group.tax} on {group.subtotal} at {group.tax_rate_percent}%"
+                for group in totals.groups
+            )
+            self.bad(
+                "invoice totals: the bundle says subtotal {}, tax {}, total {}; its lines give "
+                "{}, {}, {} (tax per rate: {})".format(
+                    *(invoice[f"invoice_{n}"] for n in ("subtotal", "tax", "total")),
+                    totals.subtotal,
+                    totals.tax,
+                    totals.total,
+                    groups or "none",
+                )
+            )
+
+    def _single_rate_totals(
+        self, invoice: Mapping[str, Any], every: list[Mapping[str, Any]]
+    ) -> Totals:
         rates = [
             Decimal(line["detail"]["terms_tax_rate_percent"])
             if "detail" in line
@@ -525,19 +587,9 @@ class _Checker:
         rate = Decimal(invoice["tax_rate_percent"])
         if rates:
             self.same("invoice tax rate percent", rate, max(rates))
-        amounts = [Decimal(line["amount"]) for line in every]
-        totals = invoice_totals(lines=amounts, tax_rate_percent=rate)
-        stated = [_dec(invoice[f"invoice_{name}"]) for name in ("subtotal", "tax", "total")]
-        if stated != [totals.subtotal, totals.tax, totals.total]:
-            self.bad(
-                "invoice totals: the bundle says subtotal {}, tax {}, total {}; its lines give "
-                "{}, {}, {}".format(
-                    *(invoice[f"invoice_{n}"] for n in ("subtotal", "tax", "total")),
-                    totals.subtotal,
-                    totals.tax,
-                    totals.total,
-                )
-            )
+        return invoice_totals(
+            lines=[Decimal(line["amount"]) for line in every], tax_rate_percent=rate
+        )
 
 
 def _span(window: tuple[datetime, datetime] | None) -> str:

@@ -431,30 +431,67 @@ def sla_credit(
 
 
 @dataclass(frozen=True, slots=True)
+class RateGroup:
+    """The lines of an invoice taxed at one rate: their sum, and its tax rounded once."""
+
+    tax_rate_percent: Decimal
+    subtotal: Decimal
+    tax: Decimal
+
+    @property
+    def total(self) -> Decimal:
+        return self.subtotal + self.tax
+
+
+@dataclass(frozen=True, slots=True)
 class Totals:
     subtotal: Decimal
     tax: Decimal
     total: Decimal
+    groups: tuple[RateGroup, ...] = ()
 
 
-def invoice_totals(*, lines: Sequence[Decimal], tax_rate_percent: Number) -> Totals:
-    """Subtotal, tax and total of an invoice.
+def _fen_amount(value: Number) -> Decimal:
+    amount = _dec(value, "An invoice line")
+    if amount != amount.quantize(FEN, rounding=ROUNDING):
+        raise ValueError(f"Invoice line {amount} is not rounded to 0.01 CNY.")
+    return amount
 
-    Rule: every line is already rounded to 0.01 CNY (refused otherwise, ``ValueError``);
-    credits are negative lines. ``subtotal`` = the exact sum of the lines; ``tax =
-    subtotal * tax_rate_percent / 100`` rounded half-up to 0.01 CNY, once, on the
-    subtotal; ``total = subtotal + tax``. So the printed lines plus the printed tax always
-    add up to the printed total, to the fen.
+
+def invoice_totals_by_rate(lines: Sequence[tuple[Number, Number]]) -> Totals:
+    """Subtotal, tax and total of an invoice (or a credit note) whose lines carry their
+    own VAT rate: ``lines`` are (amount, tax rate percent) pairs.
+
+    Rule: every amount is already rounded to 0.01 CNY (refused otherwise, ``ValueError``);
+    credits are negative lines. The lines are grouped by rate (rates compared as numbers,
+    so 6 and 6.00 are one group); per group, ``subtotal`` = the exact sum of its amounts
+    and ``tax = subtotal x rate / 100`` rounded half-up to 0.01 CNY, once per group. The
+    invoice's ``subtotal`` = the sum of the lines, ``tax`` = the sum of the group taxes,
+    ``total = subtotal + tax``. ``groups`` lists the groups by ascending rate. Rounding
+    once per group, not per line: 3 lines of 0.10 at 6% are 0.30 x 6% = 0.018 -> 0.02,
+    where per line each 0.006 -> 0.01 would make 0.03.
     """
-    rate = _non_negative(tax_rate_percent, "tax_rate_percent")
-    amounts = [_dec(line, "An invoice line") for line in lines]
-    for amount in amounts:
-        if amount != amount.quantize(FEN, rounding=ROUNDING):
-            raise ValueError(f"Invoice line {amount} is not rounded to 0.01 CNY.")
+    sums: dict[Decimal, Decimal] = {}
     with localcontext(_CONTEXT):
-        subtotal = sum(amounts, ZERO_CNY).quantize(FEN)  # exact: only fixes the exponent
-        tax = to_fen(subtotal * rate / HUNDRED)
-        return Totals(subtotal=subtotal, tax=tax, total=subtotal + tax)
+        for amount, rate in lines:
+            key = _non_negative(rate, "tax_rate_percent")
+            if key == key.quantize(FEN):
+                key = key.quantize(FEN)  # 6 and 6.00 are one group, printed 6.00
+            sums[key] = sums.get(key, ZERO_CNY) + _fen_amount(amount)
+        groups = tuple(
+            RateGroup(rate, total.quantize(FEN), to_fen(total * rate / HUNDRED))
+            for rate, total in sorted(sums.items())
+        )
+        subtotal = sum((group.subtotal for group in groups), ZERO_CNY)
+        tax = sum((group.tax for group in groups), ZERO_CNY)
+        return Totals(subtotal=subtotal, tax=tax, total=subtotal + tax, groups=groups)
+
+
+def invoice_totals(*, lines: Sequence[Number], tax_rate_percent: Number) -> Totals:
+    """Subtotal, tax and total of an invoice whose lines all carry one rate: one rate
+    group (``invoice_totals_by_rate``), so the tax is rounded once, on the subtotal. The
+    printed lines plus the printed tax always add up to the printed total, to the fen."""
+    return invoice_totals_by_rate([(amount, tax_rate_percent) for amount in lines])
 
 
 # --------------------------------------------------------------------------------------
@@ -807,6 +844,7 @@ __all__ = [
     "DeltaKind",
     "ImpactSegment",
     "NodeRentLine",
+    "RateGroup",
     "SegmentShortfalls",
     "Shortfall",
     "Totals",
@@ -821,6 +859,7 @@ __all__ = [
     "gpu_hour_price",
     "gpu_hours_lost",
     "invoice_totals",
+    "invoice_totals_by_rate",
     "network_cost_share",
     "node_rent_line",
     "overlap_seconds",

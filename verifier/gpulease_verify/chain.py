@@ -27,6 +27,13 @@ version was linked before it; runs linked before terms were links lack both keys
 hashes stand. In a bundle a run link names its hash ``run_hash``, a terms link
 ``terms_hash``.
 
+A *rejudgement* is a third kind of link: a run judged again, after the fact, by the terms
+version that a retroactive (acknowledged) amendment put in force at its slot. The run's own
+link never changes; the rejudgement names it by its hash and says which terms version gave
+which verdict (``rejudgement_content``). A run's effective verdict is that of its latest
+rejudgement (highest index), else its own. In a bundle a rejudgement link names its hash
+``rejudgement_hash``.
+
 This module only computes and reads no database: the server (``benchmarks.chain``) and an
 auditor's ``gpulease-verify`` use the same functions.
 """
@@ -72,6 +79,46 @@ CONTENT_FIELDS = (
 )
 # Added to a run's content when its terms version was linked before it.
 RUN_TERMS_FIELDS = ("link", "terms_hash")
+# What a rejudgement's hash covers ("link" is "rejudgement").
+REJUDGEMENT_FIELDS = (
+    "link",
+    "lease",
+    "run_hash",
+    "terms_version",
+    "terms_hash",
+    "verdict",
+    "rule",
+    "verdict_reason",
+    "judged_at",
+)
+REJUDGEMENT = "rejudgement"
+
+
+def rejudgement_content(
+    *,
+    lease: str,
+    run_hash: str,
+    terms_version: int,
+    terms_hash: str,
+    verdict: str,
+    rule: str,
+    verdict_reason: str,
+    judged_at: str,
+) -> dict[str, Any]:
+    """What a rejudgement's hash covers: the lease reference, the hash of the run judged
+    again, the terms version (number and link hash) it was judged by, the verdict, rule and
+    reason that version gives the run's stored figures, and when (ISO UTC text)."""
+    return {
+        "link": REJUDGEMENT,
+        "lease": lease,
+        "run_hash": run_hash,
+        "terms_version": int(terms_version),
+        "terms_hash": terms_hash,
+        "verdict": verdict,
+        "rule": rule,
+        "verdict_reason": verdict_reason,
+        "judged_at": judged_at,
+    }
 
 
 def link_hash(content: Mapping[str, Any], prev: str) -> str:
@@ -81,8 +128,8 @@ def link_hash(content: Mapping[str, Any], prev: str) -> str:
 
 @dataclass(frozen=True)
 class Link:
-    """One link as stored (or as written in an audit bundle): a run or a terms version.
-    ``run_hash`` is the link's hash whichever it is."""
+    """One link as stored (or as written in an audit bundle): a run, a terms version or a
+    rejudgement. ``run_hash`` is the link's hash whichever it is."""
 
     index: int
     prev_hash: str
@@ -90,12 +137,21 @@ class Link:
     content: Mapping[str, Any]
     run_id: int | None = None
     terms_version: int | None = None
+    rejudgement_id: int | None = None
 
     @classmethod
     def from_dict(cls, entry: Mapping[str, Any]) -> Link:
         """From an audit bundle's run entry (``chain_index``, ``prev_hash``, ``run_hash``,
-        ``content``, ``id``) or terms entry (``terms_hash`` and ``version`` in place of
-        ``run_hash`` and ``id``)."""
+        ``content``, ``id``), terms entry (``terms_hash`` and ``version`` in place of
+        ``run_hash`` and ``id``) or rejudgement entry (``rejudgement_hash``, ``id``)."""
+        if "rejudgement_hash" in entry:
+            return cls(
+                index=entry["chain_index"],
+                prev_hash=entry["prev_hash"],
+                run_hash=entry["rejudgement_hash"],
+                content=entry["content"],
+                rejudgement_id=entry.get("id"),
+            )
         if "run_hash" in entry:
             return cls(
                 index=entry["chain_index"],
@@ -116,7 +172,19 @@ class Link:
     def is_terms(self) -> bool:
         return self.terms_version is not None or self.content.get("link") == "terms"
 
+    @property
+    def is_rejudgement(self) -> bool:
+        return self.rejudgement_id is not None or self.content.get("link") == REJUDGEMENT
+
+    def what(self) -> str:
+        """What the link records, for sentences."""
+        if self.is_terms:
+            return "terms version"
+        return REJUDGEMENT if self.is_rejudgement else "run"
+
     def name(self) -> str:
+        if self.rejudgement_id is not None:
+            return f"chain link {self.index} (rejudgement {self.rejudgement_id})"
         if self.terms_version is not None:
             return f"chain link {self.index} (terms v{self.terms_version})"
         run = f" (run {self.run_id})" if self.run_id is not None else ""
@@ -128,8 +196,8 @@ def short(digest: str) -> str:
 
 
 def verify_chain(links: Iterable[Link | Mapping[str, Any]]) -> list[str]:
-    """Every problem of a stretch of consecutive links (runs and terms versions), as
-    sentences; empty when it holds.
+    """Every problem of a stretch of consecutive links (runs, terms versions and
+    rejudgements), as sentences; empty when it holds.
 
     Checks, in index order: the indexes are contiguous; the first link of a chain (index 1)
     starts from ``GENESIS``; each ``prev_hash`` is the previous link's ``run_hash``; each
@@ -165,8 +233,7 @@ def verify_chain(links: Iterable[Link | Mapping[str, Any]]) -> list[str]:
             problems.append(
                 f"{link.name()}: stored hash {short(link.run_hash)} does not match its "
                 f"content (recomputed {short(recomputed)}); the "
-                f"{'terms version' if link.is_terms else 'run'} was changed after it was "
-                "recorded"
+                f"{link.what()} was changed after it was recorded"
             )
         previous = link
     return problems

@@ -77,7 +77,8 @@ class Anchor:
 
 @dataclass(frozen=True)
 class Links:
-    """The links a bundle carries (runs, and terms versions where the chain has them)."""
+    """The links a bundle carries (runs, and terms versions and rejudgements where the
+    chain has them)."""
 
     by_index: dict[int, tuple[str, str]]  # index -> (hash, prev_hash)
     head: tuple[int, str] | None
@@ -85,10 +86,16 @@ class Links:
     @classmethod
     def of(cls, bundle: Mapping[str, Any]) -> Links:
         found: dict[int, tuple[str, str]] = {}
-        for entry in [*bundle.get("runs", []), *bundle.get("terms", [])]:
+        carried = [*bundle.get("runs", []), *bundle.get("terms", [])]
+        for entry in [*carried, *bundle.get("rejudgements", [])]:
             index = entry.get("chain_index")
             if isinstance(index, int):
-                digest = entry.get("run_hash") or entry.get("terms_hash") or ""
+                digest = (
+                    entry.get("run_hash")
+                    or entry.get("terms_hash")
+                    or entry.get("rejudgement_hash")
+                    or ""
+                )
                 found[index] = (digest, entry.get("prev_hash") or "")
         head = (bundle.get("chain") or {}).get("head")
         return cls(found, (head["index"], head["hash"]) if head else None)

@@ -17,6 +17,12 @@ Per segment of the billed window (the window cut where a terms version takes eff
 
 Then one ``sla_credit`` line when the credit is not zero. A line is keyed by its kind,
 terms version and segment; adjustment lines are checked on their own figures.
+
+Each line carries the VAT rate of its price component, from its terms version: node rent
+``rent_tax_rate_percent`` (a version from before that field existed: its
+``tax_rate_percent``, see ``gpulease_verify.terms.LATER_FIELDS``), every other line the
+network service's ``tax_rate_percent``; the SLA credit that of the version whose tiers it
+applies.
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ from gpulease_verify.calculations import (
 )
 from gpulease_verify.canonical import iso_utc
 from gpulease_verify.money import ROUNDING, to_fen
+from gpulease_verify.terms import later_field
 
 QUANTITY = Decimal("0.000001")
 ZERO = Decimal("0.00")
@@ -61,6 +68,7 @@ class Expected:
     unit_price: Decimal
     amount: Decimal
     detail: dict[str, Any]
+    tax_rate_percent: Decimal | None = None
 
     @property
     def key(self) -> tuple[Any, ...]:
@@ -76,6 +84,16 @@ def fraction(covered: int, month_seconds: int) -> Decimal:
     return prorate(
         monthly_amount=1, covered_seconds=covered, period_seconds=month_seconds
     ).quantize(QUANTITY, rounding=ROUNDING)
+
+
+def rent_rate(terms: Mapping[str, Any]) -> Decimal:
+    """The node rent's VAT rate of a terms entry."""
+    return Decimal(later_field(terms, "rent_tax_rate_percent"))
+
+
+def service_rate(terms: Mapping[str, Any]) -> Decimal:
+    """The network service's VAT rate of a terms entry (fee, usage, SLA credit)."""
+    return Decimal(terms["tax_rate_percent"])
 
 
 def segment_lines(
@@ -118,6 +136,7 @@ def segment_lines(
                 rate,
                 rent.amount,
                 {"node_seconds": rent.node_seconds, "segment_seconds": seconds},
+                rent_rate(terms),
             )
         )
     mode, fee = terms["billing_mode"], Decimal(terms["network_fee_per_month"])
@@ -135,6 +154,7 @@ def segment_lines(
                 fee,
                 amount,
                 {"segment_seconds": seconds},
+                service_rate(terms),
             )
         )
     inside = [(length, size) for slot, length, size in samples if lo <= slot < hi]
@@ -151,6 +171,7 @@ def segment_lines(
                 price,
                 traffic_charge(total_bytes=total, price_per_gb=price),
                 {"bytes": total, "segment_seconds": seconds},
+                service_rate(terms),
             )
         )
     elif mode == "p95":
@@ -173,6 +194,7 @@ def segment_lines(
                 price,
                 amount,
                 {"p95_bps": p95, "billable_mbps": mbps, "segment_seconds": seconds},
+                service_rate(terms),
             )
         )
     return lines
@@ -244,5 +266,7 @@ __all__ = [
     "Expected",
     "expected_lines",
     "overlapping",
+    "rent_rate",
+    "service_rate",
     "stated_key",
 ]

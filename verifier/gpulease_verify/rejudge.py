@@ -20,6 +20,15 @@ equal the run's. With ``raw_output`` in the entry: its sha256 must be the conten
 ``raw_sha256`` (``stderr`` likewise), and re-parsing it (a node check with the node's
 ports from the bundle's ``nodes``) must give the content's ``parsed``, ``measured_bps`` and
 ``latency_us``.
+
+Rejudgements (``check_rejudgements``): a run judged again by the terms version that a
+retroactive, acknowledged amendment put in force at its slot. Each must name a run of the
+bundle by its hash and come after it in the chain; the terms version it names must be in
+the bundle with that hash, linked before the rejudgement, and be the version in force at
+the run's slot among those linked before it (the latest ``effective_from`` not after the
+slot); and judging the run's stored figures by that version (``judge_again``, the same
+rules as above) must give its verdict, rule and reason. A run's effective verdict is its
+latest rejudgement's (``effective``), else its own.
 """
 
 from __future__ import annotations
@@ -30,8 +39,9 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
-from gpulease_verify import verdicts
+from gpulease_verify import chain, verdicts
 from gpulease_verify.canonical import canonical_json, number_text
+from gpulease_verify.canonical import parse_instant as _at
 from gpulease_verify.interpret import (
     ALL_REDUCE_PERF,
     COUNTERS,
@@ -278,6 +288,162 @@ class Rejudge:
             )
 
 
+NO_VERDICT = verdicts.Judgement(verdicts.Verdict.NONE, "", "")
+
+
+def judge_again(content: Mapping[str, Any], terms: verdicts.TermsView) -> verdicts.Judgement | None:
+    """The judgement ``terms`` give a run's stored figures (its hashed ``content``), by the
+    rules ``Rejudge`` re-judges runs with: no verdict (empty rule and reason) for a run that
+    did not end ok, a counters run, or one that carries no figure to judge. None when the
+    figures alone cannot decide (a link check parsed before ports carried their rate)."""
+    if content["state"] != "ok" or content["tool"] == COUNTERS:
+        return NO_VERDICT
+    checker = Rejudge({})
+    judgement = checker.from_figures({"id": None, "content": content}, terms)
+    if judgement is None:
+        return None if checker.rate_unknown else NO_VERDICT
+    return judgement
+
+
+def rejudgement_name(entry: Mapping[str, Any]) -> str:
+    return f"rejudgement {entry.get('id')} (chain link {entry.get('chain_index')})"
+
+
+def effective(bundle: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    """Run hash -> the content of its latest rejudgement in the bundle (highest index): the
+    run's effective verdict and the terms version it counts under."""
+    latest: dict[str, Mapping[str, Any]] = {}
+    index: dict[str, int] = {}
+    for entry in bundle.get("rejudgements", []):
+        content = entry.get("content") or {}
+        run_hash, at = content.get("run_hash"), entry.get("chain_index")
+        if isinstance(run_hash, str) and isinstance(at, int) and at > index.get(run_hash, -1):
+            latest[run_hash], index[run_hash] = content, at
+    return latest
+
+
+def links_in_range(bundle: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The rejudgement entries whose chain index lies within the bundle's chain range (the
+    runs' first to last index): links of that stretch, checked with the runs."""
+    meta = bundle.get("chain") or {}
+    first, last = meta.get("first_index"), meta.get("last_index")
+    if first is None or last is None:
+        return []
+    return [
+        entry
+        for entry in bundle.get("rejudgements", [])
+        if isinstance(entry.get("chain_index"), int) and first <= entry["chain_index"] <= last
+    ]
+
+
+def _in_force(
+    terms: Mapping[int, Mapping[str, Any]], slot_at: str, before: int
+) -> Mapping[str, Any] | None:
+    """The terms version in force at ``slot_at`` among those linked before index
+    ``before`` (a version from before terms were links has no index and counts)."""
+    slot = _at(slot_at)
+    known = [
+        entry
+        for entry in terms.values()
+        if (entry.get("chain_index") is None or entry["chain_index"] < before)
+        and _at(entry["effective_from"]) <= slot
+    ]
+    return max(known, key=lambda entry: _at(entry["effective_from"])) if known else None
+
+
+def _outside_links(entries: list[Mapping[str, Any]]) -> list[str]:
+    """The chain check of rejudgements outside the runs' stretch (re-rated after it): each
+    group of consecutive indexes is a stretch of its own, anchored on its first link."""
+    problems: list[str] = []
+    group: list[Mapping[str, Any]] = []
+    for entry in sorted(entries, key=lambda e: e["chain_index"]):
+        if group and entry["chain_index"] != group[-1]["chain_index"] + 1:
+            problems += chain.verify_chain(group)
+            group = []
+        group.append(entry)
+    return problems + (chain.verify_chain(group) if group else [])
+
+
+def _check_rejudgement(
+    entry: Mapping[str, Any],
+    reference: str,
+    runs: Mapping[str, Mapping[str, Any]],
+    terms: Mapping[int, Mapping[str, Any]],
+) -> tuple[list[str], list[str]]:
+    label = rejudgement_name(entry)
+    content = entry.get("content") or {}
+    if set(content) != set(chain.REJUDGEMENT_FIELDS) or content.get("link") != chain.REJUDGEMENT:
+        return [f"{label}: its content is not a rejudgement's ({', '.join(sorted(content))})"], []
+    problems: list[str] = []
+    if content["lease"] != reference:
+        problems.append(f"{label} is a rejudgement of lease {content['lease']}, not {reference}")
+    run = runs.get(content["run_hash"])
+    if run is None:
+        return problems, [
+            f"{label} re-judges run {chain.short(content['run_hash'])}, which is outside this "
+            "bundle: its link is checked, its verdict is not"
+        ]
+    index = int(entry["chain_index"])
+    label = f"{label} of {name(run)}"
+    if index <= int(run["chain_index"]):
+        problems.append(
+            f"{label} comes before the run it re-judges (chain link {run['chain_index']})"
+        )
+    version = int(content["terms_version"])
+    stated = terms.get(version)
+    if stated is None:
+        return [*problems, f"{label} names terms v{version}, which is not in the bundle"], []
+    if stated.get("terms_hash") != content["terms_hash"]:
+        problems.append(
+            f"{label} names terms v{version} with hash {chain.short(content['terms_hash'])}, "
+            f"but the bundle's terms v{version} has hash "
+            f"{chain.short(stated.get('terms_hash') or '')}"
+        )
+    if stated.get("chain_index") is None or stated["chain_index"] >= index:
+        problems.append(f"{label} names terms v{version}, which was not linked before it")
+    in_force = _in_force(terms, run["content"]["slot_at"], index)
+    if in_force is None or int(in_force["version"]) != version:
+        problems.append(
+            f"{label} names terms v{version}, but the version in force at the run's slot "
+            f"({run['content']['slot_at']}) was "
+            + (f"v{in_force['version']}" if in_force is not None else "none")
+        )
+        return problems, []
+    judgement = judge_again(run["content"], terms_view(stated))
+    if judgement is None:
+        problems.append(f"{label}: the run's figures alone cannot be judged again")
+        return problems, []
+    for field, said, recomputed in (
+        ("verdict", content["verdict"], judgement.verdict),
+        ("rule", content["rule"], judgement.rule),
+        ("reason", content["verdict_reason"], judgement.reason),
+    ):
+        if said != recomputed:
+            problems.append(
+                f"{label}: the bundle's {field} is {said!r}, terms v{version} give {recomputed!r}"
+            )
+    return problems, []
+
+
+def check_rejudgements(bundle: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+    """(mismatches, notes) of every rejudgement the bundle carries."""
+    reference = bundle["lease"]["reference"]
+    runs = {entry["run_hash"]: entry for entry in bundle.get("runs", [])}
+    terms = {int(t["version"]): t for t in bundle.get("terms", [])}
+    in_range = {id(entry) for entry in links_in_range(bundle)}
+    entries = sorted(bundle.get("rejudgements", []), key=lambda e: e.get("chain_index") or 0)
+    # A link of the runs' stretch is checked with the runs (``bundle``'s chain check).
+    mismatches = _outside_links([entry for entry in entries if id(entry) not in in_range])
+    notes: list[str] = []
+    for entry in entries:
+        found, said = _check_rejudgement(entry, reference, runs, terms)
+        mismatches += found
+        notes += said
+    if entries:
+        notes.append(f"rejudgements: {len(entries)} checked against the terms in force")
+    return mismatches, notes
+
+
 def _short(value: Any) -> str:
     text = str(value)
     return text if len(text) <= 120 else f"{text[:117]}..."
@@ -293,4 +459,14 @@ def check_runs(bundle: Mapping[str, Any]) -> tuple[list[str], list[str]]:
     return checker.mismatches, checker.notes
 
 
-__all__ = ["Rejudge", "check_runs", "plan_node", "terms_view"]
+__all__ = [
+    "NO_VERDICT",
+    "Rejudge",
+    "check_rejudgements",
+    "check_runs",
+    "effective",
+    "judge_again",
+    "links_in_range",
+    "plan_node",
+    "terms_view",
+]

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from gpulease_verify import chain
@@ -53,8 +54,17 @@ CONTRACT_FIELDS = (
     "price_per_gb",
     "price_per_mbps_p95",
     "tax_rate_percent",
+    "rent_tax_rate_percent",
     "billing_starts_on_acceptance",
 )
+# Contract fields added after versions were first hashed, each with the field whose value
+# it had implicitly before it existed: such a field is in the hashed content only when it
+# differs from that field's value. A version hashed before the field existed (the
+# migration gave it that value) keeps its hash, in the database and in an older bundle
+# that does not carry the field at all; a version where it differs is hashed with it, so
+# it cannot be changed unseen. (``tax_rate_percent`` is the network service's VAT rate;
+# node rent was taxed at it until ``rent_tax_rate_percent`` existed.)
+LATER_FIELDS = {"rent_tax_rate_percent": "tax_rate_percent"}
 ACKNOWLEDGEMENT_FIELDS = ("by", "role", "at", "reason")
 
 
@@ -68,11 +78,26 @@ def _scalar(value: Any) -> str | int | bool | None:
     raise ValueError(f"a terms field holds {type(value).__name__} {value!r}, not JSON text")
 
 
+def _same_number(a: Any, b: Any) -> bool:
+    try:
+        return Decimal(str(a)) == Decimal(str(b))
+    except (InvalidOperation, ValueError):
+        return a == b
+
+
+def later_field(entry: Mapping[str, Any], name: str) -> Any:
+    """A field of ``LATER_FIELDS`` as the entry gives it, or, from an entry written
+    before the field existed, the value of the field it had implicitly."""
+    return entry.get(name, entry[LATER_FIELDS[name]])
+
+
 def terms_content(entry: Mapping[str, Any]) -> dict[str, Any]:
     """What a terms version's hash covers, from its entry (an audit bundle's terms entry,
     or the server's ``terms_fields``). Values are strings, integers, booleans and nulls;
     instants are ISO UTC text as the entry writes them. The acknowledgement becomes four
-    keys, all null when there is none."""
+    keys, all null when there is none. A field of ``LATER_FIELDS`` is left out while it
+    equals (as a number) the field it replaces, as versions hashed before it existed were
+    hashed without it."""
     ack = entry.get("acknowledgement")
     content: dict[str, Any] = {
         "link": "terms",
@@ -81,8 +106,12 @@ def terms_content(entry: Mapping[str, Any]) -> dict[str, Any]:
         "effective_from": entry["effective_from"],
         "created_at": entry["created_at"],
         "amendment_reason": entry["amendment_reason"],
-        **{name: _scalar(entry[name]) for name in CONTRACT_FIELDS},
+        **{name: _scalar(entry[name]) for name in CONTRACT_FIELDS if name not in LATER_FIELDS},
     }
+    for name, implicit in LATER_FIELDS.items():
+        value = later_field(entry, name)
+        if not _same_number(value, entry[implicit]):
+            content[name] = _scalar(value)
     for name in ACKNOWLEDGEMENT_FIELDS:
         content[f"acknowledged_{name}"] = None if ack is None else ack[name]
     return content
@@ -189,10 +218,12 @@ def check_terms(bundle: Mapping[str, Any]) -> list[str]:
 __all__ = [
     "ACKNOWLEDGEMENT_FIELDS",
     "CONTRACT_FIELDS",
+    "LATER_FIELDS",
     "RETROACTIVE_TOLERANCE",
     "TENANT_ADMIN",
     "check_terms",
     "is_retroactive",
+    "later_field",
     "links_in_range",
     "terms_content",
 ]

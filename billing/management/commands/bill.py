@@ -145,12 +145,14 @@ def render(summary: dict[str, Any]) -> str:
         rows.append("     (no lines)")
     share = summary["network_cost_share"]
     share_text = "-" if share is None else f"{Decimal(share) * 100:.2f}%"
+    rows.append(f"{'subtotal':>70} {summary['subtotal']:>14}")
+    for group in summary["tax_groups"]:  # tax per rate, rounded once per group
+        label = f"tax {group['tax_rate_percent']}% on {group['subtotal']}"
+        rows.append(f"{label:>70} {group['tax']:>14}")
+    if len(summary["tax_groups"]) != 1:
+        rows.append(f"{'tax':>70} {summary['tax']:>14}")
     rows += [
-        f"{'subtotal':>70} {summary['subtotal']:>14}",
-        f"{'tax ' + summary['tax_rate_percent'] + '%':>70} {summary['tax']:>14}",
         f"{'total':>70} {summary['total']:>14}",
         f"network cost share: {share_text}",
     ]
-    if summary["tax_note"]:
-        rows.append(summary["tax_note"])
     return "\n".join(rows) + "\n"

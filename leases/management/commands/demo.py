@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand
 
-from leases.demo import load_demo
+from leases.demo import load_demo, load_invoices
 
 
 class Command(BaseCommand):
@@ -21,6 +21,7 @@ class Command(BaseCommand):
         from benchmarks.demo_history import load_history
 
         history = load_history(days=options["history_days"])
+        invoices = load_invoices()
         self.stdout.write(
             f"Demo data ready: {result.tenants} tenants, {result.nodes} nodes, "
             f"{result.leases} leases ({result.created} objects created this run)."
@@ -31,6 +32,10 @@ class Command(BaseCommand):
                 "leases (their nodes are not real hosts; the network lab's lease is measured "
                 "for real)."
             )
+        self.stdout.write(
+            f"Invoices: {invoices.issued} issued with an SLA credit, credit note "
+            f"{invoices.credit_note} on it, and the draft of {invoices.draft}."
+        )
         self.stdout.write("Logins (local use only; stored in var/demo-logins.txt):")
         for login in result.logins:
             self.stdout.write(f"  {login.role:<16} {login.username:<18} {login.password}")

@@ -1,0 +1,220 @@
+"""The bundle's billing documents: compliance step by step, the invoice lines (issued, or as
+they would be drafted now), the credit base and SLA credit, the dispute evidence and the
+disputes."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from django.db.models import Q
+
+from benchmarks import chain
+from billing import invoicing, sla
+from billing.models import Dispute, Evidence, Invoice
+from gpulease_verify import credit_base
+from gpulease_verify.bundle import billed_lines
+from gpulease_verify.calculations import sla_credit
+from gpulease_verify.samples import OUTCOMES
+from leases.contract_rules import credit_tiers
+from leases.models import Lease, LeaseTerms
+
+from .plain import _plain
+
+ZERO = Decimal("0.00")
+
+
+def _compliance_doc(summary: sla.SlaSummary) -> dict[str, Any]:
+    def kind(figures: sla.Compliance) -> dict[str, Any]:
+        return {
+            **{name: getattr(figures, name) for name in OUTCOMES},
+            "samples": figures.samples,
+            "measured": figures.measured,
+            "compliance_percent": _plain(figures.percent),
+            "measured_percent": _plain(figures.measured_percent),
+        }
+
+    availability = summary.availability
+    return {
+        "by_kind": {name: kind(figures) for name, figures in sorted(summary.by_kind.items())},
+        "availability": {
+            "available_minutes": availability.available_minutes,
+            "unavailable_minutes": availability.unavailable_minutes,
+            "unknown_minutes": availability.unknown_minutes,
+            "percent": _plain(availability.percent),
+        },
+        "credit_compliance_percent": _plain(summary.credit_compliance_percent),
+    }
+
+
+def _line(line: Any, position: int) -> dict[str, Any]:
+    return {
+        "position": position,
+        "kind": str(line.kind),
+        "description": line.description,
+        "quantity": _plain(line.quantity),
+        "unit": line.unit,
+        "unit_price": _plain(line.unit_price),
+        "amount": _plain(line.amount),
+        "tax_rate_percent": _plain(line.tax_rate_percent),
+        "detail": _plain(line.detail),
+    }
+
+
+def _invoice_doc(lease: Lease, period: str) -> dict[str, Any]:
+    invoice = Invoice.objects.filter(tenant_id=lease.tenant_id, period=period).first()
+    if invoice is not None:
+        lines = invoice.lines.filter(lease=lease).order_by("position")
+        return {
+            "source": "invoice",
+            "id": invoice.pk,
+            "status": invoice.status,
+            "period": invoice.period,
+            "currency": invoice.currency,
+            "tax_rate_percent": _plain(invoice.tax_rate_percent),
+            "invoice_subtotal": _plain(invoice.subtotal),
+            "invoice_tax": _plain(invoice.tax),
+            "invoice_total": _plain(invoice.total),
+            "note": (
+                "the totals are the whole invoice's, tax per rate group; lines are this "
+                "lease's only"
+            ),
+            "lines": [_line(line, line.position) for line in lines],
+            "other_lines": [
+                {
+                    "position": line.position,
+                    "kind": str(line.kind),
+                    "lease": line.lease.reference if line.lease else None,
+                    "amount": _plain(line.amount),
+                    "tax_rate_percent": _plain(line.tax_rate_percent),
+                }
+                for line in invoice.lines.exclude(lease=lease)
+                .select_related("lease")
+                .order_by("position")
+            ],
+        }
+    computed = []
+    if lease.status in invoicing.BILLED_STATUSES:
+        computed = invoicing.lease_lines(lease=lease, period=period, zone=lease.tenant.time_zone)
+    return {
+        "source": "computed",
+        "id": None,
+        "status": None,
+        "period": period,
+        "currency": "CNY",
+        "note": "no invoice drafted yet: the lease's lines as they would be drafted now",
+        "lines": [_line(line, position) for position, line in enumerate(computed, start=1)],
+    }
+
+
+def _base_doc(base: credit_base.CreditBase) -> dict[str, Any]:
+    return {
+        "credit_base": base.basis,
+        "amount": _plain(base.amount),
+        "parts": [
+            {
+                "terms_version": part.span.terms_version,
+                "credit_base": part.span.basis,
+                "start": chain.iso_utc(part.span.start),
+                "end": chain.iso_utc(part.span.end),
+                "amount": _plain(part.amount),
+            }
+            for part in base.parts
+        ],
+    }
+
+
+def _credit_doc(
+    terms: LeaseTerms | None,
+    compliance: Decimal | None,
+    lines: list[dict[str, Any]],
+    spans: list[credit_base.Span],
+    month_seconds: int,
+) -> dict[str, Any] | None:
+    if terms is None:
+        return None
+    fee = sum((Decimal(line["amount"]) for line in lines if line["kind"] == "network_fee"), ZERO)
+    base = credit_base.credit_base(
+        spans=spans, lines=billed_lines(lines), month_seconds=month_seconds
+    )
+    tiers = credit_tiers(terms.credit_tiers)
+    result = sla_credit(
+        base=base.amount,
+        compliance_percent=compliance,
+        tiers=tiers,
+        cap_percent=terms.credit_cap_percent,
+    )
+    return {
+        "terms_version": terms.version,
+        "credit_base": _base_doc(base),
+        "network_fee": _plain(fee),
+        "compliance_percent": _plain(compliance),
+        "tiers": [{"below_percent": str(b), "credit_percent": str(c)} for b, c in tiers],
+        "cap_percent": _plain(terms.credit_cap_percent),
+        "tier_percent": _plain(result.tier_percent),
+        "percent_applied": _plain(result.percent_applied),
+        "capped": result.capped,
+        "reason": str(result.reason),
+        "amount": _plain(result.amount),
+    }
+
+
+def _evidence_doc(lease: Lease, start: datetime, end: datetime) -> list[dict[str, Any]]:
+    items = (
+        Evidence.objects.filter(lease=lease, measured_at__gte=start, measured_at__lt=end)
+        .select_related("terms")
+        .prefetch_related("nodes")
+        .order_by("measured_at", "pk")
+    )
+    return [
+        {
+            "id": item.pk,
+            "tool": item.tool,
+            "measured_at": chain.iso_utc(item.measured_at),
+            "submitted_at": chain.iso_utc(item.created_at),
+            "nodes": sorted(node.hostname for node in item.nodes.all()),
+            "raw_sha256": item.raw_sha256,
+            "parsed": chain.canonical_json(item.parsed),
+            "measured_bps": item.measured_bps,
+            "latency_us": chain.number_text(item.latency_us),
+            "terms_version": item.terms.version,
+            "verdict": item.verdict,
+            "rule": item.rule,
+            "verdict_reason": item.verdict_reason,
+        }
+        for item in items
+    ]
+
+
+def _disputes_doc(lease: Lease, period: str, start: datetime, end: datetime) -> list[Any]:
+    disputes = (
+        Dispute.objects.filter(lease=lease)
+        .filter(Q(created_at__gte=start, created_at__lt=end) | Q(credit_period=period))
+        .prefetch_related("events", "evidence")
+        .order_by("created_at", "pk")
+    )
+    return [
+        {
+            "id": dispute.pk,
+            "state": dispute.state,
+            "probe_run": dispute.probe_run_id,
+            "incident": dispute.incident_id,
+            "invoice": dispute.invoice_id,
+            "reason": dispute.reason,
+            "evidence": sorted(item.pk for item in dispute.evidence.all()),
+            "decision_reason": dispute.decision_reason,
+            "credit_cny": _plain(dispute.credit_cny),
+            "credit_period": dispute.credit_period or None,
+            "events": [
+                {
+                    "at": chain.iso_utc(event.at),
+                    "action": event.action,
+                    "reason": event.reason,
+                    "detail": _plain(event.detail),
+                }
+                for event in dispute.events.all()
+            ],
+        }
+        for dispute in disputes
+    ]

@@ -1,0 +1,278 @@
+"""Building a bundle (reads the database): ``build_bundle``, the terms versions and billed
+window it records, and the formulas it states."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db.models import Max, Min
+from django.utils import timezone
+
+from benchmarks import chain
+from benchmarks.models import ProbeRun, effective_terms_id, with_effective_judgement
+from billing import checkpoints, invoicing, metering, sla
+from billing.models import HourlyRollup
+from gpulease_verify.bundle import FORMAT
+from gpulease_verify.periods import Period
+from gpulease_verify.terms import terms_content
+from leases.models import Lease, LeaseTerms
+from leases.selectors import TermsTimeline
+
+from .billing_docs import (
+    _compliance_doc,
+    _credit_doc,
+    _disputes_doc,
+    _evidence_doc,
+    _invoice_doc,
+)
+from .plain import _plain
+from .runs import (
+    _acceptance_doc,
+    _assignments_doc,
+    _nodes_doc,
+    _rejudgement_entry,
+    _rejudgements_doc,
+    _run_entry,
+)
+
+TERMS_FIELDS = ("version", "effective_from", "amendment_reason", *LeaseTerms.CONTRACT_FIELDS)
+ROLLUP_FIELDS = (
+    "passed",
+    "failed",
+    "unknown",
+    "excluded",
+    "informational",
+    "measured",
+    "available_minutes",
+    "unavailable_minutes",
+    "unknown_minutes",
+)
+FORMULAS = {
+    "outcome": (
+        "per scheduled run: excluded if skipped or its slot is inside a maintenance window of "
+        "its terms version (tenant zone); unknown if failed, timeout, unreachable, unparsable "
+        "or missed; passed/failed by its verdict; informational otherwise"
+    ),
+    "counted": "trigger is schedule and window_start <= UTC hour of slot_at < window_end",
+    "compliance_percent": "passed / (passed + failed + unknown) x 100, half-up to 0.001",
+    "measured_percent": "passed / (passed + failed) x 100, half-up to 0.001",
+    "availability": (
+        "per link slot (every node's run of that slot): skipped if any run is excluded; its "
+        "minutes (deadline_at - slot_at, whole minutes) are unavailable if any failed, "
+        "available if all passed, unknown otherwise; percent = available / all x 100, "
+        "half-up to 0.001"
+    ),
+    "credit_compliance_percent": "the lower of throughput compliance_percent and availability",
+    "credit": (
+        "min(largest credit_percent of the tiers whose below_percent > compliance, cap) % of "
+        "the credit base, half-up to 0.01, negative; tiers and cap of the terms version in "
+        "force at the end of the window; the base is, per terms version over its part of the "
+        "window, what its credit_base names: its network_fee lines, its usage_gb and "
+        "usage_p95 lines, or contracted_base_per_month x seconds / month_seconds half-up "
+        "to 0.01"
+    ),
+}
+
+
+def _terms(version: LeaseTerms, in_force: bool) -> dict[str, Any]:
+    """A terms version with its link of the chain: its fields (created_at and the
+    acknowledgement among them), chain_index, prev_hash, terms_hash and the content its
+    hash covers (``gpulease_verify.terms.terms_content`` of those fields)."""
+    entry = chain.terms_fields(version)
+    return {
+        **entry,
+        "chain_index": version.chain_index,
+        "prev_hash": version.prev_hash,
+        "terms_hash": version.terms_hash,
+        "content": terms_content(entry),
+        "in_force_during_period": in_force,
+    }
+
+
+def _links_between(version: LeaseTerms, first: int | None, last: int | None) -> bool:
+    """Whether a terms version is a link of the bundle's stretch of the chain (between its
+    first and last run), so the stretch has no gap."""
+    index = version.chain_index
+    return None not in (index, first, last) and first <= index <= last  # type: ignore[operator]
+
+
+Window = tuple[datetime | None, datetime | None, datetime | None, str]
+
+
+def _window(lease: Lease, timeline: TermsTimeline, start: datetime, end: datetime) -> Window:
+    """The billed window exactly as invoicing cuts it: (start, end, billing_start, note)."""
+    lo = max(start, lease.starts_at)
+    hi = min(end, lease.ends_at) if lease.ends_at else end
+    accepted = None
+    if invoicing._requires_acceptance(timeline):
+        accepted = invoicing.billing_start(lease)
+        if accepted is None:
+            return None, None, None, "the acceptance the terms require has not passed"
+        lo = max(lo, accepted)
+    parts = invoicing.segments(timeline=timeline, start=lo, end=hi) if lo < hi else []
+    if not parts:
+        return None, None, accepted, "the lease was not billed in this period"
+    return parts[0].start, parts[-1].end, accepted, ""
+
+
+def build_bundle(
+    *, lease: Lease, period: str, now: datetime | None = None, include_raw: bool = False
+) -> dict[str, Any]:
+    """The self-contained audit bundle of a lease for a month (tenant zone). Links any
+    finished run not yet in the chain first, so every finished run of the month is in it."""
+    invoicing.check_period(period)
+    now = now or timezone.now()
+    lease = Lease.objects.select_related("tenant").get(pk=lease.pk)
+    chain.link_pending(lease_id=lease.pk, now=now)
+    tenant, zone = lease.tenant, lease.tenant.time_zone
+    start, end = Period.parse(period).bounds(zone)
+    timeline = TermsTimeline.for_lease(lease)
+    versions = list(timeline)
+    in_force = {
+        version.version
+        for i, version in enumerate(versions)
+        if version.effective_from < end
+        and (i + 1 == len(versions) or versions[i + 1].effective_from > start)
+    }
+    window_start, window_end, accepted, window_note = _window(lease, timeline, start, end)
+
+    in_period = ProbeRun.objects.filter(lease=lease, slot_at__gte=start, slot_at__lt=end)
+    bounds = in_period.filter(chain_index__isnull=False).aggregate(
+        lo=Min("chain_index"), hi=Max("chain_index")
+    )
+    runs: list[ProbeRun] = []
+    if bounds["lo"] is not None:
+        runs = list(
+            with_effective_judgement(
+                ProbeRun.objects.filter(
+                    lease=lease, chain_index__gte=bounds["lo"], chain_index__lte=bounds["hi"]
+                )
+            )
+            .select_related("lease", "terms")
+            .prefetch_related("nodes")
+            .order_by("chain_index")
+        )
+    window = (window_start, window_end)
+    by_pk = {version.pk: version for version in versions}
+    run_entries = [
+        _run_entry(
+            run, zone, window, start, end, include_raw, by_pk.get(effective_terms_id(run) or 0)
+        )
+        for run in runs
+    ]
+    rejudgements = _rejudgements_doc(lease, runs, bounds["lo"], bounds["hi"])
+    head = chain.chain_head(lease_id=lease.pk)  # any link; index 0: none yet
+    referenced = {run.terms.version for run in runs if run.terms is not None}
+    referenced |= {item.terms.version for item in rejudgements}
+    terms_doc = [
+        _terms(version, version.version in in_force)
+        for version in sorted(versions, key=lambda version: version.version)
+        if version.version in in_force
+        or version.version in referenced
+        or _links_between(version, bounds["lo"], bounds["hi"])
+    ]
+
+    rollups = HourlyRollup.objects.filter(lease=lease, hour__gte=start, hour__lt=end).order_by(
+        "hour", "kind"
+    )
+    samples = metering.samples_in(lease_id=lease.pk, start=start, end=end)
+    invoice_doc = _invoice_doc(lease, period)
+    compliance_doc = None
+    credit_doc = None
+    if window_start is not None and window_end is not None:
+        summary = sla.evaluate(lease=lease, start=window_start, end=window_end)
+        compliance_doc = {
+            "window_start": chain.iso_utc(window_start),
+            "window_end": chain.iso_utc(window_end),
+            **_compliance_doc(summary),
+            "formulas": FORMULAS,
+        }
+        credit_doc = _credit_doc(
+            timeline.at(window_end - timedelta(microseconds=1)),
+            summary.credit_compliance_percent,
+            invoice_doc["lines"],
+            invoicing.credit_spans(
+                invoicing.segments(timeline=timeline, start=window_start, end=window_end)
+            ),
+            Period.parse(period).seconds(zone),
+        )
+    return {
+        "format": FORMAT,
+        "generated_at": chain.iso_utc(now),
+        "lease": {
+            "id": lease.pk,
+            "reference": lease.reference,
+            "name": lease.name,
+            "status": lease.status,
+            "starts_at": chain.iso_utc(lease.starts_at),
+            "ends_at": chain.iso_utc(lease.ends_at),
+        },
+        "tenant": {"slug": tenant.slug, "name": tenant.name, "time_zone": zone},
+        "period": {
+            "period": period,
+            "time_zone": zone,
+            "start": chain.iso_utc(start),
+            "end": chain.iso_utc(end),
+            "month_seconds": Period.parse(period).seconds(zone),
+        },
+        "terms": terms_doc,
+        "billing_window": {
+            "requires_acceptance": invoicing._requires_acceptance(timeline),
+            "start": chain.iso_utc(window_start),
+            "end": chain.iso_utc(window_end),
+            "billing_start": chain.iso_utc(accepted),
+            "note": window_note,
+            "rule": (
+                "[max(period start, lease start, billing_start), min(period end, lease end)), "
+                "from the first instant a terms version is in force"
+            ),
+        },
+        "chain": {
+            "algorithm": "sha256",
+            "hash_rule": chain.HASH_RULE,
+            "canonical": chain.CANONICAL,
+            "genesis": chain.GENESIS,
+            "first_index": bounds["lo"],
+            "last_index": bounds["hi"],
+            "head": {"index": head[0], "hash": head[1]} if head[0] else None,
+            "unlinked_runs_in_period": in_period.filter(chain_index__isnull=True).count(),
+            "note": (
+                "runs are every link from the first to the last link of a run whose slot is "
+                "in the period; in_period marks those; unlinked runs are not over yet"
+            ),
+        },
+        "runs": run_entries,
+        "rejudgements": [_rejudgement_entry(item) for item in rejudgements],
+        "acceptance_run": _acceptance_doc(lease, accepted),
+        "nodes": _nodes_doc(lease, runs),
+        "assignments": _assignments_doc(lease),
+        "rollups": [
+            {
+                "kind": rollup.kind,
+                "hour": chain.iso_utc(rollup.hour),
+                **{name: getattr(rollup, name) for name in ROLLUP_FIELDS},
+                "sum_bps": _plain(rollup.sum_bps),
+                "min_bps": rollup.min_bps,
+                "max_bps": rollup.max_bps,
+            }
+            for rollup in rollups
+        ],
+        "traffic_samples": [
+            {
+                "slot_at": chain.iso_utc(sample.slot_at),
+                "seconds": sample.seconds,
+                "tx_bytes": _plain(sample.tx_bytes),
+                "nodes": sample.nodes,
+                "resets": sample.resets,
+                "wraps": sample.wraps,
+            }
+            for sample in samples.order_by("slot_at")
+        ],
+        "compliance": compliance_doc,
+        "credit": credit_doc,
+        "invoice": invoice_doc,
+        "evidence": _evidence_doc(lease, start, end),
+        "disputes": _disputes_doc(lease, period, start, end),
+        "checkpoints": checkpoints.documents(lease=lease, period=period),
+    }

@@ -1,0 +1,103 @@
+"""An invoice or credit note line as a person reads it, in the active language.
+
+A line's stored ``description`` is English on purpose: a re-draft must be identical whatever
+language it ran in, and the audit bundle hashes what was stored. Pages and documents in
+another language compose the text from the line's kind, lease, terms version, billed span
+and figures instead, so a Chinese invoice reads Chinese throughout."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from django.utils.translation import get_language, gettext, pgettext
+
+from billing.choices import LineKind
+
+UNITS = {
+    "node-month": lambda: pgettext("invoice unit", "node-month"),
+    "month": lambda: pgettext("invoice unit", "month"),
+    "GB": lambda: "GB",
+    "Mbps": lambda: "Mbit/s",
+    "percent": lambda: "%",
+    "adjustment": lambda: pgettext("invoice unit", "item"),
+}
+
+
+def unit_text(unit: str) -> str:
+    """An invoice unit in the active language ("Mbps" is written Mbit/s, as everywhere)."""
+    label = UNITS.get(unit)
+    return label() if label else unit
+
+
+def _local(value: str | None, zone: str) -> str:
+    if not value:
+        return ""
+    instant = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    return instant.astimezone(ZoneInfo(zone)).strftime("%Y-%m-%d %H:%M")
+
+
+def _number(value: Any) -> str:
+    text = f"{Decimal(str(value)).normalize():f}"
+    return text
+
+
+def line_text(line: Any) -> str:
+    """The description of an invoice line (or a credit note line, through its original
+    line) in the active language."""
+    if (get_language() or "en").startswith("en"):
+        return str(line.description)
+    original = getattr(line, "original_line", None)
+    if original is not None:
+        return gettext("Correction of line %(position)s: %(text)s") % {
+            "position": original.position,
+            "text": line_text(original),
+        }
+    detail = line.detail or {}
+    zone = detail.get("time_zone") or "Asia/Shanghai"
+    reference = line.lease.reference if getattr(line, "lease", None) else ""
+    kind = str(LineKind(line.kind).label)
+    if line.kind == LineKind.ADJUSTMENT:
+        if "dispute" in detail:
+            return gettext("Credit for dispute #%(dispute)s on %(lease)s") % {
+                "dispute": detail["dispute"],
+                "lease": reference,
+            }
+        adjusted = detail.get("adjusted_kind")
+        return gettext(
+            "Adjustment for %(period)s: %(kind)s of %(lease)s recomputed from late results: "
+            "%(old)s → %(new)s"
+        ) % {
+            "period": detail.get("adjusted_period", ""),
+            "kind": str(LineKind(adjusted).label) if adjusted else kind,
+            "lease": reference,
+            "old": detail.get("finalised_amount", ""),
+            "new": detail.get("recomputed_amount", ""),
+        }
+    if line.kind == LineKind.SLA_CREDIT:
+        return gettext(
+            "%(kind)s, %(lease)s: compliance %(compliance)s%% from %(start)s to %(end)s, "
+            "%(percent)s%% of the credit base"
+        ) % {
+            "kind": kind,
+            "lease": reference,
+            "compliance": detail.get("compliance_percent", ""),
+            "start": _local(detail.get("window_start"), zone),
+            "end": _local(detail.get("window_end"), zone),
+            "percent": detail.get("percent_applied", ""),
+        }
+    return gettext(
+        "%(kind)s, %(lease)s (terms v%(version)s), %(start)s to %(end)s: "
+        "%(quantity)s %(unit)s at ¥%(price)s"
+    ) % {
+        "kind": kind,
+        "lease": reference,
+        "version": detail.get("terms_version", ""),
+        "start": _local(detail.get("segment_start"), zone),
+        "end": _local(detail.get("segment_end"), zone),
+        "quantity": _number(line.quantity),
+        "unit": unit_text(line.unit),
+        "price": _number(line.unit_price),
+    }

@@ -1,0 +1,452 @@
+"""The lines of one lease for one month (package docstring, rule 5): node rent, network
+fee and usage per segment, then the SLA credit; each with the VAT rate of its price
+component (rule 7). Also the lease's credit for the month, the one computation every face
+shows."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, replace
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from django.db.models import Count, Max, Min
+
+from billing import metering, sla
+from billing.choices import LineKind
+from billing.invoicing.computed import (
+    FIXED_FEE_MODES,
+    KIND_ORDER,
+    QUANTITY,
+    USAGE_KINDS,
+    ZERO,
+    ComputedLine,
+    Month,
+    fraction,
+    iso,
+    local,
+    money,
+)
+from billing.invoicing.windows import (
+    Segment,
+    billed_leases,
+    billing_start,
+    requires_acceptance,
+    segments,
+)
+from gpulease_verify import credit_base
+from gpulease_verify import window as billed_window
+from gpulease_verify.calculations import (
+    P95_DROP_PERCENT,
+    CreditResult,
+    billable_mbps,
+    bytes_to_gb,
+    network_cost_share,
+    node_rent_line,
+    overlap_seconds,
+    prorate,
+    sla_credit,
+    traffic_charge,
+)
+from gpulease_verify.money import ROUNDING, to_fen
+from leases.choices import BillingMode
+from leases.contract_rules import credit_tiers
+from leases.models import Lease, LeaseTerms, NodeAssignment, Tenant
+from leases.selectors import TermsTimeline
+
+
+def _span(segment: Segment, zone: str) -> str:
+    return f"{local(segment.start, zone)} to {local(segment.end, zone)}"
+
+
+def _rent_line(
+    lease: Lease, segment: Segment, month: Month, assignments: list[NodeAssignment]
+) -> ComputedLine | None:
+    rate = segment.terms.node_rent_per_month
+    clipped: list[tuple[datetime, datetime]] = []
+    used: list[dict[str, Any]] = []
+    spans = billed_window.assignment_spans(
+        assignments=[(a.assigned_from, a.assigned_until) for a in assignments],
+        lease_end=lease.ends_at,
+        segment=(segment.start, segment.end),
+    )
+    for assignment, span in zip(assignments, spans, strict=True):
+        if span is None:
+            continue
+        lo, hi = span
+        clipped.append((lo, hi))
+        used.append(
+            {
+                "node": assignment.node.hostname,
+                "assigned_from": iso(assignment.assigned_from),
+                "assigned_until": iso(assignment.assigned_until),
+                "seconds_in_segment": overlap_seconds(
+                    start=lo, end=hi, period_start=lo, period_end=hi
+                ),
+            }
+        )
+    if not clipped:
+        return None
+    # The period is the whole month, so the denominator is the month's seconds; the
+    # assignments are already clipped to the segment.
+    rent = node_rent_line(
+        monthly_rate=rate, assignments=clipped, period_start=month.start, period_end=month.end
+    )
+    quantity = fraction(rent.node_seconds, month.seconds)
+    return ComputedLine(
+        lease=lease,
+        kind=LineKind.NODE_RENT,
+        description=(
+            f"Node rent, {lease.reference} (terms v{segment.terms.version}), "
+            f"{_span(segment, month.zone)}: {quantity} node-months at {money(rate)}"
+        ),
+        quantity=quantity,
+        unit="node-month",
+        unit_price=rate,
+        amount=rent.amount,
+        detail={
+            **month.describe(),
+            **segment.describe(),
+            "node_seconds": rent.node_seconds,
+            "monthly_rate": money(rate),
+            "assignments": used,
+            "rule": "monthly_rate x node_seconds / month_seconds, half-up to 0.01",
+        },
+        tax_rate_percent=segment.terms.rent_tax_rate_percent,
+    )
+
+
+def _fee_line(lease: Lease, segment: Segment, month: Month) -> ComputedLine | None:
+    terms = segment.terms
+    fee = terms.network_fee_per_month
+    if terms.billing_mode not in FIXED_FEE_MODES or fee == 0 or segment.seconds == 0:
+        return None
+    amount = to_fen(
+        prorate(monthly_amount=fee, covered_seconds=segment.seconds, period_seconds=month.seconds)
+    )
+    quantity = fraction(segment.seconds, month.seconds)
+    return ComputedLine(
+        lease=lease,
+        kind=LineKind.NETWORK_FEE,
+        description=(
+            f"Network fee, {lease.reference} (terms v{terms.version}, "
+            f"{terms.contracted_bandwidth_gbps} Gbps, {terms.billing_mode}), "
+            f"{_span(segment, month.zone)}: {quantity} month at {money(fee)}"
+        ),
+        quantity=quantity,
+        unit="month",
+        unit_price=fee,
+        amount=amount,
+        detail={
+            **month.describe(),
+            **segment.describe(),
+            "billing_mode": terms.billing_mode,
+            "contracted_bandwidth_gbps": str(terms.contracted_bandwidth_gbps),
+            "monthly_fee": money(fee),
+            "rule": "monthly_fee x segment_seconds / month_seconds, half-up to 0.01",
+        },
+        tax_rate_percent=terms.tax_rate_percent,
+    )
+
+
+def _sample_facts(lease: Lease, segment: Segment) -> dict[str, Any]:
+    samples = metering.samples_in(lease_id=lease.pk, start=segment.start, end=segment.end)
+    facts = samples.aggregate(count=Count("pk"), first=Min("slot_at"), last=Max("slot_at"))
+    return {
+        "samples": facts["count"],
+        "first_slot": iso(facts["first"]),
+        "last_slot": iso(facts["last"]),
+    }
+
+
+def _usage_line(lease: Lease, segment: Segment, month: Month) -> ComputedLine | None:
+    terms = segment.terms
+    if terms.billing_mode == BillingMode.PER_GB:
+        price = terms.price_per_gb
+        total = metering.traffic_bytes(lease_id=lease.pk, start=segment.start, end=segment.end)
+        quantity = bytes_to_gb(total).quantize(QUANTITY, rounding=ROUNDING)
+        return ComputedLine(
+            lease=lease,
+            kind=LineKind.USAGE_GB,
+            description=(
+                f"Traffic, {lease.reference} (terms v{terms.version}), "
+                f"{_span(segment, month.zone)}: {quantity} GB at {price}"
+            ),
+            quantity=quantity,
+            unit="GB",
+            unit_price=price,
+            amount=traffic_charge(total_bytes=total, price_per_gb=price),
+            detail={
+                **month.describe(),
+                **segment.describe(),
+                **_sample_facts(lease, segment),
+                "bytes": total,
+                "price_per_gb": str(price),
+                "rule": "bytes / 10^9 x price_per_gb, half-up to 0.01",
+            },
+            tax_rate_percent=terms.tax_rate_percent,
+        )
+    if terms.billing_mode == BillingMode.P95:
+        price = terms.price_per_mbps_p95
+        facts = _sample_facts(lease, segment)
+        p95 = metering.p95_bps(lease_id=lease.pk, start=segment.start, end=segment.end)
+        mbps = billable_mbps(p95) if p95 is not None else ZERO
+        share = fraction(segment.seconds, month.seconds)
+        amount = to_fen(
+            prorate(
+                monthly_amount=mbps * price,
+                covered_seconds=segment.seconds,
+                period_seconds=month.seconds,
+            )
+        )
+        return ComputedLine(
+            lease=lease,
+            kind=LineKind.USAGE_P95,
+            description=(
+                f"95th percentile bandwidth, {lease.reference} (terms v{terms.version}), "
+                f"{_span(segment, month.zone)}: {mbps} Mbps at {price} for {share} month"
+            ),
+            quantity=mbps,
+            unit="Mbps",
+            unit_price=price,
+            amount=amount,
+            detail={
+                **month.describe(),
+                **segment.describe(),
+                **facts,
+                "dropped_samples": facts["samples"] * P95_DROP_PERCENT // 100,
+                "p95_bps": None if p95 is None else str(p95),
+                "billable_mbps": str(mbps),
+                "price_per_mbps": str(price),
+                "month_share": str(share),
+                "rule": (
+                    "billable_mbps x price_per_mbps x segment_seconds / month_seconds, "
+                    "half-up to 0.01"
+                ),
+            },
+            tax_rate_percent=terms.tax_rate_percent,
+        )
+    return None
+
+
+@dataclass(frozen=True)
+class LeaseCredit:
+    """A lease's SLA credit for one month: the one computation every face shows (the
+    invoice line, the SLA report, the portal, the API, the audit bundle)."""
+
+    start: datetime  # the billed window: lease dates and acceptance, inside the month
+    end: datetime
+    summary: sla.SlaSummary
+    terms: LeaseTerms  # the version in force at the window's end: tiers and cap
+    base: credit_base.CreditBase  # from the lines actually billed, as each version says
+    result: CreditResult
+
+    @property
+    def compliance(self) -> Decimal | None:
+        return self.summary.credit_compliance_percent
+
+    @property
+    def network_fee(self) -> Decimal:
+        """The base's amount, whatever it is made of (the SLA report's older name)."""
+        return self.base.amount
+
+
+def credit_spans(parts: list[Segment]) -> list[credit_base.Span]:
+    """The segments with what each version's credits are on."""
+    return [
+        credit_base.Span(
+            segment.start,
+            segment.end,
+            segment.terms.version,
+            segment.terms.credit_base,
+            segment.terms.contracted_base_per_month,
+        )
+        for segment in parts
+    ]
+
+
+def _credit(
+    lease: Lease,
+    window: tuple[datetime, datetime],
+    terms: LeaseTerms,
+    base: credit_base.CreditBase,
+) -> LeaseCredit:
+    start, end = window
+    summary = sla.evaluate(lease=lease, start=start, end=end)
+    result = sla_credit(
+        base=base.amount,
+        compliance_percent=summary.credit_compliance_percent,
+        tiers=credit_tiers(terms.credit_tiers),
+        cap_percent=terms.credit_cap_percent,
+    )
+    return LeaseCredit(start, end, summary, terms, base, result)
+
+
+def _credit_line(
+    lease: Lease, outcome: LeaseCredit, month: Month, network_fee: Decimal
+) -> ComputedLine | None:
+    start, end, terms, base = outcome.start, outcome.end, outcome.terms, outcome.base
+    summary, compliance, credit = outcome.summary, outcome.compliance, outcome.result
+    tiers = credit_tiers(terms.credit_tiers)
+    if credit.amount == 0:
+        return None
+    throughput, availability = summary.throughput, summary.availability
+    return ComputedLine(
+        lease=lease,
+        kind=LineKind.SLA_CREDIT,
+        description=(
+            f"SLA credit, {lease.reference}: compliance {compliance}% from "
+            f"{local(start, month.zone)} to {local(end, month.zone)}, "
+            f"{credit.percent_applied}% of {base.name()}"
+            + (f" (tier {credit.tier_percent}% capped)" if credit.capped else "")
+        ),
+        quantity=credit.percent_applied,
+        unit="percent",
+        unit_price=base.amount,
+        amount=credit.amount,
+        detail={
+            **month.describe(),
+            "terms_version": terms.version,
+            "window_start": iso(start),
+            "window_end": iso(end),
+            "compliance_percent": str(compliance),
+            "throughput": {
+                "passed": throughput.passed,
+                "failed": throughput.failed,
+                "unknown": throughput.unknown,
+                "excluded": throughput.excluded,
+                "percent": None if throughput.percent is None else str(throughput.percent),
+                "measured_percent": (
+                    None
+                    if throughput.measured_percent is None
+                    else str(throughput.measured_percent)
+                ),
+            },
+            "availability": {
+                "available_minutes": availability.available_minutes,
+                "unavailable_minutes": availability.unavailable_minutes,
+                "unknown_minutes": availability.unknown_minutes,
+                "percent": None if availability.percent is None else str(availability.percent),
+            },
+            "tiers": [{"below_percent": str(b), "credit_percent": str(c)} for b, c in tiers],
+            "tier_percent": str(credit.tier_percent),
+            "cap_percent": str(terms.credit_cap_percent),
+            "percent_applied": str(credit.percent_applied),
+            "capped": credit.capped,
+            "reason": str(credit.reason),
+            "credit_base": base.basis,
+            "credit_base_amount": money(base.amount),
+            "credit_base_parts": [
+                {
+                    "terms_version": part.span.terms_version,
+                    "credit_base": part.span.basis,
+                    "start": iso(part.span.start),
+                    "end": iso(part.span.end),
+                    "amount": money(part.amount),
+                }
+                for part in base.parts
+            ],
+            "network_fee": money(network_fee),
+            "rule": (
+                "min(tier for compliance, cap) % of the credit base, half-up to 0.01, "
+                "negative; the base per terms version: its network fee lines, its usage "
+                "lines, or its contracted base fee x segment_seconds / month_seconds; "
+                "compliance = lower of throughput and availability"
+            ),
+        },
+        # A credit reduces the network service: the service rate of the version whose
+        # tiers and cap it applies (in force at the window's end).
+        tax_rate_percent=terms.tax_rate_percent,
+    )
+
+
+def lease_share(lines: list[ComputedLine]) -> Decimal | None:
+    def total(*kinds: str) -> Decimal:
+        return sum((line.amount for line in lines if line.kind in kinds), ZERO)
+
+    return network_cost_share(
+        node_rent=total(LineKind.NODE_RENT),
+        network_fee=total(LineKind.NETWORK_FEE),
+        usage=total(*USAGE_KINDS),
+    )
+
+
+def lease_lines(*, lease: Lease, period: str, zone: str) -> list[ComputedLine]:
+    """The lines of one lease for one month, computed and not saved (see the package
+    docstring for the rules). No lines while an acceptance the terms require has not
+    passed."""
+    return _lease_month(lease, period, zone)[0]
+
+
+def lease_credit(*, lease: Lease, period: str) -> LeaseCredit | None:
+    """The lease's SLA credit for the month, on the base its terms name, from the lines its
+    invoice carries (so prorated and amended months agree with the invoice to the fen);
+    None when nothing is billed (before acceptance, outside the lease) or the base is 0.
+    For a month in progress it is the credit the samples so far would earn."""
+    return _lease_month(lease, period, lease.tenant.time_zone)[1]
+
+
+def _lease_month(
+    lease: Lease, period: str, zone: str
+) -> tuple[list[ComputedLine], LeaseCredit | None]:
+    month = Month.of(period, zone)
+    timeline = TermsTimeline.for_lease(lease)
+    start = max(month.start, lease.starts_at)
+    end = min(month.end, lease.ends_at) if lease.ends_at else month.end
+    acceptance: dict[str, Any] = {}
+    if requires_acceptance(timeline):
+        accepted = billing_start(lease)
+        if accepted is None:
+            return [], None
+        start = max(start, accepted)
+        acceptance = {"billing_start": iso(accepted), "billing_start_rule": "acceptance passed"}
+    if start >= end:
+        return [], None
+    parts = segments(timeline=timeline, start=start, end=end)
+    assignments = list(
+        NodeAssignment.objects.filter(lease_id=lease.pk, void=False)
+        .select_related("node")
+        .order_by("assigned_from", "node__hostname", "pk")
+    )
+    by_kind: dict[str, list[ComputedLine]] = defaultdict(list)
+    for segment in parts:
+        for line in (
+            _rent_line(lease, segment, month, assignments),
+            _fee_line(lease, segment, month),
+            _usage_line(lease, segment, month),
+        ):
+            if line is not None:
+                by_kind[line.kind].append(line)
+    base = credit_base.credit_base(
+        spans=credit_spans(parts),
+        lines=[
+            credit_base.BilledLine(line.kind, line.detail["terms_version"], line.amount)
+            for kind in (LineKind.NETWORK_FEE, *USAGE_KINDS)
+            for line in by_kind[kind]
+        ],
+        month_seconds=month.seconds,
+    )
+    fee = sum((line.amount for line in by_kind[LineKind.NETWORK_FEE]), ZERO)
+    outcome = None
+    if parts and base.amount > 0:
+        outcome = _credit(lease, (parts[0].start, parts[-1].end), parts[-1].terms, base)
+        credit = _credit_line(lease, outcome, month, fee)
+        if credit is not None:
+            by_kind[LineKind.SLA_CREDIT].append(credit)
+    lines = [line for kind in KIND_ORDER for line in by_kind[kind]]
+    share = lease_share(lines)
+    common = {
+        "lease": lease.reference,
+        "lease_network_cost_share": None if share is None else str(share),
+        **acceptance,
+    }
+    return [replace(line, detail={**line.detail, **common}) for line in lines], outcome
+
+
+def lease_part(tenant: Tenant, period: str) -> list[ComputedLine]:
+    """The lines of every lease the month bills, in reference order."""
+    lines: list[ComputedLine] = []
+    for lease in billed_leases(tenant=tenant, period=period):
+        lines += lease_lines(lease=lease, period=period, zone=tenant.time_zone)
+    return lines

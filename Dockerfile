@@ -1,8 +1,12 @@
-# The portal's CSS framework from the npm registry, at the versions package-lock.json pins.
+# The portal's CSS framework and chart bundle, built from the npm registry at the versions
+# package-lock.json pins, by the same Makefile rules as `make assets`.
 FROM node:20-bookworm-slim AS assets
+RUN apt-get update && apt-get install -y --no-install-recommends make \
+    && rm -rf /var/lib/apt/lists/*
 WORKDIR /build
-COPY package.json package-lock.json ./
-RUN npm ci --no-audit --no-fund --omit=dev --loglevel=error
+COPY package.json package-lock.json Makefile ./
+COPY portal/assets ./portal/assets
+RUN make assets
 
 FROM python:3.11-slim-bookworm
 
@@ -25,7 +29,7 @@ COPY locale ./locale
 COPY manage.py ./
 COPY api ./api
 COPY portal ./portal
-COPY --from=assets /build/node_modules/@picocss/pico/css/pico.min.css ./portal/static/portal/vendor/pico.min.css
+COPY --from=assets /build/portal/static/portal/vendor ./portal/static/portal/vendor
 RUN pip install --no-cache-dir ./verifier . \
     && pip install --no-cache-dir Babel \
     && pybabel -q compile --domain=django --directory=locale \

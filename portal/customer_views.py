@@ -6,6 +6,7 @@ A refusal of a service (ValidationError by field) is shown on the form, with wha
 typed kept."""
 
 import json
+from decimal import Decimal
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -28,7 +29,8 @@ from billing.models import Evidence, EvidenceTool
 from common.instants import InstantFormField
 from common.querysets import is_provider_staff
 from leases.choices import Role
-from leases.models import Lease, NodeAssignment, Tenant
+from leases.models import Lease, LeaseTerms, NodeAssignment, Tenant
+from leases.selectors import TermsTimeline
 from portal import selectors
 
 # --- forms ----------------------------------------------------------------------------
@@ -80,7 +82,7 @@ class TokenForm(forms.Form):
         label=gettext_lazy("Expires at"),
         required=False,
         widget=forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M"),
-        help_text=gettext_lazy("Leave empty for a token that does not expire."),
+        help_text=gettext_lazy("Leave empty for the default expiry."),
     )
 
 
@@ -109,13 +111,43 @@ def _current_hostnames(request: HttpRequest, lease: Lease) -> list[str]:
     )
 
 
+# The guide's bandwidth tiers (DOMAIN.md: 25 Gbps RoCE the multi-node floor, 100G the
+# value choice, 400G InfiniBand for the largest clusters).
+GUIDE_TIERS_GBPS = (Decimal(25), Decimal(100), Decimal(200), Decimal(400))
+
+
+def _guide(request: HttpRequest, lease: Lease) -> dict[str, Any]:
+    """What the measuring guide fills in: the lease's nodes with their GPUs for mpirun,
+    the terms in force now, and the figure each tier passes at under the default SLA
+    threshold."""
+    instant = selectors.now()
+    nodes = list(
+        NodeAssignment.objects.visible_to(request.user)
+        .filter(lease=lease)
+        .in_force_at(instant)
+        .order_by("node__hostname")
+        .values_list("node__hostname", "node__gpu_count")
+    )
+    terms = TermsTimeline(LeaseTerms.objects.visible_to(request.user).filter(lease=lease)).at(
+        instant
+    )
+    default = LeaseTerms._meta.get_field("sla_threshold_percent").get_default()
+    return {
+        "terms": terms,
+        "mpi_hosts": ",".join(f"{name}:{gpus}" for name, gpus in nodes),
+        "mpi_ranks": sum(gpus for _name, gpus in nodes),
+        "default_threshold": default,
+        "tiers": [(tier, tier * default / 100) for tier in GUIDE_TIERS_GBPS],
+    }
+
+
 @login_required
 def evidence_upload(request: HttpRequest, pk: int) -> HttpResponse:
     """The form for a measurement of one's own, beside a guide to making one. Viewers and
     auditors read the guide and are told that only a tenant admin submits (403)."""
     lease = _lease(request, pk)
     zone = lease.tenant.time_zone
-    context: dict[str, Any] = {"lease": lease, "zone": zone}
+    context: dict[str, Any] = {"lease": lease, "zone": zone, **_guide(request, lease)}
     if not can_write_for(request.user, lease):
         context["read_only"] = True
         return render(request, "portal/evidence_upload.html", context, status=403)
@@ -177,9 +209,29 @@ def evidence_detail(request: HttpRequest, pk: int, evidence_pk: int) -> HttpResp
 # --- API tokens -----------------------------------------------------------------------
 
 
+# Who may create a token here: provider staff, a tenant admin (as the API's
+# ApiTokenViewSet.write_roles) and an auditor, for their own audit work. Every token is the
+# user's own, and api.tokens.issue_token applies the API's rules: scopes within what the
+# user's roles allow (api.models.ROLE_SCOPES: an auditor read and audit), expiry within
+# API_TOKEN_MAX_DAYS.
+ISSUING_ROLES = frozenset({Role.ADMIN, Role.AUDITOR})
+
+
 def _may_issue(request: HttpRequest) -> bool:
-    """As the API (ApiTokenViewSet.write_roles): provider staff or a tenant admin."""
-    return is_provider_staff(request.user) or Role.ADMIN in roles_of(request).values()  # type: ignore[arg-type]
+    if is_provider_staff(request.user):
+        return True
+    return not ISSUING_ROLES.isdisjoint(roles_of(request).values())  # type: ignore[arg-type]
+
+
+def _token_form(request: HttpRequest, data: Any = None) -> "TokenForm":
+    """The form, ticking by default what the user's roles allow to read: read, and for an
+    auditor without write, audit too."""
+    allowed = tokens.role_scopes(request.user)
+    if Scope.WRITE in allowed:
+        initial = [Scope.READ]
+    else:
+        initial = [scope for scope in (Scope.READ, Scope.AUDIT) if scope in allowed]
+    return TokenForm(data, initial={"scopes": initial})
 
 
 def _zone(request: HttpRequest) -> str:
@@ -201,6 +253,7 @@ def _tokens_page(
     status: int = 200,
 ) -> HttpResponse:
     zone = _zone(request)
+    allowed = tokens.role_scopes(request.user)
     listed = list(ApiToken.objects.visible_to(request.user).select_related("user"))
     for token in listed:
         token.state_label = TokenState(token.state).label  # type: ignore[attr-defined]
@@ -212,6 +265,9 @@ def _tokens_page(
             "tokens": listed,
             "issued": issued,
             "may_issue": _may_issue(request),
+            "allowed_scopes": [scope for scope in Scope.values if scope in allowed],
+            "max_days": settings.API_TOKEN_MAX_DAYS,
+            "default_days": settings.API_TOKEN_DEFAULT_DAYS,
             "zone": zone,
             "scope_labels": dict(Scope.choices),
         },
@@ -228,10 +284,10 @@ def token_list(request: HttpRequest) -> HttpResponse:
     kept in the session, and the database keeps only its hash."""
     with timezone.override(ZoneInfo(_zone(request))):
         if request.method != "POST":
-            return _tokens_page(request, TokenForm())
+            return _tokens_page(request, _token_form(request))
         if not _may_issue(request):
-            return _tokens_page(request, TokenForm(), status=403)
-        form = TokenForm(request.POST)
+            return _tokens_page(request, _token_form(request), status=403)
+        form = _token_form(request, request.POST)
         if not form.is_valid():
             return _tokens_page(request, form, status=400)
         data = form.cleaned_data
@@ -246,7 +302,7 @@ def token_list(request: HttpRequest) -> HttpResponse:
         except ValidationError as error:
             _show_refusal(form, error)
             return _tokens_page(request, form, status=400)
-        response = _tokens_page(request, TokenForm(), issued=issued, status=200)
+        response = _tokens_page(request, _token_form(request), issued=issued, status=200)
         response["Cache-Control"] = "no-store"
         return response
 

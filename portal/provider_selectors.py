@@ -34,7 +34,7 @@ from gpulease_verify.periods import Period, PeriodError
 from leases.choices import LeaseStatus, ProbeKind, SwitchRole
 from leases.models import Fabric, Lease, Switch, Tenant
 from portal import selectors
-from portal.selectors import BREACHED, DEGRADED, MEETING, LeaseRow
+from portal.selectors import BREACHED, DEGRADED, MEETING, NO_DATA, LeaseRow
 
 PROVIDER_ZONE = "Asia/Shanghai"  # the provider's own calendar: the default cost-share month
 FABRIC_DAYS = 7
@@ -46,12 +46,14 @@ HUNDRED = Decimal(100)
 # Fleet
 # --------------------------------------------------------------------------------------
 
-STATUS_RANK = {BREACHED: 0, DEGRADED: 1, MEETING: 2}
+# A lease that stopped reporting needs a look before one that meets its contract.
+STATUS_RANK = {BREACHED: 0, DEGRADED: 1, NO_DATA: 2, MEETING: 3}
 
 
 def worst_first(row: LeaseRow) -> tuple:  # type: ignore[type-arg]
-    """Sort key: breached, degraded, meeting; within a status the lowest compliance this
-    month first, leases without any figure yet after those that have one."""
+    """Sort key: breached, degraded, no recent measurement, meeting; within a status the
+    lowest compliance this month first, leases without any figure yet after those that have
+    one."""
     compliance = row.summary.credit_compliance_percent
     return (
         STATUS_RANK.get(row.status, len(STATUS_RANK)),

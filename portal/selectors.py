@@ -7,26 +7,32 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from zoneinfo import ZoneInfo
 
-from django.db.models import F, Max, Min, OuterRef, Q, Subquery, Value
-from django.db.models.functions import Trunc
+from django.db.models import F, Max, Min, OuterRef, Q, Subquery, Value, Window
+from django.db.models.functions import RowNumber, Trunc
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from benchmarks.choices import RunState, Verdict
 from benchmarks.models import NOT_PASSED, ProbeRun
 from billing import invoicing, sla
-from billing.choices import IncidentState
-from billing.models import HourlyRollup, Incident
+from billing.choices import IncidentState, InvoiceStatus
+from billing.models import HourlyRollup, Incident, Invoice
 from billing.reports import billed_window
 from common.dbfunctions import EpochHour
+from common.instants import WRITE_YEARS
 from gpulease_verify import calculations
 from gpulease_verify.calculations import CreditResult
-from gpulease_verify.periods import Period
-from leases.choices import LinkLayer, ProbeKind
-from leases.contract_rules import credit_tiers
+from gpulease_verify.periods import Period, PeriodError
+from leases.choices import LeaseStatus, LinkLayer, ProbeKind
+from leases.contract_rules import DEFAULT_PROBE_CADENCE_S, credit_tiers
 from leases.models import Lease, LeaseTerms, NicPort, NodeAssignment
 
 MEETING, DEGRADED, BREACHED = "meeting", "degraded", "breached"
+# Neutral (grey) states: a lease not in service (draft, ended, cancelled) is never judged,
+# and an active one claims "meeting" only on a fresh measurement.
+INACTIVE, NO_DATA = "inactive", "no_data"
+# A measurement is stale when none arrived within this many probe cadences.
+STALE_CADENCES = 2
 CHART_DAYS = 30
 # The windows a lease page offers (?days=); charts longer than CHART_DAYS bucket by day.
 CHART_WINDOWS = (7, 30, 90, 365)
@@ -42,6 +48,46 @@ def current_period(zone: str, instant: datetime) -> str:
     return str(Period.containing(instant, zone))
 
 
+class PeriodRefused(ValueError):
+    """A ?period= the pages cannot show; the message says why, to the user."""
+
+
+def chosen_period(text: str | None, zone: str, instant: datetime) -> Period:
+    """The month a page shows: ``?period=YYYY-MM`` (a month of the tenant's calendar), or
+    the current one when absent or empty. PeriodRefused for anything that is not such a
+    month, one before 2000 (the API's span, common.instants.WRITE_YEARS) or a month that
+    has not begun yet."""
+    current = Period.containing(instant, zone)
+    if not text:
+        return current
+    try:
+        period = Period.parse(text)
+    except PeriodError:
+        raise PeriodRefused(
+            _("The period must be a month written YYYY-MM, for example %(example)s.")
+            % {"example": current}
+        ) from None
+    first, last = WRITE_YEARS
+    if not first <= period.year <= last:
+        raise PeriodRefused(
+            _("The period must be a month between %(first)s-01 and %(last)s-12.")
+            % {"first": first, "last": last}
+        )
+    if period > current:
+        raise PeriodRefused(
+            _("%(period)s has not begun yet; the latest month is %(current)s.")
+            % {"period": period, "current": current}
+        )
+    return period
+
+
+def throughput_cadence(terms: LeaseTerms | None) -> timedelta:
+    """How often the terms measure throughput (the default where none are in force)."""
+    default = DEFAULT_PROBE_CADENCE_S[ProbeKind.THROUGHPUT]
+    seconds = (terms.probe_cadence_s or {}).get(ProbeKind.THROUGHPUT) if terms else None
+    return timedelta(seconds=int(seconds or default))
+
+
 def _credit_percent(terms: LeaseTerms | None, compliance: Decimal | None) -> Decimal | None:
     """The credit percentage this compliance earns under the terms (tier, then cap): the
     status light needs no amount, and amounts come only from invoicing.lease_credit."""
@@ -53,14 +99,45 @@ def _credit_percent(terms: LeaseTerms | None, compliance: Decimal | None) -> Dec
     return min(tier, terms.credit_cap_percent)
 
 
-def status_of(*, open_incidents: int, incidents_this_month: int, credit_percent: Decimal | None):
-    """breached: an incident is open now; degraded: this month's compliance already earns
-    a credit, or an incident was opened this month; meeting: otherwise."""
+def status_of(
+    *,
+    open_incidents: int,
+    incidents_this_month: int,
+    credit_percent: Decimal | None,
+    lease_status: str = LeaseStatus.ACTIVE,
+    fresh: bool = True,
+) -> str:
+    """inactive: the lease is not in service (draft, ended, cancelled); breached: an
+    incident is open now; degraded: this month's compliance already earns a credit, or an
+    incident was opened this month; no_data: nothing measured recently enough to say;
+    meeting: otherwise."""
+    if lease_status != LeaseStatus.ACTIVE:
+        return INACTIVE
     if open_incidents:
         return BREACHED
     if incidents_this_month or (credit_percent is not None and credit_percent > 0):
         return DEGRADED
+    if not fresh:
+        return NO_DATA
     return MEETING
+
+
+@dataclass(frozen=True)
+class Latest:
+    """The throughput figure a status shows: the worst node pair's latest measurement
+    (``target`` names the pair, client>server), or when no pair was measured recently,
+    the lease's newest measurement, marked stale."""
+
+    bps: int
+    at: datetime
+    target: str
+    stale: bool
+    pairs: int  # how many pairs the figure is the worst of (0: stale)
+
+    @property
+    def pair_label(self) -> str:
+        """The pair as a person reads it: "sz-01 → sz-02" (client → server)."""
+        return " → ".join(self.target.split(">", 1))
 
 
 @dataclass(frozen=True)
@@ -68,8 +145,7 @@ class LeaseRow:
     lease: Lease
     period: str
     terms: LeaseTerms | None
-    latest_bps: int | None
-    latest_at: datetime | None
+    latest: Latest | None
     summary: sla.SlaSummary
     credit_percent: Decimal | None
     open_incidents: int
@@ -80,26 +156,72 @@ class LeaseRow:
     def contracted_bps(self) -> int | None:
         return int(self.terms.contracted_bandwidth_gbps * 10**9) if self.terms else None
 
+    @property
+    def latest_bps(self) -> int | None:
+        return self.latest.bps if self.latest else None
+
+    @property
+    def latest_at(self) -> datetime | None:
+        return self.latest.at if self.latest else None
+
+
+MEASURED_THROUGHPUT = Q(kind=ProbeKind.THROUGHPUT, state=RunState.OK, measured_bps__isnull=False)
+
 
 def _latest_throughput(field: str) -> Subquery:
-    runs = ProbeRun.objects.filter(
-        lease=OuterRef("pk"),
-        kind=ProbeKind.THROUGHPUT,
-        state=RunState.OK,
-        measured_bps__isnull=False,
-    ).order_by("-finished_at", "-pk")
-    return Subquery(runs.values(field)[:1])
+    runs = ProbeRun.objects.filter(MEASURED_THROUGHPUT, lease=OuterRef("pk"))
+    return Subquery(runs.order_by("-slot_at", "-pk").values(field)[:1])
+
+
+def worst_pairs(
+    *, user, leases: list[Lease], terms: dict[int, LeaseTerms], instant: datetime
+) -> dict[int, Latest]:  # type: ignore[no-untyped-def]
+    """Per lease, the lowest of its node pairs' latest throughput measurements, among the
+    pairs measured within STALE_CADENCES cadences before ``instant``: one query for all
+    the leases (a window function ranks each pair's runs newest first). A lease none of
+    whose pairs was measured that recently is missing from the answer."""
+    if not leases:
+        return {}
+    recent = Q()
+    for lease in leases:
+        cadence = throughput_cadence(terms.get(lease.pk))
+        since = instant - STALE_CADENCES * cadence
+        # slot_at bounds the index scan: a run starts by its slot's deadline, a cadence on.
+        recent |= Q(lease_id=lease.pk, finished_at__gte=since, slot_at__gte=since - cadence)
+    rows = (
+        ProbeRun.objects.visible_to(user)
+        .filter(MEASURED_THROUGHPUT, recent, finished_at__lte=instant)
+        .annotate(
+            rank=Window(
+                RowNumber(),
+                partition_by=[F("lease_id"), F("target")],
+                order_by=[F("finished_at").desc(), F("pk").desc()],
+            )
+        )
+        .filter(rank=1)
+        .values_list("lease_id", "target", "measured_bps", "finished_at")
+    )
+    pairs: dict[int, list[tuple[int, str, datetime]]] = defaultdict(list)
+    for lease_id, target, bps, finished_at in rows:
+        pairs[lease_id].append((bps, target, finished_at))
+    worst = {}
+    for lease_id, latest in pairs.items():
+        bps, target, finished_at = min(latest, key=lambda row: (row[0], row[1]))
+        worst[lease_id] = Latest(bps, finished_at, target, stale=False, pairs=len(latest))
+    return worst
 
 
 def lease_overview(*, user, instant: datetime) -> list[LeaseRow]:  # type: ignore[no-untyped-def]
-    """Per visible lease: status light, contracted against latest measured bandwidth, and
-    this month's compliance so far. Four queries: leases, terms, rollups, incidents."""
+    """Per visible lease: status light, contracted against latest measured bandwidth (the
+    worst pair's, ``worst_pairs``), and this month's compliance so far. Five queries:
+    leases, terms, the pairs' latest runs, rollups, incidents."""
     leases = list(
         Lease.objects.visible_to(user)
         .select_related("tenant")
         .annotate(
             latest_bps=_latest_throughput("measured_bps"),
             latest_at=_latest_throughput("finished_at"),
+            latest_target=_latest_throughput("target"),
         )
         .order_by("reference")
     )
@@ -113,6 +235,7 @@ def lease_overview(*, user, instant: datetime) -> list[LeaseRow]:  # type: ignor
         .order_by("lease_id", "effective_from")
     ):
         terms[version.lease_id] = version
+    worst = worst_pairs(user=user, leases=leases, terms=terms, instant=instant)
     periods = {lease.pk: current_period(lease.tenant.time_zone, instant) for lease in leases}
     months = {
         lease.pk: Period.parse(periods[lease.pk]).bounds(lease.tenant.time_zone) for lease in leases
@@ -140,13 +263,21 @@ def lease_overview(*, user, instant: datetime) -> list[LeaseRow]:  # type: ignor
     for lease in leases:
         summary = summaries[lease.pk]
         credit_percent = _credit_percent(terms.get(lease.pk), summary.credit_compliance_percent)
+        latest = worst.get(lease.pk)
+        if latest is None and lease.latest_at is not None:  # type: ignore[attr-defined]
+            latest = Latest(
+                lease.latest_bps,  # type: ignore[attr-defined]
+                lease.latest_at,  # type: ignore[attr-defined]
+                lease.latest_target,  # type: ignore[attr-defined]
+                stale=lease.status == LeaseStatus.ACTIVE,
+                pairs=0,
+            )
         rows.append(
             LeaseRow(
                 lease=lease,
                 period=periods[lease.pk],
                 terms=terms.get(lease.pk),
-                latest_bps=lease.latest_bps,  # type: ignore[attr-defined]
-                latest_at=lease.latest_at,  # type: ignore[attr-defined]
+                latest=latest,
                 summary=summary,
                 credit_percent=credit_percent,
                 open_incidents=open_count[lease.pk],
@@ -155,6 +286,8 @@ def lease_overview(*, user, instant: datetime) -> list[LeaseRow]:  # type: ignor
                     open_incidents=open_count[lease.pk],
                     incidents_this_month=month_count[lease.pk],
                     credit_percent=credit_percent,
+                    lease_status=lease.status,
+                    fresh=lease.pk in worst,
                 ),
             )
         )
@@ -352,6 +485,24 @@ class MonthRow:
     period: str
     summary: sla.SlaSummary
     credit: CreditResult | None
+    invoice: Invoice | None = None  # the tenant's invoice of the month, if the user sees one
+
+
+def month_invoices(*, user, lease: Lease, periods: list[str]) -> dict[str, Invoice]:  # type: ignore[no-untyped-def]
+    """The tenant's invoice per month (one query; a voided one is no longer the month's)."""
+    return {
+        invoice.period: invoice
+        for invoice in Invoice.objects.visible_to(user)
+        .filter(tenant_id=lease.tenant_id, period__in=periods)
+        .exclude(status=InvoiceStatus.VOID)
+        .only("pk", "period", "number", "status")
+    }
+
+
+def incidents_in(queryset, start: datetime, end: datetime):  # type: ignore[no-untyped-def]
+    """The incidents of ``queryset`` open at some instant of ``[start, end)``, as the
+    month's SLA report counts them (billing.reports.sla_report)."""
+    return queryset.filter(opened_at__lt=end).exclude(closed_at__lt=start)
 
 
 def _months(first: datetime, last: datetime, zone: str) -> list[str]:
@@ -368,13 +519,15 @@ def sla_history(*, user, lease: Lease, instant: datetime) -> list[MonthRow]:  # 
     if last <= lease.starts_at:
         return []
     zone = lease.tenant.time_zone
+    periods = list(reversed(_months(lease.starts_at, last, zone)))
+    invoices = month_invoices(user=user, lease=lease, periods=periods)
     rows = []
-    for period in reversed(_months(lease.starts_at, last, zone)):
+    for period in periods:
         credit = invoicing.lease_credit(lease=lease, period=period)
         if credit is not None:
-            rows.append(MonthRow(period, credit.summary, credit.result))
+            rows.append(MonthRow(period, credit.summary, credit.result, invoices.get(period)))
             continue
         start, end = billed_window(lease, *Period.parse(period).bounds(zone))
         summary = sla.evaluate(lease=lease, start=start, end=max(start, min(end, instant)))
-        rows.append(MonthRow(period, summary, None))
+        rows.append(MonthRow(period, summary, None, invoices.get(period)))
     return rows

@@ -1,7 +1,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path, reverse_lazy
 
-from portal import customer_views, provider_views, views
+from portal import audit_views, customer_views, provider_views, views
 
 app_name = "portal"
 
@@ -20,7 +20,9 @@ urlpatterns = [
     ),
     path("", views.overview, name="overview"),
     path("leases/<int:pk>/", views.lease_detail, name="lease"),
-    path("leases/<int:pk>/sla/", views.lease_sla, name="lease-sla"),
+    path("leases/<int:pk>/sla/", audit_views.lease_sla, name="lease-sla"),
+    path("leases/<int:pk>/audit/<str:period>.json", audit_views.audit_bundle, name="lease-audit"),
+    path("leases/<int:pk>/checkpoint.json", audit_views.checkpoint, name="lease-checkpoint"),
     path(
         "leases/<int:pk>/evidence/new/",
         customer_views.evidence_upload,
@@ -38,6 +40,7 @@ urlpatterns = [
     path("invoices/<int:pk>.pdf", views.invoice_pdf, name="invoice-pdf"),
     path("invoices/<int:pk>.xlsx", views.invoice_xlsx, name="invoice-xlsx"),
     path("invoices/<int:pk>/", views.invoice_detail, name="invoice"),
+    path("credit-notes/<int:pk>.pdf", views.credit_note_pdf, name="credit-note-pdf"),
     path("provider/", provider_views.fleet, name="fleet"),
     path("provider/fabrics/", provider_views.fabrics, name="fabrics"),
     path("provider/cost-share/", provider_views.cost_share, name="cost-share"),

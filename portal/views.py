@@ -2,7 +2,10 @@
 through ``visible_to(request.user)``: another tenant's lease or invoice is a 404."""
 
 import io
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 from zoneinfo import ZoneInfo
 
 from django.contrib.auth.decorators import login_required
@@ -13,10 +16,9 @@ from django.utils.safestring import mark_safe
 from django.utils.translation import gettext as _
 
 from billing.documents import csv_export, document_language, pdf, xlsx
-from billing.documents.rows import invoice_document
+from billing.documents.rows import credit_note_document, invoice_document
 from billing.evidence import can_write_for
 from billing.models import (
-    ChainCheckpoint,
     CreditNote,
     Evidence,
     Incident,
@@ -25,11 +27,14 @@ from billing.models import (
 )
 from billing.reports import sla_report
 from gpulease_verify.units import plain
+from leases.choices import ProbeKind
+from leases.contract_rules import DEFAULT_PROBE_CADENCE_S
 from leases.models import Lease, LeaseTerms
 from leases.selectors import TermsTimeline
-from portal import charts, selectors
+from portal import charts, months, selectors, usage
 
 GIGA = 10**9
+MEGA = 10**6
 EVIDENCE_ON_DETAIL = 20
 
 
@@ -39,8 +44,9 @@ def _lease(request: HttpRequest, pk: int) -> Lease:
 
 @login_required
 def overview(request: HttpRequest) -> HttpResponse:
-    rows = selectors.lease_overview(user=request.user, instant=selectors.now())
-    return render(request, "portal/overview.html", {"rows": rows})
+    instant = selectors.now()
+    rows = selectors.lease_overview(user=request.user, instant=instant)
+    return render(request, "portal/overview.html", {"rows": rows, "now": instant})
 
 
 def _x_labels(instant, zone: str, days: int = selectors.CHART_DAYS) -> list[tuple[float, str]]:  # type: ignore[no-untyped-def]
@@ -61,48 +67,255 @@ def _days(request: HttpRequest) -> int:
     return days if days in selectors.CHART_WINDOWS else selectors.CHART_DAYS
 
 
-def _chart(  # type: ignore[no-untyped-def]
-    series: dict, lines: list[charts.Line], zone: str, instant, title: str, days: int
-) -> str:
-    return charts.line_chart(
-        [
-            charts.Series(target, [(s.timestamp(), bps / GIGA) for s, bps in points])
-            for target, points in series.items()
-        ],
-        lines=lines,
-        x_labels=_x_labels(instant, zone, days),
-        y_unit="Gbit/s",
-        title=title,
+GBIT = "Gbit/s"  # the portal's one spelling, as portal_units' gbps and bps filters write
+MBIT = "Mbit/s"
+MAX_STEPS = 31 * 24  # a running 95th percentile line changes at most hourly beyond this
+INVOICE_UNITS = {"GB": "GB", "Mbps": MBIT}  # an invoice line's unit, as the portal spells it
+HOUR_S, DAY_S = 3600, 86400
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A chart: the SVG every reader gets and the data the interactive chart is drawn from
+    (json_script, portal/assets/charts.js)."""
+
+    svg: str
+    data: dict[str, Any]
+
+    @property
+    def html(self) -> str:
+        return mark_safe(self.svg)  # charts.py escapes every text it writes
+
+
+def _figure(  # type: ignore[no-untyped-def]
+    series: list[charts.Series],
+    lines: list[charts.Line],
+    *,
+    zone: str,
+    x_range: tuple[float, float],
+    x_labels: list[tuple[float, str]],
+    max_gap: float,
+    title: str,
+    unit: str = GBIT,
+) -> Figure:
+    shape = {"lines": lines, "x_range": x_range, "max_gap": max_gap, "y_unit": unit}
+    return Figure(
+        charts.line_chart(series, x_labels=x_labels, title=title, **shape),
+        charts.chart_data(series, title=title, zone=zone, **shape),
     )
 
 
-def _throughput_lines(terms: LeaseTerms | None) -> list[charts.Line]:
-    if terms is None:
-        return []
-    contracted = float(terms.contracted_bandwidth_gbps)
+def _in_window(timeline: TermsTimeline, start: datetime, end: datetime) -> list[LeaseTerms]:
+    """The terms versions in force at some time in [start, end), in order."""
+    first = timeline.at(start)
+    later = [terms for terms in timeline if start < terms.effective_from < end]
+    return ([first] if first is not None else []) + later
+
+
+def _term_steps(  # type: ignore[no-untyped-def]
+    timeline: TermsTimeline, start: datetime, end: datetime, value
+) -> list[charts.Step]:
+    """A reference line as steps: ``value(terms)`` of the version in force at ``start``
+    (TermsTimeline.at, the terms-in-force rule), then of each version from the moment it
+    takes effect; None where no version is in force or the version sets no value."""
+    first = timeline.at(start)
+    steps: list[charts.Step] = [(start.timestamp(), None if first is None else value(first))]
+    steps += [
+        (terms.effective_from.timestamp(), value(terms))
+        for terms in timeline
+        if start < terms.effective_from < end
+    ]
+    return steps
+
+
+def _max_gap(
+    timeline: TermsTimeline, start: datetime, end: datetime, kind: str, days: int
+) -> float:
+    """How far apart two points may lie before the line breaks: GAP_FACTOR x the larger of
+    the chart's bucket (an hour, a day beyond CHART_DAYS) and the slowest cadence the
+    window's terms measure ``kind`` at."""
+    bucket = HOUR_S if days <= selectors.CHART_DAYS else DAY_S
+    cadences = [
+        int((terms.probe_cadence_s or {}).get(kind) or DEFAULT_PROBE_CADENCE_S[kind])
+        for terms in _in_window(timeline, start, end)
+    ] or [DEFAULT_PROBE_CADENCE_S[kind]]
+    return charts.GAP_FACTOR * max(bucket, *cadences)
+
+
+def _series(series: dict, rename: Callable[[str], str] = str) -> list[charts.Series]:  # type: ignore[type-arg]
     return [
-        charts.Line(
-            _("threshold %(percent)s%%") % {"percent": plain(terms.sla_threshold_percent)},
-            contracted * float(terms.sla_threshold_percent) / 100,
-        ),
-        charts.Line(_("contracted"), contracted, dashed=False),
+        charts.Series(rename(target), [(s.timestamp(), bps / GIGA) for s, bps in points])
+        for target, points in series.items()
     ]
 
 
-def _busbw_lines(terms: LeaseTerms | None) -> list[charts.Line]:
-    if terms is None or terms.collective_busbw_floor_gbps is None:
+def _throughput_lines(
+    timeline: TermsTimeline, terms: LeaseTerms | None, start: datetime, end: datetime
+) -> list[charts.Line]:
+    """The SLA threshold (dashed) and the contracted bandwidth as steps over the window:
+    the 100 Gbit/s a week was contracted at, not today's 200."""
+    if terms is None and not _in_window(timeline, start, end):
         return []
-    return [charts.Line(_("contracted floor"), float(terms.collective_busbw_floor_gbps))]
+    label = terms or _in_window(timeline, start, end)[-1]
+    return [
+        charts.Line(
+            _("threshold %(percent)s%%") % {"percent": plain(label.sla_threshold_percent)},
+            _term_steps(
+                timeline,
+                start,
+                end,
+                lambda t: float(t.contracted_bandwidth_gbps * t.sla_threshold_percent / 100),
+            ),
+        ),
+        charts.Line(
+            _("contracted"),
+            _term_steps(timeline, start, end, lambda t: float(t.contracted_bandwidth_gbps)),
+            dashed=False,
+            colour=charts.CONTRACT_COLOUR,
+        ),
+    ]
 
 
-# The timeline's slices: 30 days in 4-hour slices (a down minute marks its whole slice).
-TIMELINE_BUCKET_HOURS = 4
+def _busbw_lines(timeline: TermsTimeline, start: datetime, end: datetime) -> list[charts.Line]:
+    steps = _term_steps(
+        timeline,
+        start,
+        end,
+        lambda t: (
+            None if t.collective_busbw_floor_gbps is None else float(t.collective_busbw_floor_gbps)
+        ),
+    )
+    if all(y is None for _x, y in steps):
+        return []
+    return [charts.Line(_("contracted floor"), steps)]
 
 
-def _timeline(nodes: list[selectors.NodeLinks], zone: str, instant) -> tuple[str, list[dict]]:  # type: ignore[no-untyped-def]
-    """The link timeline's SVG and, for reading without the picture, hours down per row."""
-    start = instant - timedelta(days=selectors.CHART_DAYS)
-    buckets = selectors.CHART_DAYS * 24 // TIMELINE_BUCKET_HOURS
+def _figures(  # type: ignore[no-untyped-def]
+    user, lease: Lease, timeline: TermsTimeline, terms: LeaseTerms | None, instant, days: int
+) -> dict[str, Any]:
+    """The throughput and NCCL bus bandwidth charts over the last ``days`` days."""
+    zone = lease.tenant.time_zone
+    start = instant - timedelta(days=days)
+    shape = {
+        "zone": zone,
+        "x_range": (start.timestamp(), instant.timestamp()),
+        "x_labels": _x_labels(instant, zone, days),
+    }
+    series = selectors.throughput_series(user=user, lease=lease, instant=instant, days=days)
+    throughput = _figure(
+        _series(series),
+        _throughput_lines(timeline, terms, start, instant),
+        max_gap=_max_gap(timeline, start, instant, ProbeKind.THROUGHPUT, days),
+        title=_("Measured throughput per node pair, last %(days)s days") % {"days": days},
+        **shape,
+    )
+    busbw = selectors.nccl_series(user=user, lease=lease, instant=instant, days=days)
+    # One run measures the whole lease (target "all"); beyond a month the days' extremes
+    # are one series too: either way it is the bus bandwidth, not "all".
+    name = _("bus bandwidth")
+    nccl = _figure(
+        _series(busbw, lambda t: name if t == "all" or days > selectors.CHART_DAYS else t),
+        _busbw_lines(timeline, start, instant),
+        max_gap=_max_gap(timeline, start, instant, ProbeKind.COLLECTIVE, days),
+        title=_("NCCL all_reduce bus bandwidth, last %(days)s days") % {"days": days},
+        **shape,
+    )
+    return {
+        "chart": throughput.html,
+        "chart_data": throughput.data,
+        "has_data": bool(series),
+        "busbw_chart": nccl.html,
+        "busbw_data": nccl.data,
+        "has_busbw": bool(busbw),
+    }
+
+
+def _month_labels(start: datetime, end: datetime, zone: str) -> list[tuple[float, str]]:
+    """Ticks at local midnights of [start, end], about six of them."""
+    local = ZoneInfo(zone)
+    first = start.astimezone(local).replace(hour=0, minute=0, second=0, microsecond=0)
+    days = max(1, (end - start).days)
+    step = max(1, round(days / 6))
+    ticks = [first + timedelta(days=day) for day in range(0, days + 2, step)]
+    return [(t.timestamp(), f"{t:%m-%d}") for t in ticks if start <= t <= end]
+
+
+def _usage(lease: Lease, period: str, instant) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+    """A usage-billed lease's month: the traffic chart with the running 95th percentile
+    (portal.usage) and the month-to-date estimate's rows."""
+    month = usage.month_to_date(lease=lease, period=period, instant=instant)
+    if month is None:
+        return {"usage": None}
+    rows = [
+        {
+            "terms": part.segment.terms,
+            "start": part.segment.start,
+            "end": part.segment.end,
+            "p95_bps": part.p95_bps,
+            "quantity": f"{plain(part.line.quantity)} {INVOICE_UNITS.get(part.line.unit, '')}",
+            "amount": part.line.amount,
+        }
+        for part in month.parts
+    ]
+    context: dict[str, Any] = {"usage": month, "usage_rows": rows, "usage_chart": None}
+    if not month.samples:
+        return context
+    zone = lease.tenant.time_zone
+    peak = max(rate for _slot, _seconds, rate in month.samples)
+    factor, unit = (GIGA, GBIT) if peak >= 10 * GIGA else (MEGA, MBIT)  # 1-4 digits
+    traffic = charts.Series(
+        _("traffic sent"),
+        [(slot.timestamp(), float(rate / factor)) for slot, _seconds, rate in month.samples],
+    )
+    lines = []
+    steps: list[charts.Step] = []
+    for part in month.parts:
+        changes = [
+            (slot, value)
+            for index, (slot, value) in enumerate(part.running_p95)
+            if index == 0 or part.running_p95[index - 1][1] != value
+        ]
+        if len(changes) > MAX_STEPS:  # keep the last figure of each hour
+            hourly = {
+                slot.replace(minute=0, second=0, microsecond=0): (slot, value)
+                for slot, value in changes
+            }
+            changes = list(hourly.values())
+        steps += [(slot.timestamp(), float(value / factor)) for slot, value in changes]
+        steps.append((part.segment.end.timestamp(), None))
+    if any(part.running_p95 for part in month.parts):
+        lines.append(
+            charts.Line(
+                _("95th percentile so far"), steps, dashed=False, colour=charts.THRESHOLD_COLOUR
+            )
+        )
+    figure = _figure(
+        [traffic],
+        lines,
+        zone=zone,
+        x_range=(month.start.timestamp(), month.end.timestamp()),
+        x_labels=_month_labels(month.start, month.end, zone),
+        max_gap=charts.GAP_FACTOR * max(seconds for _slot, seconds, _rate in month.samples),
+        title=_("Traffic sent in %(period)s") % {"period": period},
+        unit=unit,
+    )
+    context.update(usage_chart=figure.html, usage_data=figure.data)
+    return context
+
+
+# The timeline's slices: about this many over any window (30 days: 4-hour slices; a down
+# minute marks its whole slice).
+TIMELINE_SLICES = 180
+
+
+def _timeline(  # type: ignore[no-untyped-def]
+    nodes: list[selectors.NodeLinks], zone: str, instant, days: int = selectors.CHART_DAYS
+) -> tuple[str, list[dict]]:  # type: ignore[type-arg]
+    """The link timeline's SVG over the last ``days`` days and, for reading without the
+    picture, hours down per row."""
+    start = instant - timedelta(days=days)
+    slice_hours = max(1, days * 24 // TIMELINE_SLICES)
+    buckets = days * 24 // slice_hours
     x0, x1 = start.timestamp(), instant.timestamp()
     local = ZoneInfo(zone)
     bands: list[charts.Band] = []
@@ -145,15 +358,14 @@ def _timeline(nodes: list[selectors.NodeLinks], zone: str, instant) -> tuple[str
         bands,
         start=x0,
         end=x1,
-        x_labels=_x_labels(instant, zone),
+        x_labels=_x_labels(instant, zone, days),
         state_labels={
             charts.UP: _("link check passed, port up"),
             charts.DOWN: _("link check failed, port down"),
             charts.NO_DATA: _("no link check"),
         },
         span_text=span_text,
-        title=_("Link state per node and port, last %(days)s days")
-        % {"days": selectors.CHART_DAYS},
+        title=_("Link state per node and port, last %(days)s days") % {"days": days},
     )
     return svg, summary
 
@@ -163,32 +375,27 @@ def lease_detail(request: HttpRequest, pk: int) -> HttpResponse:
     lease = _lease(request, pk)
     instant = selectors.now()
     zone = lease.tenant.time_zone
-    terms = TermsTimeline(LeaseTerms.objects.visible_to(request.user).filter(lease=lease)).at(
-        instant
-    )
+    try:
+        month = months.month_of(request, lease, instant)
+    except selectors.PeriodRefused as refusal:
+        return months.refused(request, lease, refusal)
+    versions = TermsTimeline(LeaseTerms.objects.visible_to(request.user).filter(lease=lease))
+    terms = versions.at(instant)
     days = _days(request)
-    series = selectors.throughput_series(user=request.user, lease=lease, instant=instant, days=days)
-    title = _("Measured throughput per node pair, last %(days)s days") % {"days": days}
-    chart = _chart(series, _throughput_lines(terms), zone, instant, title, days)
-    busbw = selectors.nccl_series(user=request.user, lease=lease, instant=instant, days=days)
-    busbw_title = _("NCCL all_reduce bus bandwidth, last %(days)s days") % {"days": days}
-    busbw_chart = _chart(busbw, _busbw_lines(terms), zone, instant, busbw_title, days)
-    links = selectors.link_timeline(user=request.user, lease=lease, instant=instant)
-    timeline, link_summary = _timeline(links, zone, instant)
-    incidents = (
-        Incident.objects.visible_to(request.user)
-        .filter(lease=lease)
-        .prefetch_related("runs")
-        .order_by("-opened_at")[:50]
-    )
+    figures = _figures(request.user, lease, versions, terms, instant, days)
+    links = selectors.link_timeline(user=request.user, lease=lease, instant=instant, days=days)
+    timeline, link_summary = _timeline(links, zone, instant, days)
+    incidents = Incident.objects.visible_to(request.user).filter(lease=lease)
+    if month.chosen:  # that month's, as its SLA report counts them
+        incidents = selectors.incidents_in(incidents, month.start, month.end)
+    incidents = incidents.prefetch_related("runs").order_by("-opened_at")[:50]
     evidence = list(
         Evidence.objects.visible_to(request.user)
         .filter(lease=lease)
         .only("pk", "tool", "measured_at", "measured_bps", "latency_us", "verdict", "created_at")
         .order_by("-measured_at", "-pk")[:EVIDENCE_ON_DETAIL]
     )
-    period = selectors.current_period(zone, instant)
-    report = sla_report(lease=lease, period=period, now=instant)
+    report = sla_report(lease=lease, period=month.period, now=instant)
     return render(
         request,
         "portal/lease_detail.html",
@@ -196,10 +403,8 @@ def lease_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "lease": lease,
             "terms": terms,
             "zone": zone,
-            "chart": mark_safe(chart),  # charts.py escapes every text it writes
-            "has_data": bool(series),
-            "busbw_chart": mark_safe(busbw_chart),
-            "has_busbw": bool(busbw),
+            **figures,
+            **_usage(lease, month.period, instant),
             "timeline": mark_safe(timeline),
             "link_summary": link_summary,
             "has_links": bool(links),
@@ -207,22 +412,10 @@ def lease_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "can_write": can_write_for(request.user, lease),
             "incidents": incidents,
             "report": report,
-            "period": period,
+            "month": month,
             "days": days,
             "windows": selectors.CHART_WINDOWS,
         },
-    )
-
-
-@login_required
-def lease_sla(request: HttpRequest, pk: int) -> HttpResponse:
-    lease = _lease(request, pk)
-    rows = selectors.sla_history(user=request.user, lease=lease, instant=selectors.now())
-    checkpoints = ChainCheckpoint.objects.visible_to(request.user).filter(lease=lease)
-    return render(
-        request,
-        "portal/lease_sla.html",
-        {"lease": lease, "rows": rows, "checkpoints": checkpoints.order_by("-period")},
     )
 
 
@@ -282,6 +475,19 @@ def invoice_pdf(request: HttpRequest, pk: int) -> HttpResponse:
     language = document_language(request.LANGUAGE_CODE)
     with translation.override(language):
         document = invoice_document(invoice)
+        body = pdf.render(document)
+    return _attachment(body, "application/pdf", document.filename("pdf"))
+
+
+@login_required
+def credit_note_pdf(request: HttpRequest, pk: int) -> HttpResponse:
+    """A credit note (红字发票) as a PDF, looked up like its invoice: another tenant's is a
+    404."""
+    note = get_object_or_404(
+        CreditNote.objects.visible_to(request.user).select_related("tenant", "invoice"), pk=pk
+    )
+    with translation.override(document_language(request.LANGUAGE_CODE)):
+        document = credit_note_document(note)
         body = pdf.render(document)
     return _attachment(body, "application/pdf", document.filename("pdf"))
 

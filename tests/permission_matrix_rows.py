@@ -164,6 +164,18 @@ def portal_evidence_form(world: World) -> dict[str, Any]:
     }
 
 
+def audit_month(world: World) -> dict[str, Any]:
+    return {"pk": world.alpha.lease.pk, "period": "2026-11"}
+
+
+def checkpointed_lease(world: World) -> dict[str, Any]:
+    """Alpha's lease with a signed chain checkpoint (October 2026) to download."""
+    from billing import checkpoints
+
+    checkpoints.create_checkpoint(lease=world.alpha.lease, period="2026-10")
+    return {"pk": world.alpha.lease.pk}
+
+
 def page_evidence(world: World) -> dict[str, Any]:
     return {"pk": world.alpha.lease.pk, "evidence_pk": evidence_of(world.alpha).pk}
 
@@ -296,6 +308,10 @@ API_ROWS: dict[tuple[str, str], Row] = {
     ("api:invoice-void", "post"):       Row("200 403 403 403 403 404 401 401 | 403 403 403 403",
                                             pk_of(issued_invoice_of),
                                             body=lambda w: {"reason": "wrong buyer"}),
+    # The invoice is issued on 2026-12-02, after the matrix's clock: a payment dated today
+    # would precede it, so staff pass every check but the service's (400).
+    ("api:invoice-mark-paid", "post"):  Row("400 403 403 403 403 404 401 401 | 403 403 403 403",
+                                            pk_of(issued_invoice_of)),
     ("api:invoice-credit-notes", "post"): Row("201 403 403 403 403 404 401 401 | 403 403 403 403",
                                             pk_of(issued_invoice_of),
                                             body=lambda w: {"reason": "reversal"}),
@@ -345,6 +361,11 @@ PAGE_ROWS: dict[tuple[str, str], Row] = {
     ("portal:lease", "post"):           Row("200 200 200 200 200 404 login login", lease),
     ("portal:lease-sla", "get"):        Row("200 200 200 200 200 404 login login", lease),
     ("portal:lease-sla", "post"):       Row("200 200 200 200 200 404 login login", lease),
+    # The month's signed audit bundle and the chain checkpoint: as the API's audit routes,
+    # for staff, the tenant's admin and auditor (the two-tenant user is a viewer of alpha).
+    ("portal:lease-audit", "get"):      Row("200 200 403 200 403 404 login login", audit_month),
+    ("portal:lease-checkpoint", "get"): Row("200 200 403 200 403 404 login login",
+                                            checkpointed_lease),
     # Viewers and auditors read the guide with a 403: only an admin of alpha submits.
     ("portal:evidence-upload", "get"):  Row("200 200 403 403 403 404 login login", lease),
     ("portal:evidence-upload", "post"): Row("302 302 403 403 403 404 login login", lease,
@@ -352,7 +373,8 @@ PAGE_ROWS: dict[tuple[str, str], Row] = {
     ("portal:evidence", "get"):         Row("200 200 200 200 200 404 login login", page_evidence),
     ("portal:evidence", "post"):        Row("200 200 200 200 200 404 login login", page_evidence),
     ("portal:tokens", "get"):           Row("200 200 200 200 200 200 login login"),
-    ("portal:tokens", "post"):          Row("200 200 403 403 200 403 login login",
+    # An auditor creates tokens of their own (read and audit scopes); a viewer does not.
+    ("portal:tokens", "post"):          Row("200 200 403 200 200 403 login login",
                                             body=lambda w: {"name": "ci", "scopes": ["read"]}),
     ("portal:token-revoke", "post"):    Row("302 302 302 404 404 404 login login", viewer_token),
     ("portal:invoices", "get"):         Row("200 200 200 200 200 200 login login"),
@@ -373,6 +395,10 @@ PAGE_ROWS: dict[tuple[str, str], Row] = {
                                             pk_of(lambda side: side.invoice)),
     ("portal:invoice-xlsx", "post"):    Row("200 200 200 200 200 404 login login",
                                             pk_of(lambda side: side.invoice)),
+    ("portal:credit-note-pdf", "get"):  Row("200 200 200 200 200 404 login login",
+                                            pk_of(credit_note_of)),
+    ("portal:credit-note-pdf", "post"): Row("200 200 200 200 200 404 login login",
+                                            pk_of(credit_note_of)),
     # Provider pages do not exist for anybody but staff.
     ("portal:fleet", "get"):            Row("200 404 404 404 404 404 login login"),
     ("portal:fleet", "post"):           Row("200 404 404 404 404 404 login login"),

@@ -5,6 +5,7 @@ from decimal import Decimal
 from django import template
 from django.utils.translation import gettext as _
 
+from billing.documents import labels
 from gpulease_verify.money import format_cny
 from gpulease_verify.units import format_bps, plain
 
@@ -41,3 +42,22 @@ def hours(value: Decimal | str | None) -> str:
 @register.filter
 def minutes(value: int | None) -> str:
     return _("%(minutes)s min") % {"minutes": value or 0}
+
+
+@register.filter
+def line_text(line) -> str:  # type: ignore[no-untyped-def]
+    """An invoice or credit note line's description in the active language."""
+    return labels.line_text(line)
+
+
+@register.filter
+def unit_text(unit: str) -> str:
+    return labels.unit_text(unit)
+
+
+@register.filter
+def share(value: Decimal | str | None) -> str:
+    """A fraction (0.2857) as a percentage with two decimals (28.57 %)."""
+    if value in (None, ""):
+        return "-"
+    return f"{(Decimal(value) * 100).quantize(Decimal('0.01'))} %"

@@ -28,7 +28,8 @@ def axe_violations(page) -> list[str]:  # type: ignore[no-untyped-def]
             const result = await axe.run(document, {resultTypes: ['violations']});
             return result.violations
                 .filter(v => v.impact === 'serious' || v.impact === 'critical')
-                .map(v => `${v.id} (${v.impact}): ${v.nodes.slice(0, 3).map(n => n.target.join(' ')).join(' | ')}`);
+                .map(v => `${v.id} (${v.impact}): ` +
+                     v.nodes.slice(0, 3).map(n => n.target.join(' ')).join(' | '));
         }"""
     )
     return list(found)

@@ -53,5 +53,6 @@ def october_invoice(*, tenant, lease) -> Invoice:  # type: ignore[no-untyped-def
             unit="month",
             unit_price=amount,
             amount=amount,
+            tax_rate_percent=Decimal("6.00"),
         )
     return invoice

@@ -57,9 +57,9 @@ def test_the_form_has_the_fields_the_nodes_and_the_guide(admin, lease):
     for command in (
         "ibstatus",
         "rdma link show",
-        "iperf3 -c &lt;peer&gt; -P 8 -t 30 -J",
-        "ib_write_bw -d mlx5_0 --report_gbits &lt;peer&gt;",
-        "all_reduce_perf -b 8 -e 8G -f 2 -g 8",
+        "-P 4 -t 30 -J",
+        "ib_write_bw -d mlx5_0 -x 3 --report_gbits &lt;server&gt;",
+        "all_reduce_perf -b 8 -e 8G -f 2 -g 1",
     ):
         assert command in page
 

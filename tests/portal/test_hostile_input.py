@@ -66,6 +66,8 @@ def lease(admin):
 def page_ids(admin, lease) -> dict[str, Any]:
     """URL kwargs of one object for each portal route that names one."""
     from billing import evidence as evidence_services
+    from billing import services as billing_services
+    from billing.models import Invoice
     from tests.portal.support import NOW
 
     item = evidence_services.submit_evidence(
@@ -76,11 +78,18 @@ def page_ids(admin, lease) -> dict[str, Any]:
         nodes=["gz-a100-01", "gz-a100-02"],
         now=NOW,
     )
+    issued = october_invoice(tenant=admin.tenant, lease=lease)
+    Invoice.objects.filter(pk=issued.pk).update(
+        status="issued", number="GL-2026-000001", issue_date=NOW.date(), period="2026-09"
+    )
     invoice = october_invoice(tenant=admin.tenant, lease=lease)
+    note = billing_services.create_credit_note(invoice=issued, reason="Goodwill.", now=NOW)
     token = tokens.issue_token(user=admin.user, scopes=["read"], name="ci").token
     return {
         "portal:lease": {"pk": lease.pk},
         "portal:lease-sla": {"pk": lease.pk},
+        "portal:lease-audit": {"pk": lease.pk, "period": "2026-11"},
+        "portal:lease-checkpoint": {"pk": lease.pk},
         "portal:evidence-upload": {"pk": lease.pk},
         "portal:evidence": {"pk": lease.pk, "evidence_pk": item.pk},
         "portal:token-revoke": {"pk": token.pk},
@@ -88,6 +97,7 @@ def page_ids(admin, lease) -> dict[str, Any]:
         "portal:invoice-csv": {"pk": invoice.pk},
         "portal:invoice-pdf": {"pk": invoice.pk},
         "portal:invoice-xlsx": {"pk": invoice.pk},
+        "portal:credit-note-pdf": {"pk": note.pk},
     }
 
 
@@ -319,3 +329,37 @@ def test_the_language_switch_never_fails_and_never_leaves_the_site(admin, data):
     assert "\x00" not in response["Location"]
     language = response.cookies.get(settings.LANGUAGE_COOKIE_NAME)
     assert language is None or language.value in {"en", "zh-hans"}
+
+
+# --- a month of a lease (?period= and the audit bundle's month) -------------------------
+
+NOT_A_MONTH = "The period must be a month written YYYY-MM"
+BAD_MONTHS = {
+    "\x00": NOT_A_MONTH,
+    "2026-11\x00": NOT_A_MONTH,
+    "2026-11\n": NOT_A_MONTH,
+    "2026-13": NOT_A_MONTH,
+    "\uff12\uff10\uff12\uff16-\uff11\uff11": NOT_A_MONTH,  # full-width digits
+    "0000-01": NOT_A_MONTH,
+    "9999-12": NOT_A_MONTH,
+    HUGE_ID: NOT_A_MONTH,
+    "1999-12": "The period must be a month between 2000-01 and 2999-12.",
+    "2026-12": "2026-12 has not begun yet; the latest month is 2026-11.",
+    "2999-12": "2999-12 has not begun yet; the latest month is 2026-11.",
+}
+
+
+@pytest.mark.parametrize("period", sorted(BAD_MONTHS))
+@pytest.mark.parametrize("page", ["", "sla/"])
+def test_a_garbage_or_future_month_of_a_lease_is_a_400_that_says_so(admin, lease, page, period):
+    response = client_for(admin.user).get(f"/leases/{lease.pk}/{page}", {"period": period})
+    assert response.status_code == 400
+    assert escape(BAD_MONTHS[period]) in response.content.decode()
+
+
+@pytest.mark.parametrize("period", ["2026-13", "2026-12", "1999-12", HUGE_ID, "x" * 400])
+def test_a_garbage_or_future_audit_month_is_a_400(admin, lease, period):
+    client = client_for(admin.user)
+    assert client.get(f"/leases/{lease.pk}/audit/{period}.json").status_code == 400
+    checkpoint = client.get(f"/leases/{lease.pk}/checkpoint.json", {"period": period})
+    assert checkpoint.status_code == 400

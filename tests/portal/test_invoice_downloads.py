@@ -4,6 +4,7 @@ in the request's language. The October invoice: rent 45,000.00 + network 22,000.
 6 % = 67,000.00 + 4,020.00 = 71,020.00 (tests/portal/support.py)."""
 
 import io
+from decimal import Decimal as D
 
 import pytest
 from django.test import Client
@@ -12,6 +13,7 @@ from pypdf import PdfReader
 from rest_framework.test import APIClient
 
 from api import tokens
+from billing import invoicing, services
 from billing.models import Invoice
 from leases.choices import Role
 from tests.factories import (
@@ -125,3 +127,95 @@ def test_the_api_downloads_need_the_read_scope_and_the_tenant(member, invoice):
     assert missing.status_code == 404
     assert missing["Content-Type"].startswith("application/json")  # errors stay JSON
     assert APIClient().get(f"/api/v1/invoices/{invoice.pk}/xlsx/").status_code == 401
+
+
+# --- credit notes -----------------------------------------------------------------------
+
+
+@pytest.fixture
+def credit_note(invoice):
+    """2,200.00 off the October network fee (line 2) at its 6 %: -2,200.00 - 132.00 =
+    -2,332.00."""
+    Invoice.objects.filter(pk=invoice.pk).update(
+        status="issued", number="GL-2026-000001", issue_date=at("2026-11-02 09:00").date()
+    )
+    return services.create_credit_note(
+        invoice=invoice,
+        reason="Goodwill: network fee for 3 days",
+        corrections=[services.Correction(position=2, amount=D("2200.00"))],
+        now=at("2026-11-20 10:00"),
+    )
+
+
+def test_the_detail_page_links_each_credit_notes_pdf(member, invoice, credit_note):
+    assert (credit_note.subtotal, credit_note.tax, credit_note.total) == (
+        D("-2200.00"),
+        D("-132.00"),
+        D("-2332.00"),
+    )
+    html = client_for(member.user, "en").get(f"/invoices/{invoice.pk}/").content.decode()
+    assert f'href="/credit-notes/{credit_note.pk}.pdf"' in html
+    assert f"Download credit note {credit_note.number} (PDF)" in html
+
+
+def test_a_credit_note_pdf_in_both_languages(member, credit_note):
+    response = client_for(member.user, "zh-hans").get(f"/credit-notes/{credit_note.pk}.pdf")
+    assert response.status_code == 200
+    assert response["Content-Type"] == "application/pdf"
+    assert response["Content-Disposition"] == (
+        f'attachment; filename="credit-note-{credit_note.number}.pdf"'
+    )
+    zh = text_of(response.content)
+    assert "红字发票" in zh and credit_note.number in zh and "GL-2026-000001" in zh
+    assert "-2,200.00" in zh and "-132.00" in zh and "-2,332.00" in zh
+    en = text_of(client_for(member.user, "en").get(f"/credit-notes/{credit_note.pk}.pdf").content)
+    assert "Credit note" in en and "Goodwill: network fee for 3 days" in en
+    assert "DRAFT" not in en
+
+
+def test_another_tenants_credit_note_is_404_and_anonymous_users_log_in(credit_note):
+    path = f"/credit-notes/{credit_note.pk}.pdf"
+    outsider = client_for(MembershipFactory(tenant=TenantFactory()).user)
+    assert outsider.get(path).status_code == 404
+    anonymous = Client().get(path)
+    assert (anonymous.status_code, anonymous["Location"]) == (302, f"/accounts/login/?next={path}")
+    assert client_for(StaffFactory()).get(path).status_code == 200
+
+
+def test_the_detail_page_shows_each_lines_rate_and_the_tax_per_rate(member):
+    # November: rent 45,000.00 at 13% -> 5,850.00; network fee 6,000.00 at 6% -> 360.00;
+    # tax 6,210.00 (one row per rate, then the whole).
+    lease = make_lease(
+        tenant=member.tenant,
+        reference="ZY-2026-102",
+        nodes=[NodeFactory()],
+        rent_tax_rate_percent=D("13"),
+    )
+    active(lease)
+    draft = invoicing.draft_invoice(tenant=member.tenant, period="2026-11")
+    assert draft.tax == D("6210.00")
+    html = client_for(member.user, "en").get(f"/invoices/{draft.pk}/").content.decode()
+    rows = [row for row in html.split("<tr") if 'class="tax-group"' in row]
+    assert len(rows) == 2
+    assert "tax at 6.00 % on" in rows[0] and "360.00" in rows[0]
+    assert "tax at 13.00 % on" in rows[1] and "5,850.00" in rows[1]
+    lines = [row for row in html.split("<tr") if 'class="line"' in row]
+    assert ["13.00" in lines[0], "6.00" in lines[1]] == [True, True]
+
+
+def test_the_printable_page_marks_a_draft_and_shows_the_network_cost_share(member):
+    """A real draft for October: one node at the factory's 45,000.00 rent and 6,000.00
+    network fee, so the network cost share is 6,000 / 51,000 = 11.76 %."""
+    lease = make_lease(
+        tenant=member.tenant, nodes=[NodeFactory()], starts_at=at("2026-10-01 00:00")
+    )
+    active(lease)
+    draft = invoicing.draft_invoice(tenant=member.tenant, period="2026-10", now=at("2026-11-01"))
+    html = client_for(member.user).get(f"/invoices/{draft.pk}/").content.decode()
+    assert 'class="draft-mark"' in html and "DRAFT" in html
+    assert "Network cost share: 11.76 %" in html
+    chinese = client_for(member.user, language="zh-hans").get(f"/invoices/{draft.pk}/")
+    assert "网络成本占比\uff1a11.76 %" in chinese.content.decode()  # a full-width colon
+    issued = services.issue_invoice(invoice=draft, now=at("2026-11-02 09:00"))
+    html = client_for(member.user).get(f"/invoices/{issued.pk}/").content.decode()
+    assert 'class="draft-mark"' not in html and issued.number in html

@@ -120,7 +120,7 @@ def test_a_viewer_sees_only_their_own_tokens_and_cannot_create_one(admin):
     client = client_for(viewer.user)
     page = client.get("/tokens/").content.decode()
     assert own.prefix in page and admins.prefix not in page
-    assert "Only a tenant admin or provider staff can create tokens." in page
+    assert "Only a tenant admin, an auditor or provider staff can create tokens." in page
     assert create(client).status_code == 403
     assert ApiToken.objects.count() == 2
     # Their own token they may revoke (as in the API); the admin's is not theirs to see.

@@ -1,4 +1,4 @@
-// A table or chart wider than the screen scrolls inside itself; keyboard users must be able to
+// A table, chart or command wider than the screen scrolls inside itself; keyboard users must be able to
 // reach and scroll it too, so such a region becomes focusable and is named after its caption
 // or the heading before it. Without JavaScript the page still works; only this focus is lost.
 (function () {
@@ -10,15 +10,15 @@
     return node ? node.textContent.trim() : document.title;
   }
   function mark() {
-    document.querySelectorAll("main table, main figure").forEach(function (region) {
+    document.querySelectorAll("main table, main figure, main pre").forEach(function (region) {
       if (region.scrollWidth > region.clientWidth + 1) {
         region.setAttribute("tabindex", "0");
         region.setAttribute("data-scrolls", "");
         if (!region.hasAttribute("aria-label") && region.tagName === "TABLE") {
           region.setAttribute("aria-label", label(region));
         }
-        if (region.tagName === "FIGURE") region.setAttribute("role", "group");
-        if (region.tagName === "FIGURE" && !region.hasAttribute("aria-label")) {
+        if (region.tagName !== "TABLE") region.setAttribute("role", "group");
+        if (region.tagName !== "TABLE" && !region.hasAttribute("aria-label")) {
           region.setAttribute("aria-label", label(region));
         }
       } else if (region.hasAttribute("data-scrolls")) {

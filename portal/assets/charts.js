@@ -1,0 +1,156 @@
+// The lease page's interactive charts. The server renders every chart as an SVG (readable
+// without JavaScript) and embeds its data next to it with Django's json_script
+// (portal.charts.chart_data): series, contract and threshold steps, the unit and labels,
+// already translated. This script replaces each such SVG with an Apache ECharts chart:
+// values with their unit on hover, zoom and range selection, legend entries that toggle
+// their line, steps where the terms changed and gaps where nothing was measured.
+//
+// `make assets` bundles this file with only the ECharts parts it imports (esbuild, tree
+// shaken) into portal/static/portal/vendor/charts.min.js.
+import * as echarts from "echarts/core";
+import { LineChart } from "echarts/charts";
+import {
+  DataZoomInsideComponent,
+  DataZoomSliderComponent,
+  GridComponent,
+  LegendScrollComponent,
+  TooltipComponent,
+} from "echarts/components";
+import { CanvasRenderer } from "echarts/renderers";
+
+echarts.use([
+  LineChart,
+  GridComponent,
+  TooltipComponent,
+  LegendScrollComponent,
+  DataZoomInsideComponent,
+  DataZoomSliderComponent,
+  CanvasRenderer,
+]);
+
+const TEXT = "#333333"; // 12.6:1 on white
+
+function formats(language, zone) {
+  const number = new Intl.NumberFormat(language, { maximumFractionDigits: 2 });
+  const day = new Intl.DateTimeFormat(language, {
+    timeZone: zone,
+    month: "2-digit",
+    day: "2-digit",
+  });
+  const instant = new Intl.DateTimeFormat(language, {
+    timeZone: zone,
+    year: "numeric",
+    month: "2-digit",
+    day: "2-digit",
+    hour: "2-digit",
+    minute: "2-digit",
+    hourCycle: "h23",
+  });
+  return {
+    value: (y) => number.format(y),
+    day: (ms) => day.format(new Date(ms)),
+    instant: (ms) => instant.format(new Date(ms)),
+  };
+}
+
+function option(data, format) {
+  const unit = data.unit;
+  const encode = echarts.format.encodeHTML;
+  return {
+    animation: false,
+    textStyle: { color: TEXT },
+    grid: { left: 8, right: 16, top: 56, bottom: 64, containLabel: true },
+    legend: {
+      type: "scroll",
+      top: 0,
+      left: 0,
+      right: 0,
+      textStyle: { color: TEXT },
+      pageTextStyle: { color: TEXT },
+    },
+    tooltip: {
+      trigger: "axis",
+      confine: true,
+      axisPointer: { type: "line" },
+      formatter: (params) => {
+        const rows = params
+          .filter((p) => p.value && p.value[1] !== null && p.value[1] !== undefined)
+          .map(
+            (p) =>
+              `${p.marker}${encode(p.seriesName)}: <b>${format.value(p.value[1])} ${encode(unit)}</b>`,
+          );
+        if (!rows.length) return "";
+        return `${format.instant(params[0].value[0])}<br>${rows.join("<br>")}`;
+      },
+    },
+    xAxis: {
+      type: "time",
+      min: data.x_min,
+      max: data.x_max,
+      axisLabel: { color: TEXT, hideOverlap: true, formatter: (ms) => format.day(ms) },
+    },
+    yAxis: {
+      type: "value",
+      scale: !data.from_zero,
+      min: data.from_zero ? 0 : undefined,
+      name: unit,
+      nameTextStyle: { color: TEXT, align: "left" },
+      axisLabel: { color: TEXT, formatter: (y) => format.value(y) },
+    },
+    dataZoom: [
+      { type: "inside", filterMode: "none" },
+      { type: "slider", filterMode: "none", height: 24, bottom: 8, labelFormatter: (ms) => format.day(ms) },
+    ],
+    series: data.series.map((one) => ({
+      name: one.name,
+      type: "line",
+      data: one.points,
+      step: one.step ? "end" : false,
+      showSymbol: false,
+      connectNulls: false,
+      symbol: "circle",
+      symbolSize: 4,
+      color: one.colour,
+      lineStyle: { width: one.step ? 2 : 1.5, type: one.dashed ? "dashed" : "solid" },
+      emphasis: { focus: "none" },
+      z: one.step ? 3 : 2,
+    })),
+  };
+}
+
+function enhance(figure) {
+  const source = document.getElementById(figure.dataset.chart);
+  const svg = figure.querySelector("svg");
+  if (!source || !svg) return null;
+  const data = JSON.parse(source.textContent);
+  const language = document.documentElement.lang || "en";
+  const box = document.createElement("div");
+  box.className = "echart";
+  box.setAttribute("role", "img");
+  box.setAttribute("aria-label", data.title);
+  box.style.width = "100%";
+  box.style.height = window.innerWidth < 600 ? "300px" : "340px";
+  svg.style.display = "none";
+  figure.insertBefore(box, svg);
+  const chart = echarts.init(box, null, { renderer: "canvas" });
+  chart.setOption(option(data, formats(language, data.zone)));
+  figure.classList.add("interactive");
+  return chart;
+}
+
+function start() {
+  const made = [];
+  document.querySelectorAll("figure[data-chart]").forEach((figure) => {
+    try {
+      const chart = enhance(figure);
+      if (chart) made.push(chart);
+    } catch (error) {
+      // The server's SVG stays where the interactive chart cannot be drawn.
+      console.error(error);
+    }
+  });
+  window.addEventListener("resize", () => made.forEach((chart) => chart.resize()));
+}
+
+if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
+else start();

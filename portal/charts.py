@@ -395,6 +395,46 @@ def bucket_states(counts: Sequence[Count], *, start: float, end: float, buckets:
     return [DOWN if down else UP if up else NO_DATA for up, down in zip(ups, downs, strict=True)]
 
 
+def hour_counts(hours: Sequence[int], start: float, end: float, buckets: int) -> list[int]:
+    """How many of ``hours`` (epoch seconds) fall in each of ``buckets`` equal slices of
+    [start, end)."""
+    counts = [0] * max(buckets, 0)
+    if buckets <= 0 or end <= start:
+        return counts
+    width = (end - start) / buckets
+    for x in hours:
+        if start <= x < end:
+            counts[min(buckets - 1, int((x - start) / width))] += 1
+    return counts
+
+
+def hour_states(
+    base: Sequence[int],
+    checked: frozenset[int],
+    down: frozenset[int],
+    silent: frozenset[int],
+    *,
+    start: float,
+    end: float,
+    buckets: int,
+) -> list[str]:
+    """``bucket_states`` of one timeline row given as exceptions to the shared checked
+    hours (``base``: their count per slice): a checked hour is up unless it is down or
+    silent. The same answer in time proportional to the exceptions, not the hours."""
+    if buckets <= 0 or end <= start:
+        return []
+    ups = list(base)
+    downs = [0] * buckets
+    width = (end - start) / buckets
+    for x in (down | silent) & checked:
+        if start <= x < end:
+            index = min(buckets - 1, int((x - start) / width))
+            ups[index] -= 1
+            if x in down:
+                downs[index] += 1
+    return [DOWN if d else UP if u else NO_DATA for u, d in zip(ups, downs, strict=True)]
+
+
 def runs_of(states: Sequence[str]) -> list[tuple[int, int, str]]:
     """Consecutive equal states merged: (first index, length, state)."""
     merged: list[tuple[int, int, str]] = []

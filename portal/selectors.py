@@ -2,6 +2,7 @@
 one query per model kind whatever the number of leases."""
 
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -382,14 +383,50 @@ def port_label(*, device: str, port_number: int, netdev: str, link_layer: str) -
     return netdev or None
 
 
-@dataclass
+@dataclass(frozen=True)
+class HourStates:
+    """One row of the link timeline, compactly: the hours (UTC hour starts, epoch seconds)
+    in which the lease's link checks spoke, shared by every row, and this row's hours down
+    and silent (its node's checks all measured nothing). A year is 8,760 shared hours and
+    a handful of exceptions per row, not 8,760 tuples per row."""
+
+    checked: Sequence[int]
+    checked_set: frozenset[int]
+    down: frozenset[int]
+    silent: frozenset[int]
+
+    @property
+    def down_hours(self) -> int:
+        return len(self.down & self.checked_set)
+
+    @property
+    def judged_hours(self) -> int:
+        """Hours with a state: down, or checked and not silent."""
+        return len(self.checked) - len((self.silent - self.down) & self.checked_set)
+
+    @property
+    def hours(self) -> list[tuple[datetime, int, int]]:
+        """(hour, up, down), one of them 1, for every hour with a state."""
+        return [
+            (datetime.fromtimestamp(hour, UTC), 0, 1)
+            if hour in self.down
+            else (datetime.fromtimestamp(hour, UTC), 1, 0)
+            for hour in self.checked
+            if hour in self.down or hour not in self.silent
+        ]
+
+
+@dataclass(frozen=True)
 class NodeLinks:
-    """A node's link state per hour (UTC hour start): (hour, up, down), one of them 1, for
-    every hour its link checks spoke; and the same per port."""
+    """A node's link state per hour, and the same per port."""
 
     hostname: str
-    hours: list[tuple[datetime, int, int]]
-    ports: dict[str, list[tuple[datetime, int, int]]]
+    states: HourStates
+    ports: dict[str, HourStates]
+
+    @property
+    def hours(self) -> list[tuple[datetime, int, int]]:
+        return self.states.hours
 
 
 def link_timeline(
@@ -411,16 +448,18 @@ def link_timeline(
         hour
         for hour, spoke in HourlyRollup.objects.visible_to(user)
         .filter(lease=lease, kind=ProbeKind.LINK, hour__gte=start, hour__lt=instant)
+        .annotate(epoch=EpochHour("hour"))
         .annotate(spoke=F("passed") + F("failed") + F("excluded") + F("informational"))
         .order_by("hour")
-        .values_list("hour", "spoke")
+        .values_list("epoch", "spoke")
         if spoke
     ]
     if not checked:
         return []
-    down: dict[str, set[datetime]] = defaultdict(set)
-    mute: dict[str, set[datetime]] = defaultdict(set)
-    ports_down: dict[tuple[str, str], set[datetime]] = defaultdict(set)
+    checked_set = frozenset(checked)
+    down: dict[str, set[int]] = defaultdict(set)
+    mute: dict[str, set[int]] = defaultdict(set)
+    ports_down: dict[tuple[str, str], set[int]] = defaultdict(set)
     port_names: dict[str, set[str]] = defaultdict(set)
     for target, slot_at, verdict, state, parsed in (
         ProbeRun.objects.visible_to(user)
@@ -428,7 +467,7 @@ def link_timeline(
         .filter(NOT_PASSED)
         .values_list("target", "slot_at", "verdict", "state", "parsed")
     ):
-        hour = slot_at.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+        hour = int(slot_at.timestamp()) // 3600 * 3600
         if state != RunState.OK:
             mute[target].add(hour)
             continue
@@ -457,16 +496,12 @@ def link_timeline(
         if label:
             port_names[hostname].add(label)
 
-    def states(hours_down: set[datetime], silent: set[datetime]) -> list[tuple[datetime, int, int]]:
-        return [
-            (hour, 0, 1) if hour in hours_down else (hour, 1, 0)
-            for hour in checked
-            if hour in hours_down or hour not in silent
-        ]
+    def states(hours_down: set[int], silent: frozenset[int]) -> HourStates:
+        return HourStates(checked, checked_set, frozenset(hours_down), silent)
 
     nodes = []
     for hostname in sorted(hostnames):
-        silent = mute[hostname] - down[hostname]
+        silent = frozenset(mute[hostname] - down[hostname])
         nodes.append(
             NodeLinks(
                 hostname,
@@ -521,9 +556,10 @@ def sla_history(*, user, lease: Lease, instant: datetime) -> list[MonthRow]:  # 
     zone = lease.tenant.time_zone
     periods = list(reversed(_months(lease.starts_at, last, zone)))
     invoices = month_invoices(user=user, lease=lease, periods=periods)
+    credits = invoicing.lease_credits(lease=lease, periods=periods)
     rows = []
     for period in periods:
-        credit = invoicing.lease_credit(lease=lease, period=period)
+        credit = credits[period]
         if credit is not None:
             rows.append(MonthRow(period, credit.summary, credit.result, invoices.get(period)))
             continue

@@ -321,28 +321,24 @@ def _timeline(  # type: ignore[no-untyped-def]
     bands: list[charts.Band] = []
     summary: list[dict] = []
 
-    def states(counts: list[tuple]) -> list[str]:  # type: ignore[type-arg]
-        rows = [(at.timestamp(), up, down) for at, up, down in counts]
-        return charts.bucket_states(rows, start=x0, end=x1, buckets=buckets)
+    base = charts.hour_counts(nodes[0].states.checked if nodes else [], x0, x1, buckets)
+
+    def states(row: selectors.HourStates) -> list[str]:
+        return charts.hour_states(
+            base, row.checked_set, row.down, row.silent, start=x0, end=x1, buckets=buckets
+        )
 
     for node in nodes:
-        bands.append(charts.Band(node.hostname, states(node.hours)))
-        summary.append(
-            {
-                "label": node.hostname,
-                "port": False,
-                "down_hours": sum(1 for _at, _up, down in node.hours if down),
-                "checked_hours": len(node.hours),
-            }
-        )
-        for label, counts in node.ports.items():
-            bands.append(charts.Band(label, states(counts), sub=True))
+        for label, row, sub in [(node.hostname, node.states, False)] + [
+            (label, row, True) for label, row in node.ports.items()
+        ]:
+            bands.append(charts.Band(label, states(row), sub=sub))
             summary.append(
                 {
                     "label": label,
-                    "port": True,
-                    "down_hours": sum(1 for _at, _up, down in counts if down),
-                    "checked_hours": len(counts),
+                    "port": sub,
+                    "down_hours": row.down_hours,
+                    "checked_hours": row.judged_hours,
                 }
             )
 

@@ -94,7 +94,13 @@ from billing.invoicing.computed import (
     previous_period,
 )
 from billing.invoicing.drafting import compute_invoice, draft_invoice, draft_period, open_invoice
-from billing.invoicing.lines import LeaseCredit, credit_spans, lease_credit, lease_lines
+from billing.invoicing.lines import (
+    LeaseCredit,
+    credit_spans,
+    lease_credit,
+    lease_credits,
+    lease_lines,
+)
 from billing.invoicing.summary import invoice_summary, issued_message
 from billing.invoicing.windows import (
     BILLED_STATUSES,
@@ -133,6 +139,7 @@ __all__ = [
     "invoice_summary",
     "issued_message",
     "lease_credit",
+    "lease_credits",
     "lease_lines",
     "open_invoice",
     "previous_period",

@@ -135,6 +135,7 @@ function enhance(figure) {
   const chart = echarts.init(box, null, { renderer: "canvas" });
   chart.setOption(option(data, formats(language, data.zone)));
   figure.classList.add("interactive");
+  figure.echart = chart; // for the browser tests and the console
   return chart;
 }
 

@@ -1,6 +1,6 @@
 """Units on every number: bandwidth in Gbit/s, money in ¥, shares in %."""
 
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 
 from django import template
 from django.utils.translation import gettext as _
@@ -30,6 +30,14 @@ def cny(value: Decimal | str | None) -> str:
 @register.filter
 def percent(value: Decimal | str | None) -> str:
     return f"{Decimal(value)} %" if value not in (None, "") else _("no data")
+
+
+@register.filter
+def share_percent(value: Decimal | str | None) -> str:
+    """A share of 1 as a percent to 0.01: 0.650000 -> "65.00 %"."""
+    if value in (None, ""):
+        return "-"
+    return f"{(Decimal(value) * 100).quantize(Decimal('0.01'), rounding=ROUND_HALF_UP)} %"
 
 
 @register.filter

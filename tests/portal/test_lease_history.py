@@ -86,8 +86,8 @@ def test_link_timeline_states_per_node_and_port_per_hour(member, lease):
     down = at("2026-11-19 02:00")
     assert first.hours == [(hour, 0, 1) if hour == down else (hour, 1, 0) for hour in hours]
     assert sorted(first.ports) == ["ens2f0", "mlx5_0:1"]
-    assert (down, 0, 1) in first.ports["mlx5_0:1"]  # the 02:30 check found it down
-    assert (down, 1, 0) in first.ports["ens2f0"]  # the same check found this one up
+    assert (down, 0, 1) in first.ports["mlx5_0:1"].hours  # the 02:30 check found it down
+    assert (down, 1, 0) in first.ports["ens2f0"].hours  # the same check found this one up
     # The unreachable check at 07:00 measured nothing: no hour for it.
     assert second.hours == [(hour, 1, 0) for hour in hours]
     assert list(second.ports) == ["mlx5_0:1"]  # from the inventory
@@ -188,3 +188,27 @@ def test_a_long_window_shows_each_days_extremes_of_all_pairs(member, lease):
     fallback = client.get(f"/leases/{lease.pk}/?days=999").content.decode()
     assert "Measured throughput per node pair, last 30 days" in fallback
     assert "n2&gt;n1" in fallback
+
+
+def test_the_compact_timeline_row_buckets_as_the_hour_by_hour_one():
+    """charts.hour_states (shared checked hours plus a row's exceptions) gives the states
+    bucket_states gives from the same row spelled out hour by hour."""
+    import random
+
+    from portal import charts
+    from portal.selectors import HourStates
+
+    generator = random.Random(7)
+    start = 1_700_000_000 // 3600 * 3600
+    checked = sorted(start + 3600 * h for h in generator.sample(range(24 * 40), 700))
+    down = frozenset(generator.sample(checked, 30)) | {start - 3600}  # one outside
+    silent = frozenset(generator.sample(checked, 40)) - down
+    row = HourStates(checked, frozenset(checked), down, silent)
+    x0, x1 = start + 1800, start + 3600 * 24 * 30
+    for buckets in (1, 7, 180, 720):
+        spelled = [(at.timestamp(), up, dn) for at, up, dn in row.hours]
+        base = charts.hour_counts(checked, x0, x1, buckets)
+        assert charts.hour_states(
+            base, row.checked_set, down, silent, start=x0, end=x1, buckets=buckets
+        ) == charts.bucket_states(spelled, start=x0, end=x1, buckets=buckets)
+    assert row.down_hours == 30 and row.judged_hours == 700 - len(silent)

@@ -74,6 +74,7 @@ def test_running_p95_and_month_to_date_estimate_of_a_p95_lease(member):
 
     page = client_for(member.user).get(f"/leases/{lease.pk}/").content.decode()
     assert "Month-to-date estimate: ¥234.00" in page
+    assert "(65.00 % of the month so far; before tax and SLA credit)" in page
     assert "900 Mbit/s" in page  # the 95th percentile so far, in the portal's spelling
     data = json.loads(
         re.search(

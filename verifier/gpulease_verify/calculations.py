@@ -615,24 +615,58 @@ def gpu_hours_lost(
     reference one. 0 when measured >= reference (a network that beats the reference
     earns nothing back).
     """
+    return _hours_lost(
+        parameters=parameters,
+        bytes_per_parameter=bytes_per_parameter,
+        gpus=gpus,
+        compute_seconds_per_step=compute_seconds_per_step,
+        measured=[measured_busbw_bps],
+        reference_busbw_bps=reference_busbw_bps,
+        wall_hours=wall_hours,
+    )[0]
+
+
+def _hours_lost(
+    *,
+    parameters: int,
+    bytes_per_parameter: Number,
+    gpus: int,
+    compute_seconds_per_step: Number,
+    measured: Sequence[Number],
+    reference_busbw_bps: Number,
+    wall_hours: Number,
+) -> list[Decimal]:
+    """``gpu_hours_lost`` for each of ``measured`` against one reference: the reference
+    step is computed once, and each distinct measured figure once (a month's hours)."""
     compute = _non_negative(compute_seconds_per_step, "compute_seconds_per_step")
     wall = _non_negative(wall_hours, "wall_hours")
-    measured = _positive(measured_busbw_bps, "measured_busbw_bps")
     reference = _positive(reference_busbw_bps, "reference_busbw_bps")
-    if measured >= reference:
-        return Decimal(0)
-    t_step_m, t_step_r = (
-        _step_seconds(
+    figures = [_positive(one, "measured_busbw_bps") for one in measured]
+
+    def step(busbw: Decimal) -> Decimal:
+        return _step_seconds(
             parameters=parameters,
             bytes_per_parameter=bytes_per_parameter,
             gpus=gpus,
             compute_seconds=compute,
             busbw_bps=busbw,
         )
-        for busbw in (measured, reference)
-    )
-    with localcontext(_CONTEXT):
-        return gpus * wall * (1 - t_step_r / t_step_m)
+
+    t_step_r: Decimal | None = None
+    known: dict[Decimal, Decimal] = {}
+    lost = []
+    for figure in figures:
+        if figure >= reference:
+            lost.append(Decimal(0))
+            continue
+        if figure not in known:
+            if t_step_r is None:
+                t_step_r = step(reference)
+            t_step_m = step(figure)
+            with localcontext(_CONTEXT):
+                known[figure] = gpus * wall * (1 - t_step_r / t_step_m)
+        lost.append(known[figure])
+    return lost
 
 
 @dataclass(frozen=True, slots=True)
@@ -767,18 +801,15 @@ def _segment_shortfall(
 ) -> Shortfall:
     if not segment.hourly_busbw_bps or reference_bps <= 0:
         return Shortfall(gpu_hours=Decimal(0), cny=ZERO_CNY)
-    lost = [
-        gpu_hours_lost(
-            parameters=model.parameters,
-            bytes_per_parameter=model.bytes_per_parameter,
-            compute_seconds_per_step=model.compute_seconds_per_step,
-            gpus=segment.gpus,
-            measured_busbw_bps=measured,
-            reference_busbw_bps=reference_bps,
-            wall_hours=segment.wall_hours,
-        )
-        for measured in segment.hourly_busbw_bps
-    ]
+    lost = _hours_lost(
+        parameters=model.parameters,
+        bytes_per_parameter=model.bytes_per_parameter,
+        compute_seconds_per_step=model.compute_seconds_per_step,
+        gpus=segment.gpus,
+        measured=segment.hourly_busbw_bps,
+        reference_busbw_bps=reference_bps,
+        wall_hours=segment.wall_hours,
+    )
     with localcontext(_CONTEXT):
         hours = sum(lost, Decimal(0)) / len(lost)
         return Shortfall(gpu_hours=hours, cny=to_fen(hours * segment.gpu_hour_price))

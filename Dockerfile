@@ -15,28 +15,33 @@ RUN apt-get update \
     && apt-get install -y --no-install-recommends openssh-client iperf3 gettext \
     && rm -rf /var/lib/apt/lists/* \
     && useradd --system --create-home --home-dir /app gpulease \
-    && mkdir -p /var/lib/gpulease && chown gpulease /var/lib/gpulease
+    && mkdir -p /var/lib/gpulease/keys /tmp/gpulease-metrics \
+    && chown -R gpulease /var/lib/gpulease /tmp/gpulease-metrics
 
 WORKDIR /app
-COPY verifier ./verifier
-COPY pyproject.toml README.md ./
-COPY config ./config
-COPY common ./common
-COPY leases ./leases
-COPY benchmarks ./benchmarks
-COPY billing ./billing
-COPY locale ./locale
-COPY manage.py ./
-COPY api ./api
-COPY portal ./portal
+# The whole project; .dockerignore keeps out local state, build output, secrets and tests
+# (tests/deploy/test_image_context.py installs and starts exactly this).
+COPY . .
 COPY --from=assets /build/portal/static/portal/vendor ./portal/static/portal/vendor
+# collectstatic loads the production settings, which refuse to start without the keys:
+# throwaway ones here, deleted at once. The real ones live on the volume that
+# docker-compose.yml mounts at /var/lib/gpulease/keys (README, Production).
 RUN pip install --no-cache-dir ./verifier . \
     && pip install --no-cache-dir Babel \
     && pybabel -q compile --domain=django --directory=locale \
+    && export AUDIT_SIGNING_KEY=/tmp/build-keys/audit.pem PROBE_SSH_KEY=/tmp/build-keys/probe \
+    && python -m config.keys create >/dev/null \
     && DJANGO_DEBUG=false SECRET_KEY=build-only STATIC_ROOT=/app/static \
-       python manage.py collectstatic --no-input -v0
+       python manage.py collectstatic --no-input -v0 \
+    && rm -rf /tmp/build-keys
 
 USER gpulease
-ENV STATIC_ROOT=/app/static
+# prometheus_client's multiprocess mode: each gunicorn worker (and each Celery child) writes
+# its counters under this folder, and /metrics merges them (monitoring/gunicorn.py).
+ENV STATIC_ROOT=/app/static PROMETHEUS_MULTIPROC_DIR=/tmp/gpulease-metrics
 EXPOSE 8000
-CMD ["gunicorn", "config.wsgi:application", "--bind", "0.0.0.0:8000", "--workers", "4", "--access-logfile", "-"]
+# Each access line ends with the request id that the app's own log lines carry.
+CMD ["gunicorn", "config.wsgi:application", "-c", "python:monitoring.gunicorn", \
+     "--bind", "0.0.0.0:8000", "--workers", "4", \
+     "--access-logfile", "-", \
+     "--access-logformat", "%(h)s %(t)s \"%(r)s\" %(s)s %(b)s %(M)sms %({x-request-id}o)s"]

@@ -4,6 +4,7 @@ from rest_framework.routers import APIRootView, DefaultRouter
 
 from api import views
 from api.base import KnownQueryParametersMixin
+from monitoring.views import AlertmanagerWebhookViewSet
 
 app_name = "api"
 
@@ -30,6 +31,12 @@ router.register("api-tokens", views.ApiTokenViewSet, basename="apitoken")
 urlpatterns = [
     path("v1/", include(router.urls)),
     path("v1/", include("api.audit_urls")),
+    # The provider's Alertmanager (monitoring.alertmanager); ALERTMANAGER_TOKEN only.
+    path(
+        "v1/alertmanager/alerts/",
+        AlertmanagerWebhookViewSet.as_view({"post": "create"}),
+        name="alertmanager-alerts",
+    ),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
     path("redoc/", SpectacularRedocView.as_view(url_name="api:schema"), name="redoc"),

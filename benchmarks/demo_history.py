@@ -46,6 +46,7 @@ from benchmarks.probes import commands
 from benchmarks.probes.interpret import interpret
 from benchmarks.probes.plan import PlannedRun, PlanNode, plan_batches
 from benchmarks.services import MANUAL_DEADLINE, terms_view
+from common.progress import progress
 from gpulease_verify import verdicts
 from gpulease_verify.periods import Period
 from leases.choices import LeaseStatus, LinkLayer, ProbeKind, Technology
@@ -569,7 +570,7 @@ def load_history(*, now: datetime | None = None, days: int = DAYS) -> DemoHistor
     leases = Lease.objects.filter(status=LeaseStatus.ACTIVE, probes_enabled=False).exclude(
         probe_runs__isnull=False
     )
-    for lease in leases:
+    for lease in progress(list(leases), desc="demo history", unit="lease"):
         made = [
             *_acceptance(lease, now),
             *_history(lease, now, days),

@@ -66,12 +66,21 @@ def _write_private(path: Path, pem: bytes, *, replace: bool) -> None:
     os.replace(temporary, path)
 
 
+def create_key(path: Path) -> bool:
+    """A new key at ``path`` unless one is there; True when this made it. Needs no settings:
+    ``python -m config.keys create`` provisions production with it."""
+    if path.exists():
+        return False
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _write_private(path, _pem(Ed25519PrivateKey.generate()), replace=False)
+    return True
+
+
 def signing_key() -> Ed25519PrivateKey:
-    """The current key, created on first use."""
+    """The current key, created on first use (only ever outside production: with DEBUG off
+    the settings refuse to load without it)."""
     path = key_path()
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        _write_private(path, _pem(Ed25519PrivateKey.generate()), replace=False)
+    create_key(path)
     key = serialization.load_pem_private_key(path.read_bytes(), password=None)
     if not isinstance(key, Ed25519PrivateKey):
         raise ValueError(f"{path} does not hold an Ed25519 private key")

@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from benchmarks.choices import RunState, Tool, Trigger, Verdict
@@ -30,6 +30,7 @@ from benchmarks.models import (
 from billing.choices import IncidentState
 from billing.models import HourlyRollup, Incident, IngestCursor, TrafficSample
 from billing.traffic_intervals import Reading, slot_traffic
+from common.progress import counter
 from gpulease_verify.bundle import hour_start
 from gpulease_verify.samples import classify_sample, link_slot_outcome
 from leases.choices import ProbeKind
@@ -319,17 +320,20 @@ def _notify_after_commit(incident: Incident, event: str) -> None:
 # --- the job --------------------------------------------------------------------------------
 
 
+def pending_runs() -> QuerySet[ProbeRun]:
+    """The finished runs ingest has not read yet (``ingested_at`` unset; a partial index
+    holds just them): the one definition that ingest, issuing, ``/readyz`` and
+    ``/metrics`` share. Not a cursor on finished_at: runs commit in any order of it."""
+    return ProbeRun.objects.filter(finished_at__isnull=False, ingested_at__isnull=True)
+
+
 def ingest(*, limit: int = BATCH, notify: bool = True) -> IngestResult:
     """Process the next runs that finished since the cursor. Returns what it touched."""
     result = IngestResult()
     with transaction.atomic():
+        # One ingest at a time: the cursor row is the lock (and says how far it read).
         cursor, _ = IngestCursor.objects.select_for_update().get_or_create(name=CURSOR)
-        runs = ProbeRun.objects.filter(finished_at__isnull=False).order_by("finished_at", "pk")
-        if cursor.finished_at is not None:
-            runs = runs.filter(
-                Q(finished_at__gt=cursor.finished_at)
-                | Q(finished_at=cursor.finished_at, pk__gt=cursor.run_id)
-            )
+        runs = pending_runs().order_by("finished_at", "pk")
         batch = list(runs.select_related("lease__tenant", "terms")[:limit])
         if not batch:
             return result
@@ -382,6 +386,7 @@ def ingest(*, limit: int = BATCH, notify: bool = True) -> IngestResult:
                 (result.opened if event == "opened" else result.closed).append(incident.pk)
                 if notify:
                     _notify_after_commit(incident, event)
+        ProbeRun.objects.filter(pk__in=[run.pk for run in batch]).update(ingested_at=timezone.now())
         last = batch[-1]
         cursor.finished_at, cursor.run_id = last.finished_at, last.pk
         cursor.save()
@@ -389,18 +394,28 @@ def ingest(*, limit: int = BATCH, notify: bool = True) -> IngestResult:
     return result
 
 
+def pending_since() -> datetime | None:
+    """When the oldest finished run that ingest has not read yet finished (None: caught
+    up). ``/readyz`` measures the ingest lag from it; two queries, on the cursor's index."""
+    return (
+        pending_runs().order_by("finished_at", "pk").values_list("finished_at", flat=True).first()
+    )
+
+
 def ingest_all(*, notify: bool = True) -> IngestResult:
     """Ingest until caught up (commands and tests; the beat task takes one batch a time)."""
     total = IngestResult()
-    while True:
-        step = ingest(notify=notify)
-        if not step.runs:
-            return total
-        total.runs += step.runs
-        total.hours += step.hours
-        total.traffic_samples += step.traffic_samples
-        total.opened += step.opened
-        total.closed += step.closed
+    with counter(desc="ingest", unit="runs") as bar:
+        while True:
+            step = ingest(notify=notify)
+            if not step.runs:
+                return total
+            bar.update(step.runs)
+            total.runs += step.runs
+            total.hours += step.hours
+            total.traffic_samples += step.traffic_samples
+            total.opened += step.opened
+            total.closed += step.closed
 
 
 def recompute_window(*, lease: Lease, start: datetime, end: datetime) -> int:

@@ -45,8 +45,9 @@ from benchmarks.models import (
 from benchmarks.services import terms_view
 from billing import invoicing, services
 from billing.choices import InvoiceStatus, LineKind
-from billing.ingest import hour_of, recompute_hour
-from billing.models import Invoice
+from billing.ingest import CURSOR, hour_of, recompute_hour
+from billing.models import IngestCursor, Invoice
+from common.progress import progress
 from gpulease_verify.canonical import iso_utc
 from gpulease_verify.periods import Period
 from gpulease_verify.rejudge import judge_again
@@ -168,7 +169,7 @@ def _due(
         .order_by("chain_index")
     )
     due = []
-    for run in runs:
+    for run in progress(runs, desc="rerate: judge", unit="run"):
         in_force: LeaseTerms | None = timeline.at(run.slot_at)
         if in_force is None or in_force.pk == effective_terms_id(run):
             continue
@@ -257,6 +258,9 @@ def rerate(
         )
     with transaction.atomic():
         # The tenant row first, as drafting and issuing take it; then the chain's lock.
+        # Ingest's lock first (the order ingest and `bill --dry-run` take them in): an
+        # ingest running meanwhile would rebuild these hours from the old verdicts.
+        IngestCursor.objects.select_for_update().get_or_create(name=CURSOR)
         tenant = Tenant.objects.select_for_update().get(pk=lease.tenant_id)
         lease = Lease.objects.select_for_update().select_related("tenant").get(pk=lease.pk)
         result = RerateResult(lease=lease, start=start, end=end)
@@ -269,7 +273,7 @@ def rerate(
         result.runs_rejudged = len(linked)
         result.chain_links = (linked[0].chain_index or 0, linked[-1].chain_index or 0)
         hours = sorted({(item.run.kind, hour_of(item.run.slot_at)) for item in linked})
-        for kind, hour in hours:
+        for kind, hour in progress(hours, desc="rerate: rollups", unit="hour"):
             recompute_hour(lease=lease, kind=kind, hour=hour)
         result.hours_rebuilt = len(hours)
         zone = tenant.time_zone

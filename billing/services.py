@@ -24,7 +24,6 @@ from zoneinfo import ZoneInfo
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import Q
 from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
@@ -33,12 +32,11 @@ from benchmarks.choices import RunState
 from benchmarks.models import ProbeRun
 from billing import invoicing
 from billing.choices import CreditNoteKind, InvoiceStatus
-from billing.ingest import CURSOR
+from billing.ingest import pending_runs
 from billing.models import (
     CreditNote,
     CreditNoteLine,
     DocumentCounter,
-    IngestCursor,
     Invoice,
     InvoiceLine,
 )
@@ -138,14 +136,7 @@ def issue_blockers(invoice: Invoice) -> list[str]:
             )
             % {"count": unfinished, "invoice": name}
         )
-    finished = runs.filter(finished_at__isnull=False)
-    cursor = IngestCursor.objects.filter(name=CURSOR).first()
-    if cursor is not None and cursor.finished_at is not None:
-        finished = finished.filter(
-            Q(finished_at__gt=cursor.finished_at)
-            | Q(finished_at=cursor.finished_at, pk__gt=cursor.run_id)
-        )
-    behind = finished.count()
+    behind = runs.filter(pk__in=pending_runs().values("pk")).count()
     if behind:
         blockers.append(
             ngettext(

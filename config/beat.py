@@ -11,6 +11,11 @@ from datetime import timedelta
 from celery.schedules import crontab
 
 SCHEDULE = {
+    # /readyz reads the row this writes: beat, the broker, a worker and the database work.
+    "gpulease: beat heartbeat": {
+        "task": "common.beat_heartbeat",
+        "schedule": timedelta(seconds=60),
+    },
     "gpulease: dispatch due probes": {
         "task": "benchmarks.dispatch",
         "schedule": timedelta(seconds=60),

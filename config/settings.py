@@ -62,9 +62,17 @@ INSTALLED_APPS = [
     "axes",
     "api",
     "portal",
+    "monitoring",
 ]
 
 MIDDLEWARE = [
+    # Counts and times every request by URL name (gpulease_http_requests_total on /metrics).
+    "monitoring.middleware.RequestMetricsMiddleware",
+    "common.request_id.RequestIdMiddleware",
+    # /healthz and /readyz: answered before the host check and the HTTPS redirect.
+    "config.health.ProbeMiddleware",
+    # /metrics likewise (monitoring.middleware): Prometheus scrapes http://web:8000 inside.
+    "monitoring.middleware.MetricsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "api.middleware.ApiBodySizeLimitMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -165,11 +173,32 @@ SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=not DEBUG)
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
 
+# LOG_FORMAT=json: one JSON object a line (python-json-logger), each with the request id
+# that the response carries in X-Request-ID ("-" outside a request).
+LOG_FORMAT = env.str("LOG_FORMAT", default="plain")
+if LOG_FORMAT not in ("plain", "json"):
+    raise ImproperlyConfigured("LOG_FORMAT must be plain or json.")
+# Take a proxy's request id from this header (e.g. X-Request-ID); empty: always generate.
+REQUEST_ID_HEADER = env.str("REQUEST_ID_HEADER", default="")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "filters": {"request_id": {"()": "common.request_id.RequestIdFilter"}},
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+        "json": {
+            "()": "pythonjsonlogger.json.JsonFormatter",
+            "fmt": "%(asctime)s %(levelname)s %(name)s %(message)s %(request_id)s",
+            "rename_fields": {"asctime": "time", "levelname": "level", "name": "logger"},
+        },
+    },
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": LOG_FORMAT,
+            "filters": ["request_id"],
+        }
+    },
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
     # asyncssh logs every channel at INFO: one line per command of every probe.
     "loggers": {"asyncssh": {"level": "WARNING"}},
@@ -196,12 +225,19 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 # The schedule itself lives in config/beat.py.
 CELERY_BEAT_SCHEDULE = BEAT_SCHEDULE
+# With JSON logs, workers and beat keep the LOGGING above instead of Celery's own format.
+CELERY_WORKER_HIJACK_ROOT_LOGGER = LOG_FORMAT != "json"
 
 # Probes.
 # Each site's probes go to this queue. "probes.{site}" lets a worker in each data centre
 # consume its own site (celery -A config worker -Q probes.sz-ns1); the default sends them
 # all to the default queue, for a single worker (make run, a one-host deployment).
 PROBE_QUEUE_TEMPLATE = env.str("PROBE_QUEUE_TEMPLATE", default="celery")
+# Every billing.* task (ingest, drafting, checkpoints, notifications) goes to this queue
+# (config.celery.route_task), so that a worker of its own can run them (-Q billing); the
+# default keeps them on the default queue beside everything else.
+BILLING_QUEUE = env.str("BILLING_QUEUE", default="celery")
+CELERY_TASK_ROUTES = ("config.celery.route_task",)
 PROBE_SSH_KEY = Path(env.str("PROBE_SSH_KEY", default=str(VAR_DIR / "ssh" / "probe_ed25519")))
 PROBE_CONNECT_TIMEOUT_S = env.float("PROBE_CONNECT_TIMEOUT_S", default=10.0)
 PROBE_THROUGHPUT_SECONDS = env.int("PROBE_THROUGHPUT_SECONDS", default=10)
@@ -235,6 +271,31 @@ INVOICE_SELLER = {
 # (billing.audit_keys). Empty: VAR_DIR/audit/ed25519.pem, created on first use. Retired
 # keys' public halves are listed in audit-keys.json beside it (audit_key --rotate).
 AUDIT_SIGNING_KEY = env.str("AUDIT_SIGNING_KEY", default="")
+if not DEBUG:
+    # Production never makes a key on first use: each container would make its own and
+    # lose it on restart (old bundles no longer verify). Both come from a shared volume
+    # or mounted secrets, provisioned once with `python -m config.keys create` (README).
+    from config.keys import missing_keys
+
+    _missing = missing_keys(
+        {
+            "AUDIT_SIGNING_KEY": Path(AUDIT_SIGNING_KEY or VAR_DIR / "audit" / "ed25519.pem"),
+            "PROBE_SSH_KEY": PROBE_SSH_KEY,
+        }
+    )
+    if _missing:
+        raise ImproperlyConfigured(
+            "With DJANGO_DEBUG=false the keys must be provisioned, and these are missing: "
+            + ", ".join(_missing)
+            + ". Create them once with `python -m config.keys create` on the volume or "
+            "secret every container mounts (README, Production)."
+        )
+
+# Readiness (/readyz): beat's heartbeat no older than this, finished probe runs not waiting
+# for ingest longer than this, and how long to wait for the broker.
+READYZ_BEAT_MAX_AGE_S = env.int("READYZ_BEAT_MAX_AGE_S", default=180)
+READYZ_INGEST_MAX_LAG_S = env.int("READYZ_INGEST_MAX_LAG_S", default=600)
+READYZ_BROKER_TIMEOUT_S = env.float("READYZ_BROKER_TIMEOUT_S", default=2.0)
 if CELERY_BROKER_URL.startswith("redis"):
     # Unacknowledged tasks (a worker killed mid-probe) come back after this; it must
     # exceed the task time limit so a live worker's task is never handed out twice.
@@ -260,6 +321,18 @@ WEBHOOK_ALLOWED_NETWORKS = [
     ipaddress.ip_network(cidr.strip()) for cidr in env.list("WEBHOOK_ALLOWED_NETWORKS", default=[])
 ]
 WEBHOOK_CONNECT_TIMEOUT_S = env.float("WEBHOOK_CONNECT_TIMEOUT_S", default=3.0)
+
+# Monitoring (monitoring/): who may scrape /metrics (a bearer token, and/or addresses), how
+# long a lease's credit at risk is cached, and the token Alertmanager's webhook presents.
+# With neither METRICS_TOKEN nor METRICS_ALLOWED_NETWORKS, /metrics answers loopback when
+# DEBUG and 403 otherwise.
+METRICS_TOKEN = env.str("METRICS_TOKEN", default="")
+METRICS_ALLOWED_NETWORKS = [
+    ipaddress.ip_network(cidr.strip()) for cidr in env.list("METRICS_ALLOWED_NETWORKS", default=[])
+]
+METRICS_CREDIT_CACHE_S = env.int("METRICS_CREDIT_CACHE_S", default=300)
+METRICS_CREDIT_REFRESH_PER_SCRAPE = env.int("METRICS_CREDIT_REFRESH_PER_SCRAPE", default=25)
+ALERTMANAGER_TOKEN = env.str("ALERTMANAGER_TOKEN", default="")
 WEBHOOK_READ_TIMEOUT_S = env.float("WEBHOOK_READ_TIMEOUT_S", default=5.0)
 
 # The cache holds the API's rate-limit counters. In production CACHE_URL names Redis, so

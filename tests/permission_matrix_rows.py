@@ -230,6 +230,8 @@ API_ROWS: dict[tuple[str, str], Row] = {
     ("api:api-root", "get"):            Row("200 200 200 200 200 200 401 401 | 200 403 403 200"),
     # The signing key is public: anybody, even with a token that lacks every scope.
     ("api:audit-public-key", "get"):    Row("200 200 200 200 200 200 200 200 | 200 200 200 200"),
+    # Alertmanager's intake takes ALERTMANAGER_TOKEN only (unset here): no session, no API token.
+    ("api:alertmanager-alerts", "post"): Row("401 401 401 401 401 401 401 401 | 401 401 401 401"),
     ("api:tenant-list", "get"):         Row("200 200 200 200 200 200 401 401 | 200 403 403 200"),
     ("api:tenant-detail", "get"):       Row("200 200 200 200 200 404 401 401 | 200 403 403 200",
                                             pk_of(lambda side: side.tenant)),
@@ -350,7 +352,10 @@ PAGE_ROWS: dict[tuple[str, str], Row] = {
     ("set_language", "post"):           Row("302 302 302 302 302 302 302 302",
                                             body=lambda w: {"language": "zh-hans", "next": "/"}),
     ("health", "get"):                  Row("200 200 200 200 200 200 200 200"),
-    ("health", "post"):                 Row("200 200 200 200 200 200 200 200"),
+    # Open to all alike; 503 here because no beat heartbeat has been written (test_health.py).
+    ("ready", "get"):                   Row("503 503 503 503 503 503 503 503"),
+    # METRICS_TOKEN and METRICS_ALLOWED_NETWORKS unset, DEBUG off: nobody (monitoring.views).
+    ("metrics", "get"):                 Row("403 403 403 403 403 403 403 403"),
     ("portal:login", "get"):            Row("200 200 200 200 200 200 200 200"),
     ("portal:login", "post"):           Row("200 200 200 200 200 200 200 200"),
     ("portal:login", "put"):            Row("200 200 200 200 200 200 200 200"),

@@ -56,6 +56,10 @@ class ProbeRun(models.Model):
     claimed_at = models.DateTimeField(_("claimed at"), null=True, blank=True)
     started_at = models.DateTimeField(_("started at"), null=True, blank=True)
     finished_at = models.DateTimeField(_("finished at"), null=True, blank=True)
+    # Set by billing.ingest when it has read the run. Runs commit in any order of
+    # finished_at (workers finish concurrently), so a cursor on finished_at alone would
+    # pass over a run that commits after a later one was read.
+    ingested_at = models.DateTimeField(_("ingested at"), null=True, blank=True)
 
     command = models.TextField(_("command"), blank=True)
     exit_code = models.IntegerField(_("exit code"), null=True, blank=True)
@@ -113,8 +117,13 @@ class ProbeRun(models.Model):
             models.Index(fields=["lease", "-slot_at", "-id"], name="run_lease_slot_id"),
             models.Index(fields=["state", "deadline_at"], name="run_state_deadline"),
             models.Index(fields=["site", "-finished_at"], name="run_site_finished"),
-            # The rollup job reads finished runs in (finished_at, id) order from a cursor.
-            models.Index(fields=["finished_at", "id"], name="run_finished_cursor"),
+            # Ingest reads the finished runs it has not read yet, in (finished_at, id) order;
+            # partial, so it holds only the few runs waiting.
+            models.Index(
+                fields=["finished_at", "id"],
+                condition=models.Q(finished_at__isnull=False, ingested_at__isnull=True),
+                name="run_to_ingest",
+            ),
             models.Index(
                 fields=["lease", "kind", "slot_at"], condition=NOT_PASSED, name="run_not_passed"
             ),

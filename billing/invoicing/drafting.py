@@ -19,6 +19,7 @@ from billing.invoicing.lines import lease_part, lease_share
 from billing.invoicing.summary import issued_message
 from billing.invoicing.windows import BILLED_STATUSES, billed_leases
 from billing.models import Invoice, InvoiceLine
+from common.progress import progress
 from gpulease_verify.calculations import invoice_totals_by_rate
 from gpulease_verify.periods import Period
 from leases.models import Lease, Tenant
@@ -133,7 +134,8 @@ def draft_period(
     callers say so."""
     check_period(period)
     invoices = []
-    for candidate in _candidate_tenants(period, tenant):
+    candidates = _candidate_tenants(period, tenant)
+    for candidate in progress(candidates, desc=f"draft {period}", unit="tenant"):
         existing = open_invoice(candidate, period)
         if existing is not None and existing.status != InvoiceStatus.DRAFT:
             invoices.append(existing)

@@ -186,6 +186,10 @@ CASES: dict[str, ListOf | DetailOf | NoRows] = {
     "api:apitoken-revoke": DetailOf(pk(lambda side: side.token)),
     # Audit bundle, evidence and disputes (api/audit_urls.py).
     "api:audit-public-key": NoRows("the provider's public signing key, the same for all"),
+    "api:alertmanager-alerts": NoRows(
+        "Alertmanager's intake (monitoring.views): it answers counts, never tenant rows, "
+        "and only to ALERTMANAGER_TOKEN"
+    ),
     "api:lease-audit": DetailOf(pk(lambda side: side.lease), query={"period": "2026-11"}),
     "api:lease-checkpoints": DetailOf(pk(lambda side: side.lease)),
     "api:lease-evidence": DetailOf(

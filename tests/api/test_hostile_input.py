@@ -183,7 +183,37 @@ LEASE = {
     "nodes": [],
 }
 
+
+def _alertmanager(world: Any) -> Any:
+    """Alertmanager's webhook authenticates with ALERTMANAGER_TOKEN, not as a user."""
+    from monitoring.views import AlertmanagerClient
+
+    return AlertmanagerClient()
+
+
+ALERTMANAGER_PAYLOAD = {
+    "version": "4",
+    "status": "firing",
+    "receiver": "gpulease",
+    "groupKey": '{}:{alertname="NodeDown"}',
+    "alerts": [
+        {
+            "status": "firing",
+            "labels": {"alertname": "NodeDown", "instance": "elsewhere:9100"},
+            "annotations": {"summary": "down"},
+            "startsAt": "2026-11-10T08:00:00Z",
+            # No endsAt: Alertmanager sends Go's zero time 0001-01-01T00:00:00Z for "not
+            # ended", which the intake must take (tests/monitoring/test_alertmanager.py).
+            "generatorURL": "http://prometheus:9090/graph",
+            "fingerprint": "0123456789abcdef",
+        }
+    ],
+}
+
 WRITES: dict[str, Write] = {
+    "api:alertmanager-alerts": Write(
+        "post", body=lambda w: ALERTMANAGER_PAYLOAD, writer=_alertmanager
+    ),
     "api:site-list": Write(
         "post", body=lambda w: {"name": "Foshan", "code": "fs", "city": "Foshan", "region": "GD"}
     ),

@@ -49,8 +49,11 @@ def celery_lab(lab, settings, redis_url, tmp_path):
 
     def start(*args: str, **overrides: str) -> subprocess.Popen:
         logs.append((tmp_path / f"celery-{len(started)}.log").open("w"))
+        # args[0] is the command (worker, beat); a --loglevel among the rest wins.
+        command, *options = args
+        argv = [sys.executable, "-m", "celery", "-A", "config", command, "--loglevel=WARNING"]
         process = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "config", *args, "--loglevel=WARNING"],
+            [*argv, *options],
             cwd=ROOT,
             env={**env, **overrides},
             start_new_session=True,

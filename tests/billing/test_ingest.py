@@ -186,3 +186,30 @@ def test_daily_aggregates_follow_the_tenant_day(lease):
         1,
     )
     assert days["2026-11-04", "throughput"].percent == Decimal("100.000")
+
+
+def test_a_run_that_commits_after_a_later_one_was_read_is_still_ingested(lease):
+    """Workers finish concurrently: run B (finished 10:20) commits and is ingested before
+    run A (finished 10:19) commits. A cursor on finished_at would pass over A for good;
+    ingest reads every finished run it has not marked, so A is read next time."""
+    from benchmarks.models import ProbeRun
+
+    b = make_run(
+        lease, slot=at("2026-11-10 10:00"), target="sz-03>sz-04", finished=at("2026-11-10 10:20")
+    )
+    assert ingest.ingest(notify=False).runs == 1
+    a = make_run(
+        lease,
+        slot=at("2026-11-10 10:00"),
+        target="sz-01>sz-02",
+        verdict="fail",
+        measured_bps=40 * 10**9,
+        finished=at("2026-11-10 10:19"),
+    )
+    assert ingest.pending_since() == at("2026-11-10 10:19")  # /readyz sees it waiting
+    assert ingest.ingest(notify=False).runs == 1
+    assert ingest.pending_since() is None
+    rollup = HourlyRollup.objects.get(lease=lease, kind="throughput", hour=at("2026-11-10 10:00"))
+    assert (rollup.passed, rollup.failed) == (1, 1)
+    read = ProbeRun.objects.filter(pk__in=[a.pk, b.pk]).values_list("ingested_at", flat=True)
+    assert None not in set(read)

@@ -18,6 +18,7 @@ def test_migrations_store_no_schedule_and_beat_installs_the_one_in_code():
         task.name: task for task in PeriodicTask.objects.filter(name__startswith="gpulease: ")
     }
     assert {name: task.task for name, task in stored.items()} == {
+        "gpulease: beat heartbeat": "common.beat_heartbeat",
         "gpulease: dispatch due probes": "benchmarks.dispatch",
         "gpulease: probe results self-check": "benchmarks.self_check",
         "gpulease: ingest finished probe runs": "billing.ingest",

@@ -19,12 +19,27 @@ def _run(env_overrides, *args):
 
 
 def test_check_deploy_is_clean_with_production_settings(tmp_path):
+    # Production's keys, provisioned as README's Production section says.
+    keys = {
+        "AUDIT_SIGNING_KEY": str(tmp_path / "keys/audit/ed25519.pem"),
+        "PROBE_SSH_KEY": str(tmp_path / "keys/ssh/probe_ed25519"),
+    }
+    created = subprocess.run(
+        [sys.executable, "-m", "config.keys", "create"],
+        cwd=ROOT,
+        env={**os.environ, **keys},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert created.returncode == 0, created.stderr
     result = _run(
         {
             "DJANGO_DEBUG": "false",
             "SECRET_KEY": "x" * 64 + "production-like-key-with-entropy",
             "ALLOWED_HOSTS": "gpulease.example.cn",
             "GPULEASE_VAR_DIR": str(tmp_path),
+            **keys,
         },
         "check",
         "--deploy",

@@ -12,34 +12,19 @@ from tqdm import tqdm
 T = TypeVar("T")
 
 
-def _silent() -> bool | None:
-    return True if os.environ.get("CI", "").lower() in ("1", "true", "yes") else None
+def _bar(**options: Any) -> Any:
+    silent = True if os.environ.get("CI", "").lower() in ("1", "true", "yes") else None
+    return tqdm(disable=silent, leave=False, dynamic_ncols=True, **options)
 
 
 def progress(
     iterable: Iterable[T], *, desc: str, total: int | None = None, unit: str = "it"
 ) -> Any:
-    """``iterable``, with a bar on a terminal: ``for tenant in progress(tenants, desc="bill")``."""
-    return tqdm(
-        iterable,
-        desc=desc,
-        total=total,
-        unit=unit,
-        disable=_silent(),
-        leave=False,
-        dynamic_ncols=True,
-    )
+    """``iterable``, with a bar on a terminal: ``for t in progress(tenants, desc="draft")``."""
+    return _bar(iterable=iterable, desc=desc, total=total, unit=unit)
 
 
 def counter(*, desc: str, unit: str, total: int | None = None) -> Any:
     """A bar advanced by hand (``bar.update(n)``) for work that arrives in batches; use it
     as a context manager."""
-    return tqdm(
-        desc=desc,
-        total=total,
-        unit=unit,
-        unit_scale=True,
-        disable=_silent(),
-        leave=False,
-        dynamic_ncols=True,
-    )
+    return _bar(desc=desc, total=total, unit=unit, unit_scale=True)

@@ -321,6 +321,7 @@ WEBHOOK_ALLOWED_NETWORKS = [
     ipaddress.ip_network(cidr.strip()) for cidr in env.list("WEBHOOK_ALLOWED_NETWORKS", default=[])
 ]
 WEBHOOK_CONNECT_TIMEOUT_S = env.float("WEBHOOK_CONNECT_TIMEOUT_S", default=3.0)
+WEBHOOK_READ_TIMEOUT_S = env.float("WEBHOOK_READ_TIMEOUT_S", default=5.0)
 
 # Monitoring (monitoring/): who may scrape /metrics (a bearer token, and/or addresses), how
 # long a lease's credit at risk is cached, and the token Alertmanager's webhook presents.
@@ -333,7 +334,6 @@ METRICS_ALLOWED_NETWORKS = [
 METRICS_CREDIT_CACHE_S = env.int("METRICS_CREDIT_CACHE_S", default=300)
 METRICS_CREDIT_REFRESH_PER_SCRAPE = env.int("METRICS_CREDIT_REFRESH_PER_SCRAPE", default=25)
 ALERTMANAGER_TOKEN = env.str("ALERTMANAGER_TOKEN", default="")
-WEBHOOK_READ_TIMEOUT_S = env.float("WEBHOOK_READ_TIMEOUT_S", default=5.0)
 
 # The cache holds the API's rate-limit counters. In production CACHE_URL names Redis, so
 # every gunicorn worker counts against the same budget; the default is per process.

@@ -24,6 +24,8 @@ LATENCY = Histogram(
     buckets=(0.01, 0.025, 0.05, 0.1, 0.15, 0.25, 0.5, 1, 2.5, 5, 10, float("inf")),
 )
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+# The paths answered before URL resolution, under their URLconf names.
+UNRESOLVED_NAMES = {"/metrics": "metrics", "/healthz": "health", "/readyz": "ready"}
 
 
 class RequestMetricsMiddleware:
@@ -41,13 +43,10 @@ class RequestMetricsMiddleware:
         started = time.perf_counter()
         response = self.get_response(request)
         match = getattr(request, "resolver_match", None)
-        view = (
-            match.view_name
-            if match is not None
-            else {"/metrics": "metrics", "/healthz": "health", "/readyz": "ready"}.get(
-                request.path_info, "unmatched"
-            )
-        )
+        if match is not None:
+            view = match.view_name
+        else:  # answered ahead of URL resolution (config.health, MetricsMiddleware), or a 404
+            view = UNRESOLVED_NAMES.get(request.path_info, "unmatched")
         method = request.method if request.method in METHODS else "other"
         REQUESTS.labels(view=view, method=method, status=str(response.status_code)).inc()
         LATENCY.labels(view=view).observe(time.perf_counter() - started)

@@ -96,7 +96,7 @@ format: $(STAMP)
 	$(VENV)/bin/ruff format .
 
 typecheck: $(STAMP)
-	$(VENV)/bin/mypy common leases billing benchmarks config monitoring verifier/gpulease_verify
+	$(VENV)/bin/mypy common leases billing benchmarks config monitoring telemetry verifier/gpulease_verify
 
 bench: setup
 	$(PY) -m perf

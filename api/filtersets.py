@@ -7,7 +7,7 @@ from django import forms
 from api.models import ApiToken
 from benchmarks.choices import RunState, Trigger, Verdict
 from benchmarks.models import ProbeRun
-from billing.choices import IncidentState, InvoiceStatus
+from billing.choices import FabricIncidentKind, IncidentState, InvoiceStatus
 from billing.models import CreditNote, Incident, Invoice
 from common.instants import FILTER_YEARS, instant_problem
 from leases.choices import GpuModel, LeaseStatus, NodeStatus, ProbeKind
@@ -108,7 +108,7 @@ class ProbeRunFilterSet(filters.FilterSet):
 class IncidentFilterSet(filters.FilterSet):
     lease = IdFilter(field_name="lease_id")
     state = filters.ChoiceFilter(choices=IncidentState.choices)
-    kind = filters.ChoiceFilter(choices=ProbeKind.choices)
+    kind = filters.ChoiceFilter(choices=[*ProbeKind.choices, *FabricIncidentKind.choices])
     opened_at = InstantRangeFilter()
 
     class Meta:

@@ -464,6 +464,7 @@ class IncidentSerializer(serializers.ModelSerializer):
             "worst_bps",
             "worst_latency_us",
             "rule",
+            "detail",
             "terms_version",
             "evidence_run_ids",
         ]

@@ -28,6 +28,7 @@ from api.pagination import SlotCursorPagination
 from api.permissions import ALL_ROLES
 from benchmarks import services as probe_services
 from benchmarks.models import ProbeRun
+from billing import probe_tax
 from billing import services as billing_services
 from billing.documents import document_language, xlsx
 from billing.documents import pdf as invoice_pdf
@@ -122,7 +123,7 @@ class LeaseViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewSet
 
     def optimize(self, queryset: QuerySet) -> QuerySet:
         queryset = queryset.select_related("tenant")
-        if self.action not in {"list", "sla", "run_now"}:  # those read the lease alone
+        if self.action not in {"list", "sla", "probe_tax", "run_now"}:  # the lease alone
             queryset = queryset.prefetch_related(
                 "terms", Prefetch("assignments", queryset=_assignments())
             )
@@ -244,6 +245,33 @@ class LeaseViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewSet
     def sla(self, request: Request, pk: str | None = None) -> Response:
         lease = self.get_object()
         return Response(sla_report(lease=lease, period=s.PeriodSerializer.of(request)))
+
+    @extend_schema(
+        parameters=[s.PERIOD_PARAMETER],
+        responses={200: OpenApiTypes.OBJECT},
+        summary="Probe tax of the lease for a month: its own probes' bytes and seconds, "
+        "kept out of metering (billing.probe_tax)",
+        description=(
+            "Each heavy probe run that started in the month (tenant's clock): `bytes`, "
+            "`bytes_by_node` (bytes sent, as the tools report them; `estimated` for NCCL), "
+            "`seconds`, and `cost_cny`, what those bytes would have cost at the run's price "
+            "per GB (null without one). `totals` adds `deferred_runs`: heavy probes deferred "
+            "because the lease was busy."
+        ),
+    )
+    @action(
+        detail=True,
+        methods=["get"],
+        url_path="probe-tax",
+        url_name="probe-tax",
+        filter_backends=[],
+        pagination_class=None,
+        query_parameters=frozenset({"period"}),
+    )
+    def probe_tax(self, request: Request, pk: str | None = None) -> Response:
+        lease = self.get_object()
+        period = s.PeriodSerializer.of(request)
+        return Response(probe_tax.document(probe_tax.probe_tax_of(lease=lease, period=period)))
 
 
 def _assignments() -> QuerySet:

@@ -1,5 +1,6 @@
-"""The hash chain of a lease, as stored: linking finished runs, terms versions and
-rejudgements (one index sequence for all three) and reading the links back. The rules
+"""The hash chain of a lease, as stored: linking finished runs, terms versions,
+rejudgements and telemetry batches (one index sequence for all four) and reading the
+links back. The rules
 (hashing, canonical JSON, checking a chain, terms and rejudgement content) live in
 ``gpulease_verify.chain``, ``gpulease_verify.canonical`` and ``gpulease_verify.terms``,
 which an auditor installs alone.
@@ -14,7 +15,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q, QuerySet
+from django.db.models import OuterRef, Prefetch, Q, QuerySet, Subquery
 from django.utils import timezone
 
 from benchmarks.choices import FINAL_STATES, RunState
@@ -28,11 +29,15 @@ from gpulease_verify.chain import (
     content_differences,
     link_hash,
     rejudgement_content,
+    telemetry_content,
     verify_chain,
 )
+from gpulease_verify.telemetry import PortSample as Sample
+from gpulease_verify.telemetry import sample_entry, switch_entry
 from gpulease_verify.terms import CONTRACT_FIELDS as CONTRACT_FIELDS_OF_TERMS
 from gpulease_verify.terms import terms_content
 from leases.models import Lease, LeaseTerms
+from telemetry.models import PortSample, SwitchReading, TelemetryBatch
 
 
 def run_content(run: Any) -> dict[str, Any]:
@@ -162,33 +167,10 @@ def link_pending(*, lease_id: int, now: datetime | None = None) -> list[ProbeRun
 
 
 def chain_head(*, lease_id: int) -> tuple[int, str]:
-    """(index, hash) of the lease's last link, run, terms version or rejudgement; (0,
-    GENESIS) for an empty chain. Read it under the lock on the lease row before
-    appending."""
-    last_run = (
-        ProbeRun.objects.filter(lease_id=lease_id, chain_index__isnull=False)
-        .order_by("-chain_index")
-        .values_list("chain_index", "run_hash")
-        .first()
-    )
-    last_terms = (
-        LeaseTerms.objects.filter(lease_id=lease_id, chain_index__isnull=False)
-        .order_by("-chain_index")
-        .values_list("chain_index", "terms_hash")
-        .first()
-    )
-    last_rejudgement = (
-        Rejudgement.objects.filter(lease_id=lease_id, chain_index__isnull=False)
-        .order_by("-chain_index")
-        .values_list("chain_index", "link_hash")
-        .first()
-    )
-    heads = [
-        (head[0] or 0, head[1])
-        for head in (last_run, last_terms, last_rejudgement)
-        if head is not None
-    ]
-    return max(heads) if heads else (0, GENESIS)
+    """(index, hash) of the lease's last link, run, terms version, rejudgement or
+    telemetry batch; (0, GENESIS) for an empty chain. Read it under the lock on the lease
+    row before appending."""
+    return chain_heads([lease_id]).get(lease_id, (0, GENESIS))
 
 
 def link_terms(version: LeaseTerms) -> LeaseTerms:
@@ -215,6 +197,110 @@ def link_rejudgements(items: list[Rejudgement]) -> list[Rejudgement]:
         item.chain_index, item.prev_hash = index, prev
         item.link_hash = prev = link_hash(rejudgement_link_content(item), prev)
     return Rejudgement.objects.bulk_create(items, batch_size=500)
+
+
+def as_sample(row: PortSample) -> Sample:
+    """A stored interval as the pure rules read it."""
+    return Sample(
+        port=row.port,
+        at=row.at,
+        seconds=row.seconds,
+        up=row.up,
+        down_cycles=row.down_cycles,
+        deltas=dict(row.deltas),
+        reset=row.reset,
+    )
+
+
+def telemetry_link_content(batch: Any) -> dict[str, Any]:
+    """What a telemetry batch's hash covers (``gpulease_verify.chain.telemetry_content``),
+    from its rows as stored: samples with ``node``, readings with ``switch`` loaded."""
+    return telemetry_content(
+        lease=batch.lease.reference,
+        at=iso_utc(batch.at) or "",
+        samples=[sample_entry(row.node.hostname, as_sample(row)) for row in batch.samples.all()],
+        switch=[
+            switch_entry(
+                switch=row.switch.name,
+                port=row.if_name,
+                in_octets=int(row.in_octets),
+                out_octets=int(row.out_octets),
+                oper_up=row.oper_up,
+                in_errors=row.in_errors,
+                out_discards=row.out_discards,
+            )
+            for row in batch.switch_readings.all()
+        ],
+    )
+
+
+def _telemetry_batches(lease_id: int) -> QuerySet[TelemetryBatch]:
+    return (
+        TelemetryBatch.objects.filter(lease_id=lease_id)
+        .select_related("lease")
+        .prefetch_related(
+            Prefetch("samples", queryset=PortSample.objects.select_related("node")),
+            Prefetch("switch_readings", queryset=SwitchReading.objects.select_related("switch")),
+        )
+    )
+
+
+def link_telemetry(batches: list[tuple[TelemetryBatch, dict[str, Any]]]) -> None:
+    """Append saved telemetry batches, one per lease, each with its content (built from
+    the rows saved with it), to their leases' chains: the lease rows locked, every head
+    read and every batch saved in one query each, however many leases."""
+    if not batches:
+        return
+    lease_ids = [batch.lease_id for batch, _ in batches]
+    with transaction.atomic():
+        list(Lease.objects.select_for_update().filter(pk__in=lease_ids).values_list("pk"))
+        heads = chain_heads(lease_ids)
+        for batch, content in batches:
+            index, prev = heads[batch.lease_id]
+            batch.chain_index, batch.prev_hash = index + 1, prev
+            batch.link_hash = link_hash(content, prev)
+        TelemetryBatch.objects.bulk_update(
+            [batch for batch, _ in batches], ["chain_index", "prev_hash", "link_hash"]
+        )
+
+
+def chain_heads(lease_ids: list[int]) -> dict[int, tuple[int, str]]:
+    """``chain_head`` of many leases in one query: per lease, its last link of each kind
+    as two subqueries, the highest of the four."""
+    kinds = (
+        (ProbeRun, "run_hash"),
+        (LeaseTerms, "terms_hash"),
+        (Rejudgement, "link_hash"),
+        (TelemetryBatch, "link_hash"),
+    )
+    annotations: dict[str, Any] = {}
+    for number, (model, hash_field) in enumerate(kinds):
+        last = model.objects.filter(  # type: ignore[attr-defined]
+            lease_id=OuterRef("pk"), chain_index__isnull=False
+        ).order_by("-chain_index")
+        annotations[f"index_{number}"] = Subquery(last.values("chain_index")[:1])
+        annotations[f"hash_{number}"] = Subquery(last.values(hash_field)[:1])
+    heads = {}
+    for row in (
+        Lease.objects.filter(pk__in=lease_ids).annotate(**annotations).values("pk", *annotations)
+    ):
+        found = [
+            (row[f"index_{n}"], row[f"hash_{n}"])
+            for n in range(len(kinds))
+            if row[f"index_{n}"] is not None
+        ]
+        heads[row["pk"]] = max(found) if found else (0, GENESIS)
+    return heads
+
+
+def _telemetry_link(batch: TelemetryBatch) -> Link:
+    return Link(
+        index=batch.chain_index or 0,
+        prev_hash=batch.prev_hash,
+        run_hash=batch.link_hash,
+        content=telemetry_link_content(batch),
+        telemetry_id=batch.pk,
+    )
 
 
 def _rejudgement_link(item: Rejudgement) -> Link:
@@ -244,14 +330,17 @@ def stored_links(*, lease_id: int, first: int | None = None, last: int | None = 
     runs = ProbeRun.objects.filter(lease_id=lease_id, chain_index__isnull=False)
     versions = LeaseTerms.objects.filter(lease_id=lease_id, chain_index__isnull=False)
     rejudged = Rejudgement.objects.filter(lease_id=lease_id, chain_index__isnull=False)
+    batches = _telemetry_batches(lease_id).filter(chain_index__isnull=False)
     if first is not None:
         runs = runs.filter(chain_index__gte=first)
         versions = versions.filter(chain_index__gte=first)
         rejudged = rejudged.filter(chain_index__gte=first)
+        batches = batches.filter(chain_index__gte=first)
     if last is not None:
         runs = runs.filter(chain_index__lte=last)
         versions = versions.filter(chain_index__lte=last)
         rejudged = rejudged.filter(chain_index__lte=last)
+        batches = batches.filter(chain_index__lte=last)
     links = [
         Link(
             index=run.chain_index or 0,
@@ -264,6 +353,7 @@ def stored_links(*, lease_id: int, first: int | None = None, last: int | None = 
     ]
     links += [_terms_link(version) for version in versions.select_related("lease")]
     links += [_rejudgement_link(item) for item in rejudged.select_related("lease", "run", "terms")]
+    links += [_telemetry_link(batch) for batch in batches]
     return sorted(links, key=lambda link: link.index)
 
 
@@ -280,16 +370,19 @@ __all__ = [
     "Link",
     "canonical_json",
     "chain_head",
+    "chain_heads",
     "content_differences",
     "iso_utc",
     "link_hash",
     "link_pending",
     "link_rejudgements",
+    "link_telemetry",
     "link_terms",
     "number_text",
     "rejudgement_link_content",
     "run_content",
     "stored_links",
+    "telemetry_link_content",
     "terms_fields",
     "verify_chain",
     "verify_lease",

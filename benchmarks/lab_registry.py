@@ -1,5 +1,9 @@
 """Register a running network lab as inventory and a lease, so probes reach it like any
-other cluster: site "lab", fabric "lab-fabric", nodes lab-h1..N, lease LAB-1 at 1 Gbps."""
+other cluster: site "lab", fabric "lab-fabric", nodes lab-h1..N, lease LAB-1 at 1 Gbps.
+
+The leaf switches get the lab's SNMP agent as their management address (one snmpd serves
+every bridge of the fabric), and each node's data port its switch port (``hI-data``), so
+the switch-side witness reads the lab like a real fabric."""
 
 from decimal import Decimal
 from pathlib import Path
@@ -20,7 +24,7 @@ from leases.choices import (
     Technology,
     Topology,
 )
-from leases.models import Lease, Tenant
+from leases.models import Lease, NicPort, Switch, Tenant
 
 LAB_LEASE = "LAB-1"
 LAB_TENANT = "lab"
@@ -34,6 +38,20 @@ def authorize_probe_key(state: LabState) -> None:
     keys = path.read_text().splitlines() if path.exists() else []
     if public not in keys:
         path.write_text("\n".join([*keys, public]) + "\n")
+
+
+def _register_witness(state: LabState) -> None:
+    """Leaf switches: where to read them over SNMP; data ports: their switch port."""
+    switches = Switch.objects.filter(fabric__site__code="lab", fabric__name="lab-fabric")
+    switches.filter(name__in=state.leaves).update(
+        management_address=state.snmp_address or None,
+        snmp_port=state.snmp_port,
+        snmp_community=state.snmp_community,
+    )
+    for index, host in enumerate(state.hosts, start=1):
+        NicPort.objects.filter(node__hostname=host.name, device="data0").update(
+            switch_port=host.switch_port or f"h{index}-data"
+        )
 
 
 @transaction.atomic
@@ -75,6 +93,7 @@ def register_lab(state: LabState) -> Lease:
             for host in state.hosts
         ],
     )
+    _register_witness(state)
     tenant, _ = Tenant.objects.get_or_create(
         slug=LAB_TENANT, defaults={"name": "gpulease 网络实验室 network lab"}
     )

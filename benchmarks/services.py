@@ -21,26 +21,31 @@ import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 
 from django.conf import settings
 from django.core.mail import mail_admins
 from django.db import IntegrityError, transaction
-from django.db.models import Exists, Max, OuterRef, Q, QuerySet
+from django.db.models import Exists, Max, OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
 
 from benchmarks import chain, selectors
-from benchmarks.choices import FINAL_STATES, RunState, Trigger, Verdict
+from benchmarks.choices import FINAL_STATES, RunState, Tool, Trigger, Verdict
 from benchmarks.models import NodeLock, ProbeRun, SiteAlert
 from benchmarks.probes import runner
+from benchmarks.probes.commands import IPERF3_OMIT_SECONDS
 from benchmarks.probes.interpret import interpret
 from benchmarks.probes.plan import PlannedBatch, PlanNode, plan_batches
 from benchmarks.transports import AsyncTransport, LocalTransport, SSHTarget, SSHTransport
+from billing.models import TrafficSample
+from gpulease_verify import witness
 from gpulease_verify.parsers import ParseError, RunFailed
 from gpulease_verify.verdicts import TermsView
 from leases.choices import HEAVY_PROBE_KINDS, HeavyProbePolicy, ProbeKind
 from leases.contract_rules import in_weekly_windows
 from leases.models import Lease, LeaseTerms, Node, Site
 from leases.selectors import TermsTimeline
+from telemetry import witness as telemetry_witness
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +79,44 @@ def heavy_probe_allowed(terms: LeaseTerms, kind: str, at: datetime, zone: str) -
     return in_weekly_windows(terms.heavy_probe_windows, at, zone)
 
 
+# How old the latest traffic sample may be to say how busy a lease is now (a sample exists
+# once the counter reading after its slot is in: about two cadences late).
+BUSY_SAMPLE_AGE = timedelta(minutes=30)
+
+
+def utilisation_percent(
+    *, tx_bytes: Decimal | None, seconds: int | None, contracted_gbps: Decimal, nodes: int
+) -> Decimal | None:
+    """The lease's latest traffic sample's rate (bytes x 8 / seconds; gpulease's own probes
+    already kept out of it) as a percentage of its contracted bandwidth, which is per node
+    (x nodes). None when there is no recent sample or nothing is contracted."""
+    if tx_bytes is None or not seconds or not nodes or not contracted_gbps:
+        return None
+    rate_bps = Decimal(tx_bytes) * 8 / seconds
+    return rate_bps * 100 / (Decimal(contracted_gbps) * 10**9 * nodes)
+
+
+def busy_reason(
+    terms: LeaseTerms, kind: str, at: datetime, zone: str, utilisation: Decimal | None
+) -> str:
+    """Why a heavy probe is deferred under ``probe_idle_below_percent``: the lease is not
+    idle (its utilisation is not below that share of its contracted bandwidth) and ``at``
+    is outside the agreed heavy-probe windows. Empty when it may run: not heavy, no such
+    condition, no recent sample to judge by, idle, or inside a window."""
+    limit = terms.probe_idle_below_percent
+    if kind not in HEAVY_PROBE_KINDS or limit is None or utilisation is None:
+        return ""
+    if utilisation < limit:
+        return ""
+    if terms.heavy_probe_windows and in_weekly_windows(terms.heavy_probe_windows, at, zone):
+        return ""
+    shown = Decimal(limit).normalize()
+    return (
+        f"deferred: the lease was busy, {utilisation:.1f} % of its contracted bandwidth, "
+        f"{'above' if utilisation > limit else 'at'} {shown:f} %"
+    )
+
+
 # --- creating runs ------------------------------------------------------------------
 
 
@@ -85,10 +128,16 @@ class NewBatch:
 
 
 def _skip_reason(
-    batch: PlannedBatch, nodes: dict[str, PlanNode], terms: LeaseTerms, allowed: bool
+    batch: PlannedBatch,
+    nodes: dict[str, PlanNode],
+    terms: LeaseTerms,
+    allowed: bool,
+    busy: str = "",
 ) -> str:
     if not allowed:
         return "outside the agreed windows for heavy probes"
+    if busy:
+        return busy
     if batch.kind == ProbeKind.COLLECTIVE and any(nodes[n].gpus == 0 for n in batch.hostnames):
         return "no GPUs on these nodes, so no NCCL collective can run"
     if batch.kind in (ProbeKind.THROUGHPUT, ProbeKind.LATENCY) and any(
@@ -109,15 +158,19 @@ def _build_runs(
     nodes: list[Node],
     plan: dict[str, PlanNode],
     now: datetime,
+    utilisation: Decimal | None = None,
 ) -> list[NewBatch]:
+    """``utilisation``: the lease's, for ``busy_reason`` (None: not judged, as for runs
+    asked for now and the acceptance run)."""
     by_name = {node.hostname: node for node in nodes}
     site = nodes[0].leaf_switch.fabric.site
     # Judged at the moment it would run (now), not at the start of its slot.
     allowed = heavy_probe_allowed(terms, kind, now, lease.tenant.time_zone)
+    busy = busy_reason(terms, kind, now, lease.tenant.time_zone, utilisation)
     batches = []
     for planned in plan_batches(kind=kind, nodes=list(plan.values()), technology=terms.technology):
         new = NewBatch(batch=uuid.uuid4(), site=site)
-        skip = _skip_reason(planned, plan, terms, allowed)
+        skip = _skip_reason(planned, plan, terms, allowed, busy)
         for run in planned.runs:
             probe = ProbeRun(
                 lease=lease,
@@ -182,11 +235,19 @@ def dispatch_due(*, now: datetime | None = None, enqueue: bool = True) -> Dispat
     due and not yet created, for every active lease, in a fixed number of queries."""
     now = now or timezone.now()
     result = DispatchResult(missed=mark_missed(now=now))
+    # Each lease's latest recent traffic sample, read with the leases.
+    latest_sample = TrafficSample.objects.filter(
+        lease=OuterRef("pk"), slot_at__gte=now - BUSY_SAMPLE_AGE, seconds__gt=0
+    ).order_by("-slot_at")
     leases = list(
         Lease.objects.active()
         .filter(probes_enabled=True, starts_at__lte=now)
         .filter(Q(ends_at__isnull=True) | Q(ends_at__gt=now))
         .select_related("tenant")
+        .annotate(
+            latest_tx_bytes=Subquery(latest_sample.values("tx_bytes")[:1]),
+            latest_tx_seconds=Subquery(latest_sample.values("seconds")[:1]),
+        )
     )
     if not leases:
         return result
@@ -251,6 +312,12 @@ def dispatch_due(*, now: datetime | None = None, enqueue: bool = True) -> Dispat
                 nodes=nodes,
                 plan=plan,
                 now=now,
+                utilisation=utilisation_percent(
+                    tx_bytes=lease.latest_tx_bytes,  # type: ignore[attr-defined]
+                    seconds=lease.latest_tx_seconds,  # type: ignore[attr-defined]
+                    contracted_gbps=terms.contracted_bandwidth_gbps,
+                    nodes=len(nodes),
+                ),
             )
     try:
         with transaction.atomic():
@@ -583,6 +650,13 @@ def execute_batch(
         by_name = {node.hostname: node for node in nodes.values()}
         started = timezone.now()
         ProbeRun.objects.filter(pk__in=[r.pk for r in runs]).update(started_at=started)
+        witness_ports = (
+            telemetry_witness.witness_ports(nodes.values())
+            if runs[0].kind in (ProbeKind.THROUGHPUT, ProbeKind.COUNTERS)
+            else {}
+        )
+        throughput = runs[0].kind == ProbeKind.THROUGHPUT
+        before = telemetry_witness.read(witness_ports) if witness_ports and throughput else {}
         executions = asyncio.run(
             runner.run_batch(
                 runs=planned,
@@ -595,10 +669,30 @@ def execute_batch(
                 ),
             )
         )
+        # Throughput: the switch's count around the probe, once its counters caught up.
+        # Counters: the switch port's own count, read right after the node's.
+        witnessed = (
+            telemetry_witness.Witnessed(
+                ports=witness_ports,
+                before=before,
+                after=(
+                    telemetry_witness.read_settled(witness_ports)
+                    if throughput
+                    else telemetry_witness.read(witness_ports)
+                ),
+            )
+            if witness_ports
+            else None
+        )
         for run, execution in zip(runs, executions, strict=True):
             run.started_at = started
             record_execution(
-                run=run, execution=execution, terms=terms, plan=plan, hostnames=node_of_run[run.pk]
+                run=run,
+                execution=execution,
+                terms=terms,
+                plan=plan,
+                hostnames=node_of_run[run.pk],
+                witnessed=witnessed,
             )
     finally:
         if heavy:
@@ -627,6 +721,13 @@ def _planned(run: ProbeRun, hostnames: list[str], plan: dict[str, PlanNode]):  #
     return PlannedRun(run.kind, run.tool, run.pattern, ordered)
 
 
+def _sending_seconds(tool: str) -> float:
+    """How long a bandwidth tool sends: its duration, plus the first second iperf3 sends
+    but leaves out of its figure."""
+    omit = IPERF3_OMIT_SECONDS if tool == Tool.IPERF3 else 0
+    return settings.PROBE_THROUGHPUT_SECONDS + omit
+
+
 def record_execution(
     *,
     run: ProbeRun,
@@ -634,8 +735,11 @@ def record_execution(
     terms: LeaseTerms | None,
     plan: dict[str, PlanNode],
     hostnames: list[str],
+    witnessed: telemetry_witness.Witnessed | None = None,
 ) -> ProbeRun:
-    """Store what the tool printed (always), then what it parsed to and the verdict."""
+    """Store what the tool printed (always), then what it parsed to and the verdict; for
+    a throughput pair whose client's switch port was read around it, the switch-side
+    witness too (``gpulease_verify.witness``): a disagreement disputes the run."""
     run.command = execution.command
     run.raw_output = execution.raw_output
     run.stderr = execution.stderr
@@ -660,15 +764,41 @@ def record_execution(
         except ParseError as error:
             run.state, run.error = RunState.UNPARSABLE, str(error)
         else:
-            run.parsed = result.parsed
+            parsed, judgement = result.parsed, result.judgement
+            measured = result.measured_bps
+            block = (
+                witnessed.block(
+                    client=run.target.split(">")[0],
+                    seconds=_sending_seconds(run.tool),
+                    measured_bps=measured,
+                    tolerance_percent=terms.witness_tolerance_percent,
+                )
+                if witnessed is not None and ">" in run.target and measured
+                else None
+            )
+            if block is not None and measured:
+                parsed = {**(parsed or {}), witness.KEY: block}
+                judgement = witness.judge(judgement, parsed, measured)
+            if witnessed is not None and run.kind == ProbeKind.COUNTERS:
+                switch = witnessed.after.get(run.target)
+                if switch is not None:
+                    parsed = {
+                        **(parsed or {}),
+                        witness.KEY: telemetry_witness.counters_block(
+                            witnessed.ports[run.target], switch
+                        ),
+                    }
+            run.parsed = parsed
             run.measured_bps = result.measured_bps
             run.latency_us = result.latency_us
-            run.verdict = result.judgement.verdict
-            run.rule = result.judgement.rule
-            run.verdict_reason = result.judgement.reason
+            run.verdict = judgement.verdict
+            run.rule = judgement.rule
+            run.verdict_reason = judgement.reason
     if run.state != RunState.OK:
         run.verdict = Verdict.NONE
     run.save()
+    if run.rule.startswith(witness.RULE):
+        telemetry_witness.open_dispute(run, run.target.split(">")[0])
     # The run is over: append it (and any other finished run of the lease not yet linked)
     # to the lease's hash chain. A run that will be retried is left out until it is over.
     for linked in chain.link_pending(lease_id=run.lease_id):

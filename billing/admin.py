@@ -19,6 +19,7 @@ from billing.models import (
 )
 from common.admin import StampedAdmin
 from gpulease_verify.units import format_bps
+from telemetry.witness import resolve_integrity_incidents
 
 LINE_FIELDS = (
     "position",
@@ -93,6 +94,7 @@ INCIDENT_FIELDS = (
     "worst_bps",
     "worst_latency_us",
     "rule",
+    "detail",
     "terms",
     "evidence",
     "notified_open_at",
@@ -385,6 +387,29 @@ class IncidentAdmin(ReadOnlyAdmin):
     date_hierarchy = "opened_at"
     fields = INCIDENT_FIELDS
     readonly_fields = INCIDENT_FIELDS
+
+    actions = ["resolve_disputes"]
+
+    @admin.action(
+        description=_("Resolve the selected measurement-integrity incidents"),
+        permissions=["change"],
+    )
+    def resolve_disputes(self, request, queryset):  # type: ignore[no-untyped-def]
+        """A person looked at what the switch and the node each said. The disputed runs
+        keep no verdict: they never pass and never earn a credit."""
+        resolved = resolve_integrity_incidents(queryset, by=request.user.get_username())
+        self.message_user(
+            request,
+            _(
+                "%(n)s measurement-integrity incident(s) resolved; their disputed runs stay "
+                "without a verdict."
+            )
+            % {"n": resolved},
+        )
+
+    def has_change_permission(self, request, obj=None):  # type: ignore[no-untyped-def]
+        # The list's resolve action needs it; an incident itself is never edited.
+        return obj is None and admin.ModelAdmin.has_change_permission(self, request)
 
     @admin.display(description=_("worst"))
     def worst(self, incident: Incident) -> str:

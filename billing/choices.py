@@ -38,3 +38,11 @@ class LineKind(models.TextChoices):
 class IncidentState(models.TextChoices):
     OPEN = "open", _("open")
     CLOSED = "closed", _("closed")
+
+
+class FabricIncidentKind(models.TextChoices):
+    """Incidents no probe run opens: the passive telemetry's health rules, and the
+    switch-side witness disagreeing with what a host reported."""
+
+    TELEMETRY = "telemetry", _("fabric health")
+    INTEGRITY = "integrity", _("measurement integrity")

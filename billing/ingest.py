@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 
 from django.db import transaction
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from benchmarks.choices import RunState, Tool, Trigger, Verdict
@@ -29,11 +29,16 @@ from benchmarks.models import (
 )
 from billing.choices import IncidentState
 from billing.models import HourlyRollup, Incident, IngestCursor, TrafficSample
-from billing.traffic_intervals import Reading, slot_traffic
+from billing.probe_tax import bytes_of
+from billing.traffic_intervals import SWITCH_PORT, Reading, slot_traffic
 from common.progress import counter
+from gpulease_verify import probe_tax, witness
 from gpulease_verify.bundle import hour_start
-from gpulease_verify.samples import classify_sample, link_slot_outcome
-from leases.choices import ProbeKind
+from gpulease_verify.health import unavailable_within
+from gpulease_verify.probe_tax import ProbeSend
+from gpulease_verify.samples import classify_sample, link_slot_outcome, telemetry_slot_outcome
+from gpulease_verify.telemetry import PortSample as Sample
+from leases.choices import HEAVY_PROBE_KINDS, ProbeKind
 from leases.contract_rules import in_weekly_windows
 from leases.models import Lease, LeaseTerms
 
@@ -128,8 +133,14 @@ def recompute_hour(*, lease: Lease, kind: str, hour: datetime) -> HourlyRollup:
             slots[run.slot_at].append(outcome)
             minutes_of[run.slot_at] = int((run.deadline_at - run.slot_at).total_seconds() // 60)
     minutes = {"available": 0, "unavailable": 0, "unknown": 0}
+    down = telemetry_down(lease=lease, hour=hour) if slots else {}
     for slot, outcomes in slots.items():
-        given = link_slot_outcome(outcomes)
+        given = telemetry_slot_outcome(
+            link_slot_outcome(outcomes),
+            telemetry_down=unavailable_within(
+                down, start=slot, end=slot + timedelta(minutes=minutes_of[slot])
+            ),
+        )
         if given is not None:
             minutes[given] += minutes_of[slot]
     rollup, _ = HourlyRollup.objects.update_or_create(
@@ -155,20 +166,47 @@ def recompute_hour(*, lease: Lease, kind: str, hour: datetime) -> HourlyRollup:
     return rollup
 
 
+def telemetry_down(*, lease: Lease, hour: datetime) -> dict[tuple[str, str], list[Sample]]:
+    """(node, port) -> the telemetry intervals of the lease's batches that can make a
+    link-check slot of the hour unavailable (``gpulease_verify.health.unavailable_only``),
+    as the audit bundle carries them: one query, on the few intervals that are not up."""
+    from benchmarks.chain import as_sample
+    from telemetry.models import PortSample
+
+    found: dict[tuple[str, str], list[Sample]] = defaultdict(list)
+    rows = (
+        PortSample.objects.filter(batch__lease=lease, at__gt=hour, at__lte=hour + 2 * HOUR)
+        .filter(Q(up=False) | Q(down_cycles__gt=0))
+        .select_related("node")
+        .order_by("at")
+    )
+    for row in rows:
+        found[(row.node.hostname, row.port)].append(as_sample(row))
+    return found
+
+
 # --- traffic samples ----------------------------------------------------------------------
 
 
 def _readings(run: ProbeRun) -> Reading:
-    """Port -> bytes sent, from a parsed counters run. The kernel's netdev statistics,
-    ethtool -S and the extended InfiniBand counters are all 64 bits wide."""
+    """Port -> bytes sent, from a parsed counters run: its switch port's octets received
+    where the run read the witness (as IDCs meter at their switches), else the node's own
+    counters. The kernel's netdev statistics, ethtool -S, the extended InfiniBand counters
+    and IF-MIB's ifHC counters are all 64 bits wide."""
+    parsed = run.parsed or {}
+    switch = parsed.get(witness.KEY)
+    if isinstance(switch, dict) and switch.get("in_octets") is not None:
+        ports = {f"{SWITCH_PORT}{switch['switch']}/{switch['port']}": int(switch["in_octets"])}
+    else:
+        ports = {
+            f"{port.get('section')}/{port.get('name')}": port["tx_bytes"]
+            for port in parsed.get("ports", [])
+            if port.get("tx_bytes") is not None
+        }
     return Reading(
         at=run.slot_at,
         step_s=int((run.deadline_at - run.slot_at).total_seconds()),
-        ports={
-            f"{port.get('section')}/{port.get('name')}": port["tx_bytes"]
-            for port in (run.parsed or {}).get("ports", [])
-            if port.get("tx_bytes") is not None
-        },
+        ports=ports,
     )
 
 
@@ -206,6 +244,42 @@ def traffic_window(
     return min(starts), max(ends)
 
 
+def _probe_senders(run: ProbeRun) -> list[str]:
+    """The nodes whose traffic samples a finished heavy run may change: a pair's two
+    nodes, or every node with counters for a collective."""
+    if (
+        run.kind not in HEAVY_PROBE_KINDS
+        or run.state != RunState.OK
+        or run.started_at is None
+        or run.finished_at is None
+    ):
+        return []
+    if ">" in run.target:
+        return run.target.split(">")
+    return list(_counter_runs(run.lease).values_list("target", flat=True).distinct().order_by())
+
+
+def probe_sends(*, lease: Lease, start: datetime, end: datetime) -> dict[str, list[ProbeSend]]:
+    """Node -> what the lease's finished heavy probes that ran in [start, end] sent
+    (``gpulease_verify.probe_tax``), to be kept out of its traffic samples. A run whose
+    output cannot be read again is logged and counts nothing."""
+    found: list[ProbeSend] = []
+    runs = ProbeRun.objects.filter(
+        lease=lease,
+        kind__in=HEAVY_PROBE_KINDS,
+        state=RunState.OK,
+        started_at__lte=end,
+        finished_at__gte=start,
+    ).prefetch_related("nodes")
+    for run in runs.order_by("started_at", "pk"):
+        assert run.started_at is not None and run.finished_at is not None
+        found += [
+            ProbeSend(node, count, run.started_at, max(run.finished_at, run.started_at))
+            for node, count in sorted(bytes_of(run).items())
+        ]
+    return probe_tax.by_node(found)
+
+
 def recompute_traffic(*, lease: Lease, start: datetime, end: datetime) -> int:
     """Rebuild the lease's traffic samples of the slots in [start, end) from every node's
     counter readings (``billing.traffic_intervals``: each node's bytes over its own
@@ -223,12 +297,15 @@ def recompute_traffic(*, lease: Lease, start: datetime, end: datetime) -> int:
         "node__nic_ports__rate_gbps", flat=True
     )
     max_rate_bps = (max(rates, default=0) or 400) * 10**9
+    read = [run.slot_at for found in by_node.values() for run in found]
+    probes = probe_sends(lease=lease, start=min(read), end=max(read)) if read else {}
     slots = slot_traffic(
         {target: [_readings(run) for run in found] for target, found in by_node.items()},
         start=start,
         end=end,
         counter_bits=COUNTER_BITS,
         max_rate_bps=max_rate_bps,
+        probes=probes,
     )
     TrafficSample.objects.filter(lease=lease, slot_at__gte=start, slot_at__lt=end).delete()
     TrafficSample.objects.bulk_create(
@@ -240,6 +317,7 @@ def recompute_traffic(*, lease: Lease, start: datetime, end: datetime) -> int:
             nodes=slot.nodes,
             resets=slot.resets,
             wraps=slot.wraps,
+            switch_nodes=slot.switch_nodes,
         )
         for slot in slots
     )
@@ -343,6 +421,13 @@ def ingest(*, limit: int = BATCH, notify: bool = True) -> IngestResult:
         last_new: dict[int, dict[str, datetime]] = defaultdict(dict)
         leases = {run.lease_id: run.lease for run in batch}
         for run in batch:
+            # A heavy probe's bytes leave the samples of the slots it ran in, whatever
+            # started it: those slots are rebuilt, even if their counters were read before.
+            for node in _probe_senders(run):
+                assert run.started_at is not None and run.finished_at is not None
+                seen_first, seen_last = first_new[run.lease_id], last_new[run.lease_id]
+                seen_first[node] = min(seen_first.get(node, run.started_at), run.started_at)
+                seen_last[node] = max(seen_last.get(node, run.finished_at), run.finished_at)
             if run.trigger != Trigger.SCHEDULE:
                 continue
             hours.add((run.lease_id, run.kind, hour_of(run.slot_at)))

@@ -20,6 +20,10 @@ month boundaries fall on that grid whenever the cadence divides the zone's UTC o
 A node's rate is its own interval's: a node whose reading of a slot is missing gives each
 slot of its longer interval its average rate over that interval. A node contributes
 nothing before its first reading or after its latest one (no interval covers those slots).
+
+**The probe tax.** The bytes gpulease's own heavy probes sent (``gpulease_verify.probe_tax``)
+are taken away from the sending node's share of each slot their run's time covers, pro
+rata by time, never below zero: they are kept out of per-GB and 95th-percentile metering.
 """
 
 from __future__ import annotations
@@ -32,8 +36,12 @@ from itertools import pairwise
 
 from gpulease_verify.calculations import DeltaKind, counter_deltas
 from gpulease_verify.periods import Period
+from gpulease_verify.probe_tax import ProbeSend, take_away
 
 _MICRO = timedelta(microseconds=1)
+# A reading's port read at the node's switch (the witness), not on the node: where the
+# fabric has one, a node is metered by what its switch port received from it.
+SWITCH_PORT = "switch:"
 
 
 @dataclass(frozen=True)
@@ -67,6 +75,7 @@ class SlotTraffic:
     nodes: int
     resets: int
     wraps: int
+    switch_nodes: int = 0  # of ``nodes``, those metered at their switch port
 
 
 def period_of(slot_at: datetime, zone_name: str) -> Period:
@@ -104,15 +113,18 @@ def slot_traffic(
     end: datetime,
     counter_bits: int,
     max_rate_bps: int | None,
+    probes: Mapping[str, Sequence[ProbeSend]] | None = None,
 ) -> list[SlotTraffic]:
     """The samples of the slots in ``[start, end)``, from each node's readings in time
     order. Each pair of consecutive readings of a node is one interval: the bytes of the
     ports both readings have (``counter_deltas``: wraps and resets), spread by
     ``slot_shares``. A slot's sample adds up its nodes' shares; its seconds are its
     longest share's (shares of one slot differ only where a cadence changed
-    mid-interval). A slot no interval covers has no sample."""
+    mid-interval). A slot no interval covers has no sample. ``probes``: node -> the
+    probe sends (``gpulease_verify.probe_tax``) taken away from that node's shares."""
     totals: dict[datetime, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-    for readings in readings_by_node.values():
+    for node, readings in readings_by_node.items():
+        sent = (probes or {}).get(node, ())
         for before, after in pairwise(readings):
             total, resets, wraps, counted = 0, 0, 0, False
             for port, value in after.ports.items():
@@ -129,16 +141,20 @@ def slot_traffic(
                 counted = True
             if not counted:
                 continue
+            at_switch = all(port.startswith(SWITCH_PORT) for port in after.ports)
             shares = slot_shares(
                 start=before.at, end=after.at, total_bytes=total, step_s=before.step_s
             )
             for index, share in enumerate(shares):
                 if not start <= share.slot_at < end:
                     continue
+                until = shares[index + 1].slot_at if index + 1 < len(shares) else after.at
                 slot = totals[share.slot_at]
-                slot["bytes"] += share.bytes
+                given = take_away(share.bytes, sent, share.slot_at, until) if sent else share.bytes
+                slot["bytes"] += given
                 slot["seconds"] = max(slot["seconds"], share.seconds)
                 slot["nodes"] += 1
+                slot["switch_nodes"] += at_switch
                 if index == 0:
                     slot["resets"] += resets
                     slot["wraps"] += wraps
@@ -150,6 +166,7 @@ def slot_traffic(
             nodes=slot["nodes"],
             resets=slot["resets"],
             wraps=slot["wraps"],
+            switch_nodes=slot["switch_nodes"],
         )
         for slot_at, slot in sorted(totals.items())
     ]

@@ -10,6 +10,9 @@ from datetime import timedelta
 
 from celery.schedules import crontab
 
+# How often the telemetry beat looks for nodes due (settings.TELEMETRY_TICK_S reads it).
+TELEMETRY_TICK_S = 15
+
 SCHEDULE = {
     # /readyz reads the row this writes: beat, the broker, a worker and the database work.
     "gpulease: beat heartbeat": {
@@ -19,6 +22,11 @@ SCHEDULE = {
     "gpulease: dispatch due probes": {
         "task": "benchmarks.dispatch",
         "schedule": timedelta(seconds=60),
+    },
+    # Passive fabric telemetry: each node is read when its terms' interval has passed.
+    "gpulease: poll fabric telemetry": {
+        "task": "telemetry.poll",
+        "schedule": timedelta(seconds=TELEMETRY_TICK_S),
     },
     "gpulease: probe results self-check": {
         "task": "benchmarks.self_check",

@@ -15,6 +15,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.utils.translation import gettext_lazy as _
 
 from config.beat import SCHEDULE as BEAT_SCHEDULE
+from config.beat import TELEMETRY_TICK_S as TELEMETRY_BEAT_TICK_S
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(environ.Env().str("GPULEASE_VAR_DIR", default=str(BASE_DIR / "var")))
@@ -55,6 +56,7 @@ INSTALLED_APPS = [
     "leases",
     "benchmarks",
     "billing",
+    "telemetry",
     "rest_framework",
     "django_filters",
     "drf_spectacular",
@@ -240,6 +242,18 @@ BILLING_QUEUE = env.str("BILLING_QUEUE", default="celery")
 CELERY_TASK_ROUTES = ("config.celery.route_task",)
 PROBE_SSH_KEY = Path(env.str("PROBE_SSH_KEY", default=str(VAR_DIR / "ssh" / "probe_ed25519")))
 PROBE_CONNECT_TIMEOUT_S = env.float("PROBE_CONNECT_TIMEOUT_S", default=10.0)
+# Passive telemetry (telemetry.services): the beat's tick, and how long one node's read
+# may take over its kept-open connection.
+TELEMETRY_TICK_S = TELEMETRY_BEAT_TICK_S
+TELEMETRY_COMMAND_TIMEOUT_S = env.int("TELEMETRY_COMMAND_TIMEOUT_S", default=10)
+# A healthy port's quiet intervals are stored merged, one row per this many seconds;
+# an interval in which anything a rule reads moved is stored as it is, at once.
+TELEMETRY_QUIET_ROW_S = env.int("TELEMETRY_QUIET_ROW_S", default=300)
+# The switch-side witness: one SNMP request per switch, bounded.
+WITNESS_SNMP_TIMEOUT_S = env.float("WITNESS_SNMP_TIMEOUT_S", default=2.0)
+# Switches refresh port counters every few seconds (net-snmp's IF-MIB cache: 3 s): the
+# reading after a throughput probe waits this long, so it counts the probe's last bytes.
+WITNESS_SETTLE_S = env.float("WITNESS_SETTLE_S", default=4.0)
 PROBE_THROUGHPUT_SECONDS = env.int("PROBE_THROUGHPUT_SECONDS", default=10)
 # How long past its nominal duration a pair's client may run before it counts as hung.
 PROBE_COMMAND_GRACE_S = env.int("PROBE_COMMAND_GRACE_S", default=60)

@@ -138,3 +138,15 @@ __all__ = [
     "validate_probe_cadence",
     "validate_weekly_windows",
 ]
+
+
+def validate_health_thresholds(value: Any) -> None:
+    """Overrides of ``gpulease_verify.health.HealthThresholds``: known names, numbers >= 0."""
+    from gpulease_verify.health import HealthThresholds
+
+    if not isinstance(value, dict):
+        raise ValidationError(_("Health thresholds must map rule settings to numbers."))
+    try:
+        HealthThresholds.from_terms(value)
+    except ValueError as error:
+        raise ValidationError(str(error)) from None

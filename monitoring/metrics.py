@@ -36,7 +36,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.cache import cache
-from django.db.models import Count, Min, OuterRef, Subquery
+from django.db.models import Count, Min, OuterRef, Subquery, Sum
 from prometheus_client import (
     CollectorRegistry,
     GCCollector,
@@ -55,7 +55,10 @@ from prometheus_client.registry import Collector
 from benchmarks.choices import RunState
 from benchmarks.models import ProbeRun
 from billing import invoicing
+from billing.choices import FabricIncidentKind, IncidentState
 from billing.ingest import pending_runs
+from billing.models import Incident
+from gpulease_verify import health
 from leases.choices import LeaseStatus, ProbeKind
 from leases.models import Lease, NicPort, NodeAssignment, Site
 from portal import provider_selectors, selectors
@@ -180,6 +183,28 @@ def _last_good(leases: list[Lease]) -> dict[int, dict[str, datetime | None]]:
     }
 
 
+def _fabric_incidents(leases: list[Lease]) -> dict[int, dict[str, int]]:
+    """lease id -> {"integrity": disputed samples awaiting a person, <rule>: open telemetry
+    incidents of that rule}: one query."""
+    found: dict[int, dict[str, int]] = defaultdict(dict)
+    rows = (
+        Incident.objects.filter(
+            lease__in=leases, state=IncidentState.OPEN, kind__in=FabricIncidentKind.values
+        )
+        .values("lease_id", "kind", "pattern")
+        .annotate(count=Count("id"), violations=Sum("violations"))
+        .order_by()
+    )
+    for row in rows:
+        if row["kind"] == FabricIncidentKind.INTEGRITY:
+            found[row["lease_id"]][row["kind"]] = (
+                found[row["lease_id"]].get(row["kind"], 0) + row["violations"]
+            )
+        else:
+            found[row["lease_id"]][row["pattern"]] = row["count"]
+    return found
+
+
 def _credit_key(lease: Lease, period: str) -> str:
     return f"monitoring:credit-at-risk:{lease.pk}:{period}"
 
@@ -268,6 +293,18 @@ def _lease_metrics(instant: datetime) -> Iterator[Metric]:
         "Seconds since the newest probe run of this kind that ended ok (+Inf: never)",
         labels=[*LEASE_LABELS, "kind"],
     )
+    disputes = GaugeMetricFamily(
+        "gpulease_witness_disagreements",
+        "Samples the switch-side witness contradicted, in measurement-integrity incidents "
+        "still waiting for a person (telemetry.witness)",
+        labels=LEASE_LABELS,
+    )
+    findings = GaugeMetricFamily(
+        "gpulease_lease_fabric_health_findings",
+        "Fabric health rules firing now on the lease's ports (open telemetry incidents)",
+        labels=[*LEASE_LABELS, "rule"],
+    )
+    fabric_open = _fabric_incidents(leases) if leases else {}
     at_risk = credits_at_risk([(row.lease, row.period) for row in rows])
     for row in rows:
         lease = row.lease
@@ -288,6 +325,11 @@ def _lease_metrics(instant: datetime) -> Iterator[Metric]:
             if percent is not None:
                 family.add_metric(labels, _ratio(percent))
         incidents.add_metric(labels, row.open_incidents)
+        open_fabric = dict(fabric_open.get(lease.pk, {}))
+        disputes.add_metric(labels, open_fabric.pop(FabricIncidentKind.INTEGRITY, 0))
+        # Every rule, firing or not: a series that reads 0 says the rule is watched.
+        for rule in sorted(health.RULES):
+            findings.add_metric([*labels, rule], open_fabric.get(rule, 0))
         amount = at_risk.get(lease.pk)
         if amount is not None:
             credit.add_metric(labels, float(amount))
@@ -305,6 +347,8 @@ def _lease_metrics(instant: datetime) -> Iterator[Metric]:
         incidents,
         credit,
         age,
+        disputes,
+        findings,
     )
 
 

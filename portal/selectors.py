@@ -18,6 +18,7 @@ from benchmarks.models import NOT_PASSED, ProbeRun
 from billing import invoicing, sla
 from billing.choices import IncidentState, InvoiceStatus
 from billing.models import HourlyRollup, Incident, Invoice
+from billing.probe_tax import ProbeTax, probe_tax_of
 from billing.reports import billed_window
 from common.dbfunctions import EpochHour
 from common.instants import WRITE_YEARS
@@ -567,3 +568,14 @@ def sla_history(*, user, lease: Lease, instant: datetime) -> list[MonthRow]:  # 
         summary = sla.evaluate(lease=lease, start=start, end=max(start, min(end, instant)))
         rows.append(MonthRow(period, summary, None, invoices.get(period)))
     return rows
+
+
+# Probe runs listed on the lease page's probe tax card (the API lists every one).
+PROBE_TAX_ROWS = 10
+
+
+def probe_tax(*, lease: Lease, period: str) -> ProbeTax:
+    """The lease's probe tax in ``period`` (billing.probe_tax): its own heavy probes'
+    bytes and seconds, kept out of metering. The user reached ``lease`` through
+    ``visible_to``."""
+    return probe_tax_of(lease=lease, period=period)

@@ -401,6 +401,8 @@ def lease_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "zone": zone,
             **figures,
             **_usage(lease, month.period, instant),
+            "probe_tax": selectors.probe_tax(lease=lease, period=month.period),
+            "probe_tax_rows": selectors.PROBE_TAX_ROWS,
             "timeline": mark_safe(timeline),
             "link_summary": link_summary,
             "has_links": bool(links),

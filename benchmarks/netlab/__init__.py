@@ -7,9 +7,16 @@ fabric namespace; links are veths shaped with tc. Needs root. See spec.py for th
     ...
     down("var/netlab")
 
-CLI: ``python -m benchmarks.netlab up|down|status [--state-dir DIR] [--degrade lab-h2=400mbit]``
+The switches' SNMP agent runs in the fabric namespace (snmpd.py; address, port and community
+in the state). Faults: ``flap`` (link down/up at the switch port), ``forge`` (a host's iperf3
+reports a multiple of what it measured); see faults.py.
+
+CLI: ``python -m benchmarks.netlab up|down|status [--state-dir DIR] [--degrade lab-h2=400mbit]``,
+``python -m benchmarks.netlab flap HOST [--count N --interval S --down S]``,
+``python -m benchmarks.netlab forge HOST [--factor F]``
 """
 
+from benchmarks.netlab.faults import carrier_changes, flap, forge, forged_factor
 from benchmarks.netlab.lab import (
     HostStatus,
     LabStatus,
@@ -33,8 +40,12 @@ __all__ = [
     "LabState",
     "LabStatus",
     "LabUnavailable",
+    "carrier_changes",
     "check_prerequisites",
     "down",
+    "flap",
+    "forge",
+    "forged_factor",
     "format_rate",
     "load_state",
     "missing_prerequisites",

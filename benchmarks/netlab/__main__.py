@@ -1,4 +1,5 @@
-"""``python -m benchmarks.netlab up|down|status`` (run as root from the project root)."""
+"""``python -m benchmarks.netlab up|down|status|flap|forge`` (run as root from the project
+root). ``flap HOST [--count N] [--interval S] [--down S]``, ``forge HOST [--factor F]``."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
+from benchmarks.netlab.faults import flap, forge
 from benchmarks.netlab.lab import down, status, up
 from benchmarks.netlab.spec import LabError, LabSpec
 
@@ -24,7 +26,8 @@ def _degrade(value: str) -> tuple[str, str]:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.netlab", description=__doc__)
-    parser.add_argument("command", choices=["up", "down", "status"])
+    parser.add_argument("command", choices=["up", "down", "status", "flap", "forge"])
+    parser.add_argument("host", nargs="?", help="flap/forge: the lab host, e.g. lab-h2")
     parser.add_argument("--state-dir", type=Path, default=DEFAULT_STATE_DIR)
     parser.add_argument("--hosts", type=int, default=4)
     parser.add_argument("--leaves", type=int, default=2)
@@ -35,11 +38,18 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--prefix", default="gpl")
     parser.add_argument("--data-subnet", default="198.18.0.0/24")
     parser.add_argument("--mgmt-subnet", default="198.19.0.0/24")
+    parser.add_argument("--count", type=int, default=3, help="flap: how many times")
+    parser.add_argument("--interval", type=float, default=30.0, help="flap: seconds apart")
+    parser.add_argument("--down", type=float, default=2.0, help="flap: seconds down")
+    parser.add_argument("--factor", type=float, default=0.5, help="forge: 1 = honest")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if (args.command in ("flap", "forge")) != bool(args.host):
+        parser.error("flap and forge need a HOST; up, down and status take none")
     try:
         if args.command == "up":
             spec = LabSpec(
@@ -60,9 +70,27 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "down":
             removed = down(args.state_dir)
             print(json.dumps({"removed": removed}))
+        elif args.command == "flap":
+            changes = flap(args.state_dir, args.host, count=args.count,
+                           interval_s=args.interval, down_s=args.down)  # fmt: skip
+            print(json.dumps({"host": args.host, "flaps": args.count, "carrier_changes": changes}))
+        elif args.command == "forge":
+            wrapper = forge(args.state_dir, args.host, args.factor)
+            print(json.dumps({"host": args.host, "factor": args.factor,
+                              "wrapper": str(wrapper) if wrapper else None}))  # fmt: skip
         else:
             current = status(args.state_dir)
-            report = {"up": current.up, "hosts": [asdict(h) for h in current.hosts]}
+            report: dict[str, object] = {
+                "up": current.up,
+                "hosts": [asdict(h) for h in current.hosts],
+            }
+            if current.state is not None and current.state.snmp_address:
+                report["snmp"] = {
+                    "pid": current.snmpd_pid,
+                    "address": current.state.snmp_address,
+                    "port": current.state.snmp_port,
+                    "community": current.state.snmp_community,
+                }
             print(json.dumps(report, indent=2))
             return 0 if current.up else 1
     except (LabError, ValueError) as exc:

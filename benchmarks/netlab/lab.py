@@ -1,5 +1,8 @@
 """Bring the lab up and down, inspect it, and poke it (stop sshd, rotate keys, reshape).
 
+Besides the hosts' sshd, ``up`` runs the switches' SNMP agent (snmpd.py) in the fabric
+namespace; ``down`` stops it (and removing the namespaces kills whatever is left in them).
+
 ``up`` is idempotent by rebuilding: whatever a previous lab left under the same prefix (and
 in the same state directory) is torn down first, then everything is created fresh (new host
 keys included). The state is saved as ``lab.json`` so that ``down``/``status`` and the
@@ -13,7 +16,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
-from benchmarks.netlab import network, sshd
+from benchmarks.netlab import network, snmpd, sshd
 from benchmarks.netlab.shell import check_prerequisites
 from benchmarks.netlab.spec import (
     LabSpec,
@@ -32,7 +35,8 @@ from benchmarks.netlab.state import (
 
 _PREFIX_FILE = "lab.prefix"  # written first, so `down` can clean up after a failed `up`
 _OWNED = (STATE_FILE, _PREFIX_FILE, sshd.CLIENT_KEY, sshd.CLIENT_KEY + ".pub",
-          sshd.AUTHORIZED_KEYS, "hosts")  # fmt: skip
+          sshd.AUTHORIZED_KEYS, "hosts", sshd.FORGE_DIR, snmpd.AGENT_DIR,
+          STATE_FILE.replace(".json", ".tmp"))  # fmt: skip
 
 
 def up(spec: LabSpec) -> LabState:
@@ -70,8 +74,17 @@ def _build(spec: LabSpec) -> LabState:
                 host_public_key=public,
                 client_key_path=str(client_key),
                 rate_bps=plan.rate_bps,
+                switch_port=plan.fabric_data_port,
             )
         )
+    community = snmpd.new_community()
+    snmpd.write_config(
+        spec.state_dir,
+        community=community,
+        poller=spec.root_mgmt_address,
+        name=f"{spec.prefix}-fabric",
+    )
+    snmpd.start(spec.state_dir, spec.fabric_namespace, spec.switch_mgmt_address, spec.snmp_port)
     state = LabState(
         prefix=spec.prefix,
         state_dir=str(spec.state_dir),
@@ -88,6 +101,9 @@ def _build(spec: LabSpec) -> LabState:
         client_public_key=client_public,
         hosts=tuple(hosts),
         created_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        snmp_address=spec.switch_mgmt_address,
+        snmp_port=spec.snmp_port,
+        snmp_community=community,
     )
     save_state(state)
     return state
@@ -104,7 +120,10 @@ def down(state_dir: Path | str) -> list[str]:
     removed: list[str] = []
     if prefix_file.exists():
         prefix, root_interface = prefix_file.read_text().split()
+        snmpd.stop(state_dir, f"{prefix}-fabric")
         removed = network.destroy(prefix, root_interface)
+    else:
+        snmpd.stop(state_dir)
     for name in _OWNED:
         path = state_dir / name
         if path.is_dir():
@@ -128,16 +147,20 @@ class HostStatus:
 class LabStatus:
     state: LabState | None
     hosts: tuple[HostStatus, ...]
+    snmpd_pid: int | None = None  # the switches' SNMP agent (see state.snmp_*)
 
     @property
     def up(self) -> bool:
-        return self.state is not None and all(
-            h.namespace_present and h.sshd_pid and h.ssh_port_open for h in self.hosts
+        return (
+            self.state is not None
+            and all(h.namespace_present and h.sshd_pid and h.ssh_port_open for h in self.hosts)
+            and (self.snmpd_pid is not None or not self.state.snmp_address)
         )
 
 
 def status(state_dir: Path | str) -> LabStatus:
-    """What is running: per host, namespace present, sshd pid, SSH port answering."""
+    """What is running: per host, namespace present, sshd pid, SSH port answering; the
+    switches' SNMP agent's pid."""
     state = load_state(state_dir)
     if state is None:
         return LabStatus(state=None, hosts=())
@@ -151,7 +174,7 @@ def status(state_dir: Path | str) -> LabStatus:
         )
         for h in state.hosts
     )
-    return LabStatus(state=state, hosts=hosts)
+    return LabStatus(state=state, hosts=hosts, snmpd_pid=snmpd.running_pid(Path(state.state_dir)))
 
 
 def stop_sshd(state_dir: Path | str, host: str) -> None:

@@ -7,9 +7,10 @@ under it (a byte FIFO), on the egress of the sending veth end:
 - host link, leaf -> host: ``hI-data`` in the fabric namespace;
 - uplink, leaf -> spine: ``lJ-up``; spine -> leaf: ``lJ-down`` (both in the fabric).
 
-The management network (root ``P-mgmt`` <-> bridge ``mgmt`` <-> each host's ``mgmt0``) is
-not shaped. The data network uses jumbo frames (spec.mtu, default 9000) as GPU cluster
-fabrics do; with 1500-byte frames TCP goodput could not exceed ~95.5% of the shaped rate.
+The management network (root ``P-mgmt`` <-> bridge ``mgmt`` <-> each host's ``mgmt0``, and
+the bridge ``mgmt`` itself: the switches' management address) is not shaped. The data
+network uses jumbo frames (spec.mtu, default 9000) as GPU cluster fabrics do; with
+1500-byte frames TCP goodput could not exceed ~95.5% of the shaped rate.
 """
 
 from __future__ import annotations
@@ -107,6 +108,8 @@ def build(spec: LabSpec, hosts: list[HostPlan]) -> None:
     prefixlen = spec.mgmt_network.prefixlen
     ip("addr", "add", f"{spec.root_mgmt_address}/{prefixlen}", "dev", spec.root_interface)
     ip("link", "set", spec.root_interface, "up")
+    # The switches' management address (snmpd listens there), on the mgmt bridge itself.
+    ip("addr", "add", f"{spec.switch_mgmt_address}/{prefixlen}", "dev", "mgmt", netns=fabric)
 
     for host in hosts:
         _add_namespace(host.namespace)
@@ -143,9 +146,15 @@ def shape(netns: str, dev: str, rate_bps: int) -> None:
 
 
 def reshape(netns: str, dev: str, rate_bps: int) -> None:
-    """Change the rate of a device shaped by :func:`shape` (traffic keeps flowing)."""
-    tc("class", "change", "dev", dev, "parent", "1:", "classid", "1:1",
-       *_class_args(rate_bps), netns=netns)  # fmt: skip
+    """Change the rate of a device shaped by :func:`shape`: rebuild its HTB tree.
+
+    Not ``tc class change``: HTB keeps a class's token debt across it, counted at the old
+    rate, so a link sped up after a spell at 1 kbit stayed blocked for up to a minute.
+    Rebuilt, the class starts with full tokens; packets queued at the old rate are dropped
+    (TCP resends them), and for the few milliseconds in between the link is not shaped.
+    """
+    tc("qdisc", "del", "dev", dev, "root", netns=netns)
+    shape(netns, dev, rate_bps)
 
 
 def shape_host(fabric: str, namespace: str, index: int, rate_bps: int) -> None:

@@ -1,4 +1,5 @@
-"""Running the system tools the lab needs (ip, tc, sshd, ssh-keygen) and checking for them."""
+"""Running the system tools the lab needs (ip, tc, sshd, ssh-keygen, snmpd) and checking
+for them."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from collections.abc import Sequence
 from benchmarks.netlab.spec import LabError, LabUnavailable
 
 SSHD = "/usr/sbin/sshd"
+SNMPD = "/usr/sbin/snmpd"  # Debian package snmpd (net-snmp): the switches' management agent
 REQUIRED_TOOLS = ("ip", "tc", "iperf3", "ssh-keygen")
 
 
@@ -21,6 +23,8 @@ def missing_prerequisites() -> list[str]:
     missing.extend(f"`{tool}`" for tool in REQUIRED_TOOLS if shutil.which(tool) is None)
     if not os.access(SSHD, os.X_OK):
         missing.append(f"OpenSSH server at {SSHD}")
+    if not os.access(SNMPD, os.X_OK):
+        missing.append(f"net-snmp agent at {SNMPD} (Debian package snmpd)")
     return missing
 
 
@@ -29,7 +33,7 @@ def check_prerequisites() -> None:
     missing = missing_prerequisites()
     if missing:
         raise LabUnavailable(
-            "netlab needs root, iproute2 (ip, tc), iperf3 and openssh-server; missing: "
+            "netlab needs root, iproute2 (ip, tc), iperf3, openssh-server and snmpd; missing: "
             + ", ".join(missing)
         )
 

@@ -11,6 +11,10 @@ Naming (``P`` = spec.prefix, hosts numbered from 1, leaves from 1)::
                      lJ-up (leaf side) <-> lJ-down (spine side), root-mgmt
     in P-hI          data0 (data address, shaped), mgmt0 (management address, not shaped)
     root namespace   P-mgmt (management address .1; the only thing outside namespaces)
+
+The fabric namespace has an address of its own on the ``mgmt`` bridge (the subnet's last
+usable address but one, e.g. .253 of a /24): the "switch management address", where snmpd
+answers (read-only SNMPv2c, UDP ``snmp_port``) for the polling root namespace only.
 """
 
 from __future__ import annotations
@@ -84,6 +88,7 @@ class LabSpec:
     mgmt_subnet: str = "198.19.0.0/24"
     mtu: int = 9000
     ssh_port: int = 22
+    snmp_port: int = 161
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "state_dir", Path(self.state_dir).absolute())
@@ -92,6 +97,8 @@ class LabSpec:
             raise ValueError("prefix: 1-8 lowercase letters/digits, starting with a letter")
         if not 1 <= self.leaves <= self.hosts <= 200:
             raise ValueError("need 1 <= leaves <= hosts <= 200")
+        if not 1 <= self.snmp_port <= 65535:
+            raise ValueError("snmp_port must be between 1 and 65535")
         if not 1280 <= self.mtu <= 65535:
             raise ValueError("mtu must be between 1280 and 65535")
         parse_rate(self.host_rate)
@@ -129,6 +136,11 @@ class LabSpec:
     @property
     def root_mgmt_address(self) -> str:
         return str(self.mgmt_network.network_address + 1)
+
+    @property
+    def switch_mgmt_address(self) -> str:
+        """The fabric's (the switches') management address, where snmpd listens."""
+        return str(self.mgmt_network.broadcast_address - 2)
 
     def host_rate_bps(self, name: str) -> int:
         return parse_rate(self.degrade.get(name, self.host_rate))

@@ -1,4 +1,5 @@
-"""The running lab as data, saved as JSON in the state directory (``lab.json``)."""
+"""The running lab as data, saved as JSON in the state directory (``lab.json``, mode 0600:
+it holds the switches' SNMP community)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ class LabHost:
     host_public_key: str
     client_key_path: str
     rate_bps: int
+    switch_port: str = ""  # the host's data port on its leaf switch (IF-MIB ifName)
 
 
 @dataclass(frozen=True)
@@ -46,6 +48,10 @@ class LabState:
     client_public_key: str
     hosts: tuple[LabHost, ...]
     created_at: str
+    # The switches' management agent (snmpd in the fabric namespace); empty when not run.
+    snmp_address: str = ""
+    snmp_port: int = 161
+    snmp_community: str = ""
 
     def host(self, name: str) -> LabHost:
         for host in self.hosts:
@@ -73,7 +79,10 @@ def state_path(state_dir: Path | str) -> Path:
 def save_state(state: LabState) -> None:
     path = state_path(state.state_dir)
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(state.to_json())
+    tmp.unlink(missing_ok=True)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as file:
+        file.write(state.to_json())
     os.replace(tmp, path)
 
 

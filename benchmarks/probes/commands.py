@@ -79,6 +79,48 @@ def counters(node: PlanNode) -> str:
     return sections([part for port in node.ports if (part := _port_counters(port))])
 
 
+def telemetry(node: PlanNode) -> str:
+    """The fabric telemetry poll: one command a node runs every 30-60 s over a kept-open SSH
+    connection, read by ``gpulease_verify.telemetry.parse_snapshot``.
+
+    It prints the boot id (a reboot resets every counter, so deltas across it are not
+    trusted) and the uptime clock, then for each InfiniBand or RoCE port (an IB link layer
+    or an mlx* device) its sysfs state, rate and counters, and for each port with a netdev
+    the kernel's link state and statistics, plus ``ethtool -S`` on mlx* devices for the PFC
+    pause, discard and physical counters the kernel's statistics do not carry. Reads only:
+    ``grep -H .`` prints "path:value" for every readable file in one process; a file that
+    cannot be read (``speed`` and ``carrier`` of a down link give EINVAL) prints a "grep:"
+    line that the parser skips.
+    """
+    parts = [
+        ("boot_id", "cat /proc/sys/kernel/random/boot_id"),
+        ("clock", "cat /proc/uptime"),
+    ]
+    for port in node.ports:
+        if port.link_layer == LinkLayer.INFINIBAND or port.device.startswith("mlx"):
+            base = _ib_sysfs(port)
+            files = " ".join(
+                f"{base}/{name}" for name in ("state", "phys_state", "rate", "link_layer")
+            )
+            parts.append(
+                (
+                    f"ib {port.device}:{port.port}",
+                    f"grep -H . {files} {base}/counters/* {base}/hw_counters/*",
+                )
+            )
+        if not port.netdev:
+            continue
+        netdev = arg.interface(port.netdev)
+        net = f"/sys/class/net/{netdev}"
+        files = " ".join(
+            f"{net}/{name}" for name in ("operstate", "carrier", "carrier_changes", "speed")
+        )
+        parts.append((f"net {port.netdev}", f"grep -H . {files} {net}/statistics/*"))
+        if port.device.startswith("mlx"):
+            parts.append((f"ethtool {port.netdev}", f"ethtool -S {netdev}"))
+    return sections(parts)
+
+
 def iperf3_streams(contracted_gbps: float) -> int:
     """One TCP stream carries roughly 20 Gbit/s on current servers; use enough of them to
     fill the contracted rate, at most 16."""

@@ -35,6 +35,7 @@ from .runs import (
     _rejudgements_doc,
     _run_entry,
 )
+from .telemetry_docs import fabric_health_doc, telemetry_doc
 
 TERMS_FIELDS = ("version", "effective_from", "amendment_reason", *LeaseTerms.CONTRACT_FIELDS)
 ROLLUP_FIELDS = (
@@ -60,8 +61,9 @@ FORMULAS = {
     "availability": (
         "per link slot (every node's run of that slot): skipped if any run is excluded; its "
         "minutes (deadline_at - slot_at, whole minutes) are unavailable if any failed, "
-        "available if all passed, unknown otherwise; percent = available / all x 100, "
-        "half-up to 0.001"
+        "available if all passed, unknown otherwise; a slot not unavailable becomes "
+        "unavailable when a telemetry interval of the lease's batches found a port down or a "
+        "down-then-up cycle within it; percent = available / all x 100, half-up to 0.001"
     ),
     "credit_compliance_percent": "the lower of throughput compliance_percent and availability",
     "credit": (
@@ -197,6 +199,8 @@ def build_bundle(
             ),
             Period.parse(period).seconds(zone),
         )
+    telemetry = telemetry_doc(lease, start, end, bounds["lo"], bounds["hi"])
+    as_of = min(end, now)
     return {
         "format": FORMAT,
         "generated_at": chain.iso_utc(now),
@@ -244,6 +248,10 @@ def build_bundle(
         },
         "runs": run_entries,
         "rejudgements": [_rejudgement_entry(item) for item in rejudgements],
+        "telemetry": telemetry,
+        "fabric_health": fabric_health_doc(
+            telemetry, timeline.at(as_of - timedelta(microseconds=1)), as_of
+        ),
         "acceptance_run": _acceptance_doc(lease, accepted),
         "nodes": _nodes_doc(lease, runs),
         "assignments": _assignments_doc(lease),

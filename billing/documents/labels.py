@@ -12,7 +12,7 @@ from decimal import Decimal
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from django.utils.translation import get_language, gettext, pgettext
+from django.utils.translation import get_language, gettext, gettext_lazy, pgettext
 
 from billing.choices import LineKind
 
@@ -88,7 +88,7 @@ def line_text(line: Any) -> str:
             "end": _local(detail.get("window_end"), zone),
             "percent": detail.get("percent_applied", ""),
         }
-    return gettext(
+    text = gettext(
         "%(kind)s, %(lease)s (terms v%(version)s), %(start)s to %(end)s: "
         "%(quantity)s %(unit)s at ¥%(price)s"
     ) % {
@@ -101,3 +101,17 @@ def line_text(line: Any) -> str:
         "unit": unit_text(line.unit),
         "price": _number(line.unit_price),
     }
+    if detail.get("switch_node_slots"):
+        source = METERED_FROM.get(detail.get("metered_from", ""), detail.get("metered_from"))
+        text += gettext(" (metered from %(source)s)") % {"source": source}
+    return text
+
+
+# How a usage line was metered (billing.invoicing.lines.metered_from), in words.
+METERED_FROM = {
+    "switch counters": gettext_lazy("switch counters"),
+    "switch counters, host counters where no switch port was read": gettext_lazy(
+        "switch counters, host counters where no switch port was read"
+    ),
+    "host counters": gettext_lazy("host counters"),
+}

@@ -11,7 +11,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import Count, Max, Min
+from django.db.models import Count, Max, Min, Sum
 
 from billing import metering, sla
 from billing.choices import LineKind
@@ -152,12 +152,37 @@ def _fee_line(lease: Lease, segment: Segment, month: Month) -> ComputedLine | No
 
 def _sample_facts(lease: Lease, segment: Segment) -> dict[str, Any]:
     samples = metering.samples_in(lease_id=lease.pk, start=segment.start, end=segment.end)
-    facts = samples.aggregate(count=Count("pk"), first=Min("slot_at"), last=Max("slot_at"))
+    facts = samples.aggregate(
+        count=Count("pk"),
+        first=Min("slot_at"),
+        last=Max("slot_at"),
+        node_slots=Sum("nodes"),
+        switch_slots=Sum("switch_nodes"),
+    )
+    at_switch, all_slots = facts["switch_slots"] or 0, facts["node_slots"] or 0
     return {
         "samples": facts["count"],
         "first_slot": iso(facts["first"]),
         "last_slot": iso(facts["last"]),
+        # Which counters the bytes come from: the nodes' switch ports where the fabric has a
+        # witness, the nodes' own counters otherwise (counted in node-slots).
+        "metered_from": metered_from(at_switch, all_slots),
+        "switch_node_slots": at_switch,
+        "host_node_slots": all_slots - at_switch,
     }
+
+
+def metered_from(at_switch: int, all_slots: int) -> str:
+    if all_slots and at_switch == all_slots:
+        return "switch counters"
+    if at_switch:
+        return "switch counters, host counters where no switch port was read"
+    return "host counters"
+
+
+def _metering_note(facts: dict[str, Any]) -> str:
+    """The line's own words on its source, when any of it was metered at the switch."""
+    return f" (metered from {facts['metered_from']})" if facts["switch_node_slots"] else ""
 
 
 def _usage_line(lease: Lease, segment: Segment, month: Month) -> ComputedLine | None:
@@ -166,12 +191,13 @@ def _usage_line(lease: Lease, segment: Segment, month: Month) -> ComputedLine | 
         price = terms.price_per_gb
         total = metering.traffic_bytes(lease_id=lease.pk, start=segment.start, end=segment.end)
         quantity = bytes_to_gb(total).quantize(QUANTITY, rounding=ROUNDING)
+        facts = _sample_facts(lease, segment)
         return ComputedLine(
             lease=lease,
             kind=LineKind.USAGE_GB,
             description=(
                 f"Traffic, {lease.reference} (terms v{terms.version}), "
-                f"{_span(segment, month.zone)}: {quantity} GB at {price}"
+                f"{_span(segment, month.zone)}: {quantity} GB at {price}{_metering_note(facts)}"
             ),
             quantity=quantity,
             unit="GB",
@@ -180,7 +206,7 @@ def _usage_line(lease: Lease, segment: Segment, month: Month) -> ComputedLine | 
             detail={
                 **month.describe(),
                 **segment.describe(),
-                **_sample_facts(lease, segment),
+                **facts,
                 "bytes": total,
                 "price_per_gb": str(price),
                 "rule": "bytes / 10^9 x price_per_gb, half-up to 0.01",
@@ -206,6 +232,7 @@ def _usage_line(lease: Lease, segment: Segment, month: Month) -> ComputedLine | 
             description=(
                 f"95th percentile bandwidth, {lease.reference} (terms v{terms.version}), "
                 f"{_span(segment, month.zone)}: {mbps} Mbps at {price} for {share} month"
+                f"{_metering_note(facts)}"
             ),
             quantity=mbps,
             unit="Mbps",

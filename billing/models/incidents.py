@@ -1,7 +1,7 @@
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
-from billing.choices import IncidentState
+from billing.choices import FabricIncidentKind, IncidentState
 from common.querysets import TenantScopedQuerySet
 from leases.choices import ProbeKind
 from leases.models import Lease, LeaseTerms
@@ -15,7 +15,9 @@ class Incident(models.Model):
     lease = models.ForeignKey(
         Lease, on_delete=models.CASCADE, related_name="incidents", verbose_name=_("lease")
     )
-    kind = models.CharField(_("kind"), max_length=16, choices=ProbeKind.choices)
+    kind = models.CharField(
+        _("kind"), max_length=16, choices=[*ProbeKind.choices, *FabricIncidentKind.choices]
+    )
     target = models.CharField(_("affected nodes or pair"), max_length=255)
     pattern = models.CharField(_("pattern"), max_length=16)
     state = models.CharField(
@@ -27,6 +29,7 @@ class Incident(models.Model):
     worst_bps = models.BigIntegerField(_("worst bandwidth (bit/s)"), null=True, blank=True)
     worst_latency_us = models.FloatField(_("worst latency (µs)"), null=True, blank=True)
     rule = models.CharField(_("rule"), max_length=255)
+    detail = models.TextField(_("detail"), blank=True)
     terms = models.ForeignKey(
         LeaseTerms, on_delete=models.PROTECT, related_name="incidents", verbose_name=_("terms")
     )

@@ -68,6 +68,11 @@ class TrafficSample(models.Model):
     nodes = models.PositiveSmallIntegerField(_("nodes counted"))
     resets = models.PositiveSmallIntegerField(_("counter resets"), default=0)
     wraps = models.PositiveSmallIntegerField(_("counter wraps"), default=0)
+    switch_nodes = models.PositiveSmallIntegerField(
+        _("nodes metered at their switch"),
+        default=0,
+        help_text=_("Of the nodes counted, those whose bytes are their switch port's count."),
+    )
 
     objects = TenantScopedQuerySet.as_manager()
     tenant_path = "lease__tenant"

@@ -10,7 +10,7 @@ from django.db import migrations
 
 from gpulease_verify.canonical import iso_utc
 from gpulease_verify.chain import GENESIS, link_hash
-from gpulease_verify.terms import CONTRACT_FIELDS, LATER_FIELDS, terms_content
+from gpulease_verify.terms import CONTRACT_FIELDS, DEFAULTED_FIELDS, LATER_FIELDS, terms_content
 
 
 def _plain(value):  # type: ignore[no-untyped-def]
@@ -47,7 +47,7 @@ def link_existing(apps, schema_editor):  # type: ignore[no-untyped-def]
                 **{
                     name: _plain(getattr(version, name))
                     for name in CONTRACT_FIELDS
-                    if name not in LATER_FIELDS
+                    if name not in LATER_FIELDS and name not in DEFAULTED_FIELDS
                 },
                 "acknowledgement": None
                 if version.acknowledged_at is None

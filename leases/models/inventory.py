@@ -95,6 +95,22 @@ class Switch(TimeStampedModel):
     )
     name = models.CharField(_("name"), max_length=100)
     role = models.CharField(_("role"), max_length=8, choices=SwitchRole.choices)
+    # The switch-side witness (issue 14): read over SNMP by gpulease, never by the tenant.
+    management_address = models.GenericIPAddressField(
+        _("management address"),
+        null=True,
+        blank=True,
+        help_text=_("Where gpulease reads the port counters over SNMP (IF-MIB)."),
+    )
+    snmp_port = models.PositiveIntegerField(
+        _("SNMP port"), default=161, validators=[MinValueValidator(1), MaxValueValidator(65535)]
+    )
+    snmp_community = models.CharField(
+        _("SNMP read-only community"),
+        max_length=64,
+        blank=True,
+        help_text=_("SNMPv2c, read-only. Empty: the switch is not polled."),
+    )
 
     class Meta:
         verbose_name = _("switch")
@@ -187,6 +203,15 @@ class NicPort(TimeStampedModel):
     )
     rate_gbps = models.PositiveIntegerField(_("rate (Gbps)"))
     link_layer = models.CharField(_("link layer"), max_length=16, choices=LinkLayer.choices)
+    switch_port = models.CharField(
+        _("switch port"),
+        max_length=64,
+        blank=True,
+        help_text=_(
+            "The port's name (IF-MIB ifName) on the node's leaf switch, for the switch-side "
+            "witness. Empty: this port is not cross-checked."
+        ),
+    )
 
     objects = TenantScopedQuerySet.as_manager()
     tenant_path = "node__assignments__lease__tenant"

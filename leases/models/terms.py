@@ -193,6 +193,47 @@ class LeaseTerms(TimeStampedModel):
         _("bill only after the acceptance run passes"), default=False
     )
 
+    # Fabric health, the switch-side witness and the probe tax (issue 14).
+    telemetry_interval_s = models.PositiveIntegerField(
+        _("telemetry interval (seconds)"),
+        default=30,
+        validators=[MinValueValidator(0), MaxValueValidator(3600)],
+        help_text=_("How often each node's port state and counters are read (30 to 60 s; 0: off)."),
+    )
+    health_thresholds = models.JSONField(
+        _("fabric health thresholds"),
+        default=dict,
+        blank=True,
+        validators=[contract_rules.validate_health_thresholds],
+        help_text=_(
+            "Overrides of the health rules' defaults (the anchors' values), e.g. "
+            '{"symbol_errors_per_hour": 120}. Empty: the defaults.'
+        ),
+    )
+    witness_tolerance_percent = models.DecimalField(
+        _("switch witness tolerance (percent)"),
+        max_digits=5,
+        decimal_places=2,
+        default=Decimal("10"),
+        validators=[MinValueValidator(Decimal("0")), MaxValueValidator(Decimal("100"))],
+        help_text=_(
+            "How far a host's bytes or measured throughput may differ from its switch port's "
+            "counters before the samples are disputed."
+        ),
+    )
+    probe_idle_below_percent = models.DecimalField(
+        _("heavy probes only below this utilisation (percent)"),
+        max_digits=5,
+        decimal_places=2,
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(Decimal("0")), MaxValueValidator(Decimal("100"))],
+        help_text=_(
+            "Throughput, latency and collective probes are deferred while the lease's traffic "
+            "is above this share of its contracted bandwidth. Empty: no such condition."
+        ),
+    )
+
     objects = LeaseTermsQuerySet.as_manager()
     tenant_path = "lease__tenant"
 

@@ -196,3 +196,33 @@ async def iperf_pairs(lab: Lab, pairs: list[tuple[str, str]]) -> list[float]:
         assert result.exit_code == 0, f"iperf3 failed: {result.stdout[-500:]} {result.stderr}"
         rates.append(float(json.loads(result.stdout)["end"]["sum_received"]["bits_per_second"]))
     return rates
+
+
+@pytest.fixture
+def lab_lease(lab, settings):  # type: ignore[no-untyped-def]
+    """The session lab registered as lease LAB-1, probes of 3 s; the telemetry poller's
+    kept-open connections closed afterwards."""
+    from benchmarks.lab_registry import register_lab
+    from telemetry import poller
+
+    settings.PROBE_SSH_KEY = Path(lab.state.client_key_path)
+    settings.PROBE_THROUGHPUT_SECONDS = 3
+    settings.PROBE_COMMAND_GRACE_S = 20
+    yield register_lab(lab.state)
+    poller.reset()
+
+
+def execute(lease, kind: str, target: str, pattern: str = "ring", trigger: str = "manual"):  # type: ignore[no-untyped-def]
+    """Run one batch of a kind (the one with this target and pattern) in the foreground;
+    the other batches asked for are dropped."""
+    from benchmarks import services
+    from benchmarks.models import ProbeRun
+
+    for batch in services.request_runs(lease=lease, kinds=[kind], enqueue=False, trigger=trigger):
+        run = ProbeRun.objects.filter(batch=batch, target=target, pattern=pattern).first()
+        if run is not None:
+            services.execute_batch(batch, max_attempts=1)
+            run.refresh_from_db()
+            return run
+        ProbeRun.objects.filter(batch=batch).delete()
+    raise AssertionError(f"no {kind} batch for {target}")

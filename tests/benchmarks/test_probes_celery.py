@@ -19,6 +19,7 @@ from benchmarks.lab_registry import register_lab
 from benchmarks.models import ProbeRun
 from benchmarks.tasks import execute_batch
 from config.celery import app
+from telemetry.models import NodeReading
 
 pytestmark = [pytest.mark.lab, pytest.mark.django_db(transaction=True)]
 
@@ -112,6 +113,19 @@ def test_worker_and_beat_on_redis_run_probes_on_schedule(celery_lab):
     assert len({run.slot_at for run in scheduled}) == 1
     # The first cycle also ran the acceptance probes, the lease's baseline.
     assert ProbeRun.objects.filter(lease=lease, trigger=Trigger.ACCEPTANCE).exists()
+    # Beat's telemetry tick sent the lab site's poll to the site's queue, and the worker
+    # read every node over SSH (its intervals wait, merged, until they are stored).
+    polled = wait_for(
+        lambda: list(
+            NodeReading.objects.filter(
+                node__hostname__startswith="lab-h", at__isnull=False, error=""
+            ).exclude(snapshot=None)
+        ),
+        seconds=60,
+        what="beat's telemetry polls run by the worker",
+    )
+    assert len(polled) == 4
+    assert all(reading.snapshot["ports"]["data0"]["up"] for reading in polled)
 
 
 def test_a_worker_killed_mid_probe_loses_no_run_and_duplicates_none(celery_lab):

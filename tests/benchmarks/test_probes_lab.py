@@ -6,44 +6,23 @@ SLA threshold 95% (950 Mbit/s)."""
 
 import json
 import threading
-from pathlib import Path
 
 import pytest
 from django.core.management import call_command
 
 from benchmarks import netlab, services
 from benchmarks.choices import Pattern, RunState
-from benchmarks.lab_registry import register_lab
 from benchmarks.models import ProbeRun
+from tests.benchmarks.conftest import execute
 
 pytestmark = pytest.mark.lab
 
 RATE = 1_000_000_000
 
 
-@pytest.fixture
-def lab_lease(lab, settings):
-    settings.PROBE_SSH_KEY = Path(lab.state.client_key_path)
-    settings.PROBE_THROUGHPUT_SECONDS = 3
-    settings.PROBE_COMMAND_GRACE_S = 20
-    return register_lab(lab.state)
-
-
 def run_probes(kind: str, capsys) -> list[dict]:
     call_command("run_probes", "--lease", "LAB-1", "--kind", kind, "--json")
     return [json.loads(line) for line in capsys.readouterr().out.splitlines()]
-
-
-def execute(lease, kind: str, target: str, pattern: str = Pattern.RING) -> ProbeRun:
-    """Run one batch of a kind (the one with this target and pattern) in the foreground."""
-    for batch in services.request_runs(lease=lease, kinds=[kind], enqueue=False):
-        run = ProbeRun.objects.filter(batch=batch, target=target, pattern=pattern).first()
-        if run is not None:
-            services.execute_batch(batch, max_attempts=1)
-            run.refresh_from_db()
-            return run
-        ProbeRun.objects.filter(batch=batch).delete()
-    raise AssertionError(f"no {kind} batch for {target}")
 
 
 @pytest.mark.django_db

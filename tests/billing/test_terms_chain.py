@@ -12,7 +12,7 @@ from benchmarks import chain
 from benchmarks.models import ProbeRun
 from billing import audit, invoicing
 from billing.ingest import ingest_all
-from gpulease_verify.terms import terms_content
+from gpulease_verify.terms import DEFAULTED_FIELDS, terms_content
 from leases import selectors, services
 from leases.choices import LeaseStatus, Role
 from leases.models import LeaseEvent, LeaseTerms, TermsAmendment
@@ -308,3 +308,35 @@ def test_the_migration_links_existing_versions_after_existing_runs():
         ProbeRun.objects.select_related("lease", "terms").get(pk=runs[0].pk)
     )
     assert "terms_hash" not in content
+
+
+def test_fields_added_with_a_default_leave_older_hashes_standing_and_cover_a_change():
+    """The fabric-health, witness and probe-tax fields came after versions were hashed: a
+    version at their defaults hashes as one written before they existed, and one that
+    sets any of them hashes differently, so the change cannot be made unseen."""
+    version = make_lease().terms.get()
+    fields = chain.terms_fields(version)
+    older = {name: value for name, value in fields.items() if name not in DEFAULTED_FIELDS}
+    assert terms_content(fields) == terms_content(older)
+    assert fields["witness_tolerance_percent"] == "10.00"
+    for name, value in (
+        ("health_thresholds", {"drop_after_s": 120}),
+        ("witness_tolerance_percent", "5.00"),
+        ("probe_idle_below_percent", "30.00"),
+        ("telemetry_interval_s", 60),
+    ):
+        changed = terms_content({**fields, name: value})
+        assert changed != terms_content(fields), name
+        assert name in changed
+
+
+def test_health_thresholds_in_the_terms_are_checked_when_written():
+    version = make_lease().terms.get()
+    version.health_thresholds = {"drop_after_seconds": 120}
+    with pytest.raises(ValidationError) as refused:
+        version.full_clean()
+    assert "unknown health threshold 'drop_after_seconds'" in str(refused.value)
+    version.health_thresholds = {"drop_after_s": -1}
+    with pytest.raises(ValidationError) as negative:
+        version.full_clean()
+    assert "must not be negative" in str(negative.value)

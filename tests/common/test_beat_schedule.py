@@ -20,12 +20,14 @@ def test_migrations_store_no_schedule_and_beat_installs_the_one_in_code():
     assert {name: task.task for name, task in stored.items()} == {
         "gpulease: beat heartbeat": "common.beat_heartbeat",
         "gpulease: dispatch due probes": "benchmarks.dispatch",
+        "gpulease: poll fabric telemetry": "telemetry.poll",
         "gpulease: probe results self-check": "benchmarks.self_check",
         "gpulease: ingest finished probe runs": "billing.ingest",
         "gpulease: draft last month's invoices": "billing.draft_previous_month",
         "gpulease: sign last month's chain checkpoints": "billing.close_chain_checkpoints",
     }
     assert stored["gpulease: dispatch due probes"].interval.every == 60
+    assert stored["gpulease: poll fabric telemetry"].interval.every == 15
     draft = stored["gpulease: draft last month's invoices"].crontab
     assert (draft.minute, draft.hour, draft.day_of_month) == ("30", "*", "1,2")
 

@@ -16,6 +16,7 @@ from billing.models import HourlyRollup, Incident, TrafficSample
 from leases import services
 from leases.choices import LeaseStatus, Role
 from leases.models import Node
+from telemetry.models import PortSample, TelemetryBatch
 from tests.factories import (
     MembershipFactory,
     NicPortFactory,
@@ -68,6 +69,10 @@ def world():
         HourlyRollup.objects.create(lease=lease, kind="throughput", hour=run.slot_at, failed=1)
         TrafficSample.objects.create(
             lease=lease, slot_at=run.slot_at, seconds=300, tx_bytes=1, nodes=1
+        )
+        batch = TelemetryBatch.objects.create(lease=lease, at=run.slot_at)
+        PortSample.objects.create(
+            node=node, batch=batch, port="mlx5_0:1", at=run.slot_at, seconds=30, up=True
         )
         Incident.objects.create(
             lease=lease,

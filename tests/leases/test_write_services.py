@@ -298,6 +298,7 @@ def test_sites_and_fabrics_are_written_through_the_services_from_the_admin(admin
         "switches-MAX_NUM_FORMS": "1000",
         "switches-0-name": "leaf1",
         "switches-0-role": "leaf",
+        "switches-0-snmp_port": "161",  # the form's initial value, as a browser sends it
     }
     refused = admin_client.post(reverse("admin:leases_fabric_add"), fabric_form)
     assert refused.status_code == 200

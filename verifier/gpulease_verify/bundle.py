@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from gpulease_verify import chain, checkpoints, credit_base, rejudge
+from gpulease_verify import chain, checkpoints, credit_base, fabric, health, rejudge
 from gpulease_verify import compliance as sla
 from gpulease_verify import lines as invoice_lines
 from gpulease_verify import terms as terms_chain
@@ -32,7 +32,12 @@ from gpulease_verify.canonical import parse_instant as _at
 from gpulease_verify.contract import credit_tiers
 from gpulease_verify.keys import ALGORITHM
 from gpulease_verify.periods import Period
-from gpulease_verify.samples import OUTCOMES, classify_sample, link_slot_outcome
+from gpulease_verify.samples import (
+    OUTCOMES,
+    classify_sample,
+    link_slot_outcome,
+    telemetry_slot_outcome,
+)
 from gpulease_verify.trust import Trust
 
 FORMAT = "gpulease-audit-bundle/2"
@@ -97,8 +102,23 @@ class _Checker:
         runs = self.b.get("runs", [])
         terms_links = terms_chain.links_in_range(self.b)
         terms_links += rejudge.links_in_range(self.b)  # rejudgements linked in the stretch
-        for problem in chain.verify_chain([*runs, *terms_links]):
+        meta = self.b.get("chain", {})
+        first, last = meta.get("first_index"), meta.get("last_index")
+        telemetry = self.b.get("telemetry", [])
+        within = [e for e in telemetry if first is not None and first <= e["chain_index"] <= last]
+        for problem in chain.verify_chain([*runs, *terms_links, *within]):
             self.bad(problem)
+        # Batches of the month outside the runs' stretch: each checked against its own hash.
+        for entry in telemetry:
+            if entry not in within:
+                for problem in chain.verify_chain([entry]):
+                    self.bad(problem)
+        for entry in telemetry:
+            if entry["content"].get("lease") != self.b["lease"]["reference"]:
+                self.bad(
+                    f"chain link {entry['chain_index']} is a telemetry batch of lease "
+                    f"{entry['content'].get('lease')}, not {self.b['lease']['reference']}"
+                )
         reference = self.b["lease"]["reference"]
         for entry in runs:
             if entry["content"].get("lease") != reference:
@@ -116,7 +136,48 @@ class _Checker:
                 f"the chain section names links {meta.get('first_index')}.."
                 f"{meta.get('last_index')}, the runs are links {min(indexes)}..{max(indexes)}"
             )
-        self.notes.append(f"chain: {len(runs) + len(terms_links)} link(s) checked")
+        self.notes.append(f"chain: {len(runs) + len(terms_links) + len(telemetry)} link(s) checked")
+
+    def fabric_health(self) -> None:
+        """The health findings recomputed from the telemetry batches' intervals, with the
+        thresholds of the terms version the section names: they must be the ones stated."""
+        stated = self.b.get("fabric_health")
+        if stated is None:
+            return
+        version = stated.get("terms_version")
+        terms = self.terms_by_version()
+        if version is not None and version not in terms:
+            self.bad(f"fabric health is judged by terms v{version}, which the bundle lacks")
+            return
+        thresholds = health.HealthThresholds.from_terms(
+            terms[version].get("health_thresholds") or {} if version is not None else {}
+        )
+        if fabric.thresholds_doc(thresholds) != stated.get("thresholds"):
+            self.bad(
+                "fabric health states thresholds that are not those of its terms version: "
+                f"{stated.get('thresholds')} against {fabric.thresholds_doc(thresholds)}"
+            )
+        ports = fabric.ports_of(self.b.get("telemetry", []))
+        recomputed = fabric.findings(ports, thresholds, _at(stated["as_of"]))
+        listed = stated.get("findings", [])
+        for finding in recomputed:
+            if finding not in listed:
+                self.bad(
+                    f"fabric health: the telemetry gives {finding['rule']} on "
+                    f"{finding['node']} {finding['port']} from {finding['start']} "
+                    f"({finding['detail']}), which the bundle does not list"
+                )
+        for finding in listed:
+            if finding not in recomputed:
+                self.bad(
+                    f"fabric health: the bundle lists {finding.get('rule')} on "
+                    f"{finding.get('node')} {finding.get('port')} from {finding.get('start')}, "
+                    "which its telemetry does not give"
+                )
+        self.notes.append(
+            f"fabric health: {len(recomputed)} finding(s) recomputed from "
+            f"{sum(len(s) for s in ports.values())} telemetry interval(s) of {len(ports)} port(s)"
+        )
 
     # --- runs, window ---------------------------------------------------------------
 
@@ -285,8 +346,14 @@ class _Checker:
         per_hour_minutes: dict[datetime, dict[str, int]] = defaultdict(
             lambda: {"available": 0, "unavailable": 0, "unknown": 0}
         )
+        down = fabric.down_only(fabric.ports_of(self.b.get("telemetry", [])))
         for slot, outcomes in link_slots.items():
-            given = link_slot_outcome(outcomes)
+            given = telemetry_slot_outcome(
+                link_slot_outcome(outcomes),
+                telemetry_down=health.unavailable_within(
+                    down, start=slot, end=slot + timedelta(minutes=slot_minutes[slot])
+                ),
+            )
             if given is not None:
                 minutes[given] += slot_minutes[slot]
                 per_hour_minutes[hour_start(slot)][given] += slot_minutes[slot]
@@ -632,6 +699,7 @@ def verify_report(
         checker.chain()
         checker.mismatches.extend(terms_chain.check_terms(bundle))
         checker.runs()
+        checker.fabric_health()
         checker.window()
         compliance = checker.compliance()
         checker.lines(checker.credit(compliance))

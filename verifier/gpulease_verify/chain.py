@@ -34,6 +34,10 @@ which verdict (``rejudgement_content``). A run's effective verdict is that of it
 rejudgement (highest index), else its own. In a bundle a rejudgement link names its hash
 ``rejudgement_hash``.
 
+A *telemetry batch* is a fourth kind: what one passive telemetry poll stored for the
+lease (its nodes' port intervals and the switch readings that witness them,
+``telemetry_content``). In a bundle it names its hash ``telemetry_hash``.
+
 This module only computes and reads no database: the server (``benchmarks.chain``) and an
 auditor's ``gpulease-verify`` use the same functions.
 """
@@ -92,6 +96,8 @@ REJUDGEMENT_FIELDS = (
     "judged_at",
 )
 REJUDGEMENT = "rejudgement"
+# A telemetry batch: what one poll stored for one lease (``telemetry_content``).
+TELEMETRY = "telemetry"
 
 
 def rejudgement_content(
@@ -121,6 +127,26 @@ def rejudgement_content(
     }
 
 
+def telemetry_content(
+    *,
+    lease: str,
+    at: str,
+    samples: Iterable[Mapping[str, Any]],
+    switch: Iterable[Mapping[str, Any]],
+) -> dict[str, Any]:
+    """What a telemetry batch's hash covers: the lease reference, the poll instant (ISO
+    UTC text), every port interval the poll stored for the lease's nodes
+    (``gpulease_verify.telemetry.sample_entry``, ordered by node, port and end) and the
+    switch readings stored with them (``switch_entry``, ordered by switch and port)."""
+    return {
+        "link": TELEMETRY,
+        "lease": lease,
+        "at": at,
+        "samples": sorted(samples, key=lambda s: (s["node"], s["port"], s["at"])),
+        "switch": sorted(switch, key=lambda r: (r["switch"], r["port"])),
+    }
+
+
 def link_hash(content: Mapping[str, Any], prev: str) -> str:
     """``sha256(prev + canonical_json(content))`` as lowercase hex."""
     return hashlib.sha256((prev + canonical_json(content)).encode("utf-8")).hexdigest()
@@ -128,8 +154,8 @@ def link_hash(content: Mapping[str, Any], prev: str) -> str:
 
 @dataclass(frozen=True)
 class Link:
-    """One link as stored (or as written in an audit bundle): a run, a terms version or a
-    rejudgement. ``run_hash`` is the link's hash whichever it is."""
+    """One link as stored (or as written in an audit bundle): a run, a terms version, a
+    rejudgement or a telemetry batch. ``run_hash`` is the link's hash whichever it is."""
 
     index: int
     prev_hash: str
@@ -138,12 +164,21 @@ class Link:
     run_id: int | None = None
     terms_version: int | None = None
     rejudgement_id: int | None = None
+    telemetry_id: int | None = None
 
     @classmethod
     def from_dict(cls, entry: Mapping[str, Any]) -> Link:
         """From an audit bundle's run entry (``chain_index``, ``prev_hash``, ``run_hash``,
         ``content``, ``id``), terms entry (``terms_hash`` and ``version`` in place of
         ``run_hash`` and ``id``) or rejudgement entry (``rejudgement_hash``, ``id``)."""
+        if "telemetry_hash" in entry:
+            return cls(
+                index=entry["chain_index"],
+                prev_hash=entry["prev_hash"],
+                run_hash=entry["telemetry_hash"],
+                content=entry["content"],
+                telemetry_id=entry.get("id"),
+            )
         if "rejudgement_hash" in entry:
             return cls(
                 index=entry["chain_index"],
@@ -176,13 +211,21 @@ class Link:
     def is_rejudgement(self) -> bool:
         return self.rejudgement_id is not None or self.content.get("link") == REJUDGEMENT
 
+    @property
+    def is_telemetry(self) -> bool:
+        return self.telemetry_id is not None or self.content.get("link") == TELEMETRY
+
     def what(self) -> str:
         """What the link records, for sentences."""
         if self.is_terms:
             return "terms version"
+        if self.is_telemetry:
+            return "telemetry batch"
         return REJUDGEMENT if self.is_rejudgement else "run"
 
     def name(self) -> str:
+        if self.telemetry_id is not None:
+            return f"chain link {self.index} (telemetry batch {self.telemetry_id})"
         if self.rejudgement_id is not None:
             return f"chain link {self.index} (rejudgement {self.rejudgement_id})"
         if self.terms_version is not None:

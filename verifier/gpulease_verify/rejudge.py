@@ -39,7 +39,7 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
-from gpulease_verify import chain, verdicts
+from gpulease_verify import chain, verdicts, witness
 from gpulease_verify.canonical import canonical_json, number_text
 from gpulease_verify.canonical import parse_instant as _at
 from gpulease_verify.interpret import (
@@ -154,7 +154,9 @@ class Rejudge:
                     f"{name(entry)}: the bundle says it measured {measured} bit/s, its parsed "
                     f"output says {int(parsed[field] or 0)} bit/s"
                 )
-            return verdicts.throughput(measured_bps=int(measured), terms=terms)
+            return witness.judge(
+                verdicts.throughput(measured_bps=int(measured), terms=terms), parsed, int(measured)
+            )
         if tool in (PING, IB_WRITE_LAT):
             if content.get("latency_us") is None:
                 self.missing(entry, "no measured latency")
@@ -267,7 +269,8 @@ class Rejudge:
             self.mismatches.append(f"{name(entry)}: its raw output does not parse again: {error}")
             return
         for field, stated_value, recomputed in (
-            ("parsed", content["parsed"], canonical_json(again.parsed)),
+            # The switch-side witness is gpulease's own reading, not the tool's output.
+            ("parsed", _tool_parsed(content["parsed"], stated), canonical_json(again.parsed)),
             ("measured_bps", content.get("measured_bps"), again.measured_bps),
             ("latency_us", content.get("latency_us"), number_text(again.latency_us)),
         ):
@@ -286,6 +289,14 @@ class Rejudge:
                 f"runs: {self.rate_unknown} link check(s) parsed before ports carried their "
                 "expected rate: judged on up/down only"
             )
+
+
+def _tool_parsed(text: str, stated: Mapping[str, Any]) -> str:
+    """A run's parsed result as its tool's output alone gives it: without the switch-side
+    witness block, which is gpulease's own reading (``gpulease_verify.witness``)."""
+    if witness.KEY not in stated:
+        return text
+    return canonical_json(witness.without_witness(stated))
 
 
 NO_VERDICT = verdicts.Judgement(verdicts.Verdict.NONE, "", "")

@@ -56,6 +56,10 @@ CONTRACT_FIELDS = (
     "tax_rate_percent",
     "rent_tax_rate_percent",
     "billing_starts_on_acceptance",
+    "health_thresholds",
+    "witness_tolerance_percent",
+    "probe_idle_below_percent",
+    "telemetry_interval_s",
 )
 # Contract fields added after versions were first hashed, each with the field whose value
 # it had implicitly before it existed: such a field is in the hashed content only when it
@@ -65,6 +69,16 @@ CONTRACT_FIELDS = (
 # it cannot be changed unseen. (``tax_rate_percent`` is the network service's VAT rate;
 # node rent was taxed at it until ``rent_tax_rate_percent`` existed.)
 LATER_FIELDS = {"rent_tax_rate_percent": "tax_rate_percent"}
+# Contract fields added later with a fixed default (fabric health, the switch-side witness,
+# the probe tax): in the hashed content only when they differ from it, so every version
+# hashed before they existed keeps its hash, and an older bundle without them reads as
+# the default.
+DEFAULTED_FIELDS: dict[str, Any] = {
+    "health_thresholds": {},
+    "witness_tolerance_percent": "10",
+    "probe_idle_below_percent": None,
+    "telemetry_interval_s": 30,
+}
 ACKNOWLEDGEMENT_FIELDS = ("by", "role", "at", "reason")
 
 
@@ -83,6 +97,19 @@ def _same_number(a: Any, b: Any) -> bool:
         return Decimal(str(a)) == Decimal(str(b))
     except (InvalidOperation, ValueError):
         return a == b
+
+
+def _same_value(a: Any, b: Any) -> bool:
+    if a is None or b is None:
+        return a is b
+    if isinstance(a, dict | list) or isinstance(b, dict | list):
+        return bool(a == b)
+    return _same_number(a, b)
+
+
+def defaulted_field(entry: Mapping[str, Any], name: str) -> Any:
+    """A field of ``DEFAULTED_FIELDS`` as the entry gives it, else its default."""
+    return entry.get(name, DEFAULTED_FIELDS[name])
 
 
 def later_field(entry: Mapping[str, Any], name: str) -> Any:
@@ -106,11 +133,19 @@ def terms_content(entry: Mapping[str, Any]) -> dict[str, Any]:
         "effective_from": entry["effective_from"],
         "created_at": entry["created_at"],
         "amendment_reason": entry["amendment_reason"],
-        **{name: _scalar(entry[name]) for name in CONTRACT_FIELDS if name not in LATER_FIELDS},
+        **{
+            name: _scalar(entry[name])
+            for name in CONTRACT_FIELDS
+            if name not in LATER_FIELDS and name not in DEFAULTED_FIELDS
+        },
     }
     for name, implicit in LATER_FIELDS.items():
         value = later_field(entry, name)
         if not _same_number(value, entry[implicit]):
+            content[name] = _scalar(value)
+    for name, default in DEFAULTED_FIELDS.items():
+        value = defaulted_field(entry, name)
+        if not _same_value(value, default):
             content[name] = _scalar(value)
     for name in ACKNOWLEDGEMENT_FIELDS:
         content[f"acknowledged_{name}"] = None if ack is None else ack[name]

@@ -1,0 +1,185 @@
+"""The probe tax ledger: what gpulease's own heavy probes sent on a lease in a month, kept
+out of its metering (``gpulease_verify.probe_tax``, ``billing.traffic_intervals``).
+
+Per run whose start lies in the month (tenant's clock): the bytes each node sent, the
+seconds it ran (``finished_at - started_at``) and what those bytes would have cost at the
+price per GB of the terms the run ran under (Decimal, half-up to 0.01; none when the terms
+name no price per GB). Heavy probes deferred because the lease was busy are counted too:
+they never ran, so they cost nothing and are never counted against the provider."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from benchmarks.choices import RunState
+from benchmarks.models import ProbeRun
+from gpulease_verify import probe_tax
+from gpulease_verify.calculations import traffic_charge
+from gpulease_verify.canonical import iso_utc
+from gpulease_verify.parsers import ParseError
+from gpulease_verify.periods import Period
+from leases.choices import HEAVY_PROBE_KINDS
+from leases.models import Lease
+
+log = logging.getLogger(__name__)
+
+DEFERRED = "deferred:"
+ZERO = Decimal("0.00")
+
+
+@dataclass(frozen=True)
+class TaxedRun:
+    run: ProbeRun
+    bytes_by_node: dict[str, int]
+    seconds: int
+    price_per_gb: Decimal | None
+    estimated: bool
+
+    @property
+    def cost(self) -> Decimal | None:
+        if self.price_per_gb is None:
+            return None
+        return traffic_charge(total_bytes=self.bytes, price_per_gb=self.price_per_gb)
+
+    @property
+    def bytes(self) -> int:
+        return sum(self.bytes_by_node.values())
+
+
+@dataclass
+class ProbeTax:
+    lease: Lease
+    period: str
+    runs: list[TaxedRun] = field(default_factory=list)
+    deferred: int = 0
+
+    @property
+    def bytes(self) -> int:
+        return sum(item.bytes for item in self.runs)
+
+    @property
+    def seconds(self) -> int:
+        return sum(item.seconds for item in self.runs)
+
+    @property
+    def cost(self) -> Decimal | None:
+        """Per price: the bytes of its runs together x the price, half-up to 0.01 (as the
+        invoice rounds traffic), added up."""
+        by_price: dict[Decimal, int] = {}
+        for item in self.runs:
+            if item.price_per_gb is not None:
+                by_price[item.price_per_gb] = by_price.get(item.price_per_gb, 0) + item.bytes
+        if not by_price:
+            return None
+        charges = (traffic_charge(total_bytes=b, price_per_gb=p) for p, b in by_price.items())
+        return sum(charges, ZERO)
+
+    @property
+    def gigabytes(self) -> Decimal:
+        return Decimal(self.bytes) / 10**9
+
+
+def _price(run: ProbeRun) -> Decimal | None:
+    price = run.terms.price_per_gb if run.terms is not None else None
+    return price if price is not None and price > 0 else None
+
+
+def bytes_of(run: ProbeRun) -> dict[str, int]:
+    """Node -> the bytes a finished heavy run sent, from what its tool printed
+    (``gpulease_verify.probe_tax.bytes_sent``; ``run.nodes`` prefetched); empty, and
+    logged, when its output cannot be read again."""
+    try:
+        return probe_tax.bytes_sent(
+            tool=run.tool,
+            state=run.state,
+            parsed=run.parsed,
+            raw_output=run.raw_output,
+            command=run.command,
+            target=run.target,
+            nodes=[node.hostname for node in run.nodes.all()],
+        )
+    except ParseError as error:
+        log.warning("probe run %s: its probe bytes are not known: %s", run.pk, error)
+        return {}
+
+
+def probe_tax_of(*, lease: Lease, period: str) -> ProbeTax:
+    """The lease's probe tax in ``period`` (module docstring); two queries."""
+    start, end = Period.parse(period).bounds(lease.tenant.time_zone)
+    ledger = ProbeTax(lease=lease, period=period)
+    runs = (
+        ProbeRun.objects.filter(
+            lease=lease,
+            kind__in=HEAVY_PROBE_KINDS,
+            state=RunState.OK,
+            started_at__gte=start,
+            started_at__lt=end,
+            finished_at__isnull=False,
+        )
+        .select_related("terms")
+        .prefetch_related("nodes")
+        .order_by("started_at", "pk")
+    )
+    for run in runs:
+        sent = bytes_of(run)
+        if not sent:
+            continue
+        assert run.started_at is not None and run.finished_at is not None
+        seconds = max(0, int((run.finished_at - run.started_at).total_seconds()))
+        ledger.runs.append(
+            TaxedRun(run, sent, seconds, _price(run), run.tool in probe_tax.ESTIMATED)
+        )
+    ledger.deferred = ProbeRun.objects.filter(
+        lease=lease,
+        kind__in=HEAVY_PROBE_KINDS,
+        state=RunState.SKIPPED,
+        error__startswith=DEFERRED,
+        slot_at__gte=start,
+        slot_at__lt=end,
+    ).count()
+    return ledger
+
+
+def _money(value: Decimal | None) -> str | None:
+    return None if value is None else str(value)
+
+
+def document(ledger: ProbeTax) -> dict[str, Any]:
+    """The ledger as the API answers it."""
+    return {
+        "lease": ledger.lease.reference,
+        "period": ledger.period,
+        "runs": [
+            {
+                "id": item.run.pk,
+                "kind": item.run.kind,
+                "tool": item.run.tool,
+                "target": item.run.target,
+                "trigger": item.run.trigger,
+                "started_at": iso_utc(item.run.started_at),
+                "finished_at": iso_utc(item.run.finished_at),
+                "seconds": item.seconds,
+                "bytes": item.bytes,
+                "bytes_by_node": item.bytes_by_node,
+                "estimated": item.estimated,
+                "price_per_gb": _money(item.price_per_gb),
+                "cost_cny": _money(item.cost),
+            }
+            for item in ledger.runs
+        ],
+        "totals": {
+            "runs": len(ledger.runs),
+            "bytes": ledger.bytes,
+            "seconds": ledger.seconds,
+            "cost_cny": _money(ledger.cost),
+            "deferred_runs": ledger.deferred,
+        },
+        "rule": (
+            "bytes each node sent for gpulease's own heavy probes (gpulease_verify.probe_tax), "
+            "kept out of the traffic samples of the slots each run covered; cost = bytes / "
+            "10^9 x the price per GB of the run's terms, half-up to 0.01"
+        ),
+    }

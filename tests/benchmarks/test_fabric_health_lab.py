@@ -1,0 +1,247 @@
+"""Issue 14 on the real network lab: passive telemetry catches flaps that link checks miss,
+and the switch-side witness (a real snmpd in the fabric namespace) catches a host that
+forges its throughput.
+
+The lab is registered as lease LAB-1 (1 Gbps contracted, 95% threshold). Telemetry polls
+run through ``telemetry.services.poll`` over real SSH with the clock pinned: each poll
+is stamped 30 s after the one before, while the links really go down and up in between.
+"""
+
+import json
+import re
+import subprocess
+import time
+from datetime import timedelta
+from decimal import Decimal
+
+import pytest
+import time_machine
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from django.core.management import call_command
+from django.utils import timezone
+
+from benchmarks import chain, netlab
+from benchmarks.choices import Pattern, RunState, Trigger, Verdict
+from billing import audit, probe_tax, sla
+from billing.choices import FabricIncidentKind, IncidentState
+from billing.ingest import hour_of, ingest_all
+from billing.invoicing.lines import _sample_facts
+from billing.invoicing.windows import Segment
+from billing.models import HourlyRollup, Incident, TrafficSample
+from gpulease_verify.periods import Period
+from monitoring.metrics import exposition
+from telemetry import services as telemetry
+from telemetry.models import PortSample, SwitchReading, TelemetryBatch
+from tests.benchmarks.conftest import execute
+
+pytestmark = pytest.mark.lab
+
+RATE = 1_000_000_000
+
+
+@pytest.mark.django_db(transaction=True)
+def test_three_flaps_between_two_link_checks_open_an_incident_and_the_hold_down_closes_it(
+    lab, lab_lease, capsys
+):
+    # A scheduled link check (an SLA sample: its slot is an hour, as run-now slots are).
+    first_check = execute(lab_lease, "link", "lab-h2", Pattern.NODE, trigger=Trigger.SCHEDULE)
+    assert first_check.verdict == Verdict.PASS
+    start = timezone.now()
+    first = telemetry.poll(now=start)
+    assert first.nodes == 4 and not first.failed
+    # Three flaps of lab-h2's switch port, 30 s apart on the pinned clock: one per poll.
+    for n in (1, 2, 3):
+        assert netlab.flap(lab.state_dir, "lab-h2", count=1, interval_s=1, down_s=0.5) == 2
+        polled = telemetry.poll(now=start + timedelta(seconds=30 * n))
+        assert polled.nodes == 4 and not polled.failed, polled
+    # The next link check finds the link up; its down counter says it went down 3 times,
+    # not when: one failed sample, and an incident needs 3 in a row.
+    check = execute(lab_lease, "link", "lab-h2", Pattern.NODE)
+    assert check.verdict == Verdict.FAIL
+    assert check.verdict_reason == "data0 went down 3 time(s) since the last check"
+    ingest_all(notify=False)
+    assert not Incident.objects.filter(lease=lab_lease, kind="link").exists()
+    # The check passed, but telemetry heard the flaps inside its slot: its 60 minutes
+    # count as unavailable, not available.
+    rollup = HourlyRollup.objects.get(
+        lease=lab_lease, kind="link", hour=hour_of(first_check.slot_at)
+    )
+    assert (rollup.passed, rollup.available_minutes, rollup.unavailable_minutes) == (1, 0, 60)
+
+    samples = PortSample.objects.filter(node__hostname="lab-h2", port="data0").order_by("at")
+    assert [s.down_cycles for s in samples] == [0, 1, 1, 1]
+    assert all(s.up for s in samples)
+    assert not PortSample.objects.filter(node__hostname="lab-h1", down_cycles__gt=0).exists()
+    incident = Incident.objects.get(
+        lease=lab_lease, kind=FabricIncidentKind.TELEMETRY, target="lab-h2:data0"
+    )
+    assert incident.state == IncidentState.OPEN
+    assert incident.rule == "link_flap v1"
+    assert incident.pattern == "link_flap"
+    assert "3" in incident.detail
+
+    # fabric_health looks back from now: run it with the clock at the last poll.
+    with time_machine.travel(start + timedelta(seconds=95), tick=False):
+        call_command("fabric_health", "--lease", "LAB-1", "--since", "60", "--json")
+    report = json.loads(capsys.readouterr().out)
+    node = next(n for n in report["nodes"] if n["node"] == "lab-h2")
+    [port] = node["ports"]
+    assert port["port"] == "data0" and port["down_cycles"] == 3
+    assert [f["rule"] for f in port["findings"]] == ["link_flap"]
+    assert port["findings"][0]["end"] is None  # still within the hold-down
+    assert node["witness"]["switch"] == "leaf1" and node["witness"]["port"] == "h2-data"
+    assert node["witness"]["readings"] == 3  # stored with the 3 rows the flaps made
+    healthy = next(n for n in report["nodes"] if n["node"] == "lab-h1")
+    assert healthy["ports"][0]["findings"] == []
+    assert SwitchReading.objects.filter(if_name="h2-data").count() == 3
+
+    # Quiet for the 10-minute hold-down: the incident closes.
+    for minute in range(1, 12):
+        telemetry.poll(now=start + timedelta(seconds=90 + 60 * minute))
+    incident.refresh_from_db()
+    assert incident.state == IncidentState.CLOSED
+    assert incident.closed_at is not None and incident.closed_at > start + timedelta(seconds=90)
+
+    # The month's audit bundle carries the batches; the verifier recomputes the finding,
+    # and the availability the flaps took, from them.
+    period = str(Period.containing(start, "Asia/Shanghai"))
+    with time_machine.travel(start + timedelta(minutes=15), tick=False):
+        doc = audit.signed_bundle(lease=lab_lease, period=period)
+    bundle = doc["bundle"]
+    assert bundle["telemetry"] and all("telemetry_hash" in b for b in bundle["telemetry"])
+    [finding] = bundle["fabric_health"]["findings"]
+    assert (finding["node"], finding["port"], finding["rule"]) == ("lab-h2", "data0", "link_flap")
+    assert finding["end"] is not None  # closed by the hold-down before as_of
+    assert audit.verify(doc, audit.published_key_info()) == []
+    # Forged in the bundle (an insider hiding the flap), re-signed: the recomputation sees it.
+    bundle["fabric_health"]["findings"] = []
+    forged = audit.verify(
+        audit.sign_bundle(bundle, Ed25519PrivateKey.generate()), trust_embedded_key=True
+    )
+    assert any(
+        m.startswith("fabric health: the telemetry gives link_flap on lab-h2 data0") for m in forged
+    )
+
+    # Every stored poll is a link of the lease's chain; an insider who erases the flaps
+    # afterwards breaks it, at the batch that held them.
+    batches = TelemetryBatch.objects.filter(lease=lab_lease, chain_index__isnull=False)
+    assert batches.count() >= 4
+    assert chain.verify_lease(lease_id=lab_lease.pk) == []
+    erased = PortSample.objects.filter(node__hostname="lab-h2", down_cycles=1).order_by("at")
+    first_flap = erased.first().batch
+    erased.update(down_cycles=0)
+    problems = chain.verify_lease(lease_id=lab_lease.pk)
+    assert problems[0].startswith(
+        f"chain link {first_flap.chain_index} (telemetry batch {first_flap.pk}): stored hash"
+    )
+    assert problems[0].endswith("the telemetry batch was changed after it was recorded")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_forged_throughput_is_caught_by_the_switch_within_one_cycle_and_earns_no_credit(
+    lab, lab_lease
+):
+    # Scheduled runs, so that they are SLA samples.
+    honest = execute(lab_lease, "throughput", "lab-h1>lab-h2", trigger=Trigger.SCHEDULE)
+    assert honest.verdict == Verdict.PASS, honest.verdict_reason
+    assert honest.parsed["witness"]["agrees"] is True
+    assert honest.parsed["witness"]["port"] == "h1-data"
+
+    netlab.forge(lab.state_dir, "lab-h1", factor=0.5)
+    try:
+        forged = execute(lab_lease, "throughput", "lab-h1>lab-h2", trigger=Trigger.SCHEDULE)
+    finally:
+        netlab.forge(lab.state_dir, "lab-h1", factor=1)
+    assert forged.state == RunState.OK
+    # The host claims about half the link: a shortfall that would earn a credit...
+    assert 0.40 * RATE <= forged.measured_bps <= 0.55 * RATE
+    # ...but its switch port counted the full rate, so the run is disputed.
+    block = forged.parsed["witness"]
+    assert block["agrees"] is False
+    switch_bps = (
+        (block["in_octets_after"] - block["in_octets_before"]) * 8 / float(block["seconds"])
+    )
+    assert switch_bps >= 0.85 * RATE
+    assert forged.verdict == Verdict.NONE
+    assert forged.rule == "witness_disagreement v1"
+    assert forged.verdict_reason.startswith("disputed: the node reported ")
+    incident = Incident.objects.get(lease=lab_lease, kind=FabricIncidentKind.INTEGRITY)
+    assert incident.state == IncidentState.OPEN and incident.target == "lab-h1"
+    assert list(incident.runs.all()) == [forged]
+    # Prometheus sees it (GpuleaseWitnessDisagreement fires on this after 10 minutes).
+    scrape = exposition().decode()
+    assert re.search(
+        r'^gpulease_witness_disagreements\{[^}]*lease="LAB-1"[^}]*\} 1\.0$', scrape, re.M
+    )
+
+    # Neither pass nor credit: the hour counts it as informational, never as failed.
+    ingest_all(notify=False)
+    rollups = HourlyRollup.objects.filter(lease=lab_lease, kind="throughput")
+    assert sum(r.failed for r in rollups) == 0
+    assert sum(r.informational for r in rollups) == 1
+    assert sum(r.passed for r in rollups) == 1
+    # Had the forged figure counted, throughput compliance would be 50 % (a credit tier);
+    # disputed, it is 100 %.
+    hour = honest.slot_at.replace(minute=0, second=0, microsecond=0)
+    summary = sla.evaluate(lease=lab_lease, start=hour, end=forged.slot_at + timedelta(hours=1))
+    assert (summary.throughput.passed, summary.throughput.failed) == (1, 0)
+    assert summary.throughput.informational == 1
+    assert summary.throughput.percent == Decimal("100.000")
+    # An auditor re-judges both runs from the bundle, the witness included, and agrees.
+    period = str(Period.containing(forged.slot_at, "Asia/Shanghai"))
+    doc = audit.signed_bundle(lease=lab_lease, period=period)
+    assert audit.verify(doc, audit.published_key_info()) == []
+    entry = next(r for r in doc["bundle"]["runs"] if r["id"] == forged.pk)
+    assert entry["content"]["verdict"] == "none"
+    assert json.loads(entry["content"]["parsed"])["witness"]["agrees"] is False
+
+
+@pytest.mark.django_db(transaction=True)
+def test_traffic_is_metered_at_the_switch_port_and_probe_bytes_are_not_billed(
+    lab, lab_lease, settings
+):
+    """Two counters runs of lab-h1 around 40 MB of the tenant's own traffic and one of
+    gpulease's throughput probes from lab-h1: the traffic sample is what h1's switch port
+    received between the two readings less the probe's bytes, says it was metered at the
+    switch, and the probe is in the lease's probe-tax ledger."""
+    first = execute(lab_lease, "counters", "lab-h1", Pattern.NODE, trigger=Trigger.SCHEDULE)
+    probe = execute(lab_lease, "throughput", "lab-h1>lab-h2")
+    assert probe.state == RunState.OK
+    h1, h2 = lab.host("lab-h1"), lab.host("lab-h2")
+    server = subprocess.Popen(
+        ["ip", "netns", "exec", h2.namespace, "iperf3", "-s", "-1", "-B", h2.data_address,
+         "-p", "5391"],
+        stdout=subprocess.DEVNULL,
+    )  # fmt: skip
+    time.sleep(0.5)
+    subprocess.run(
+        ["ip", "netns", "exec", h1.namespace, "iperf3", "-c", h2.data_address, "-p", "5391",
+         "-n", "40M"],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )  # fmt: skip
+    server.wait(timeout=10)
+    time.sleep(settings.WITNESS_SETTLE_S)  # the switch's counters catch up
+    second = execute(lab_lease, "counters", "lab-h1", Pattern.NODE, trigger=Trigger.SCHEDULE)
+    before, after = first.parsed["witness"], second.parsed["witness"]
+    assert (before["switch"], before["port"]) == ("leaf1", "h1-data")
+    switch_bytes = after["in_octets"] - before["in_octets"]
+
+    period = str(Period.containing(first.slot_at, "Asia/Shanghai"))
+    [taxed] = probe_tax.probe_tax_of(lease=lab_lease, period=period).runs
+    probe_bytes = taxed.bytes_by_node["lab-h1"]
+    assert taxed.run == probe and probe_bytes > 200 * 10**6  # 3 s at 1 Gbit/s
+
+    ingest_all(notify=False)
+    samples = TrafficSample.objects.filter(lease=lab_lease)
+    billed = sum(int(sample.tx_bytes) for sample in samples)
+    assert billed == switch_bytes - probe_bytes
+    # That is the tenant's transfer (iperf3 -n ends once it has written 40 MiB and drops
+    # what was still unsent) and the probe's own frame headers, never the probe's payload.
+    assert 30 * 10**6 <= billed <= 45 * 10**6
+    assert {(sample.nodes, sample.switch_nodes) for sample in samples} == {(1, 1)}
+    window = Segment(
+        start=first.slot_at, end=second.slot_at + timedelta(hours=1), terms=first.terms
+    )
+    facts = _sample_facts(lab_lease, window)
+    assert (facts["metered_from"], facts["switch_node_slots"]) == ("switch counters", 1)

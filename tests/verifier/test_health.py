@@ -1,0 +1,305 @@
+"""The fabric health rules, hand-checked: each test builds a port's samples poll by poll."""
+
+import math
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+
+import pytest
+
+from gpulease_verify.health import (
+    RULES,
+    Finding,
+    HealthThresholds,
+    evaluate,
+    unavailable_seconds,
+    witness_check,
+)
+from gpulease_verify.telemetry import PortSample
+
+T0 = datetime(2026, 12, 1, 10, 0, 0, tzinfo=UTC)
+PORT = "mlx5_0:1"
+
+
+def t(seconds: float) -> datetime:
+    return T0 + timedelta(seconds=seconds)
+
+
+def sample(end: float, *, up=True, cycles=0, seconds=30.0, reset=False, **deltas) -> PortSample:
+    return PortSample(PORT, t(end), seconds, up, cycles, deltas, reset)
+
+
+def polls(ends, **kw):
+    return [sample(end, **kw) for end in ends]
+
+
+def rule(findings: list[Finding], name: str) -> list[Finding]:
+    return [finding for finding in findings if finding.rule == name]
+
+
+# --- flaps ----------------------------------------------------------------------------
+
+
+def test_three_cycles_30_s_apart_between_two_60_s_polls_are_a_flap():
+    # cycles at 10:01:10 and 10:01:40 (one 60 s interval), 10:02:10 (the next)
+    samples = [
+        sample(60, seconds=60),
+        sample(120, seconds=60, cycles=2),
+        sample(180, seconds=60, cycles=1),
+    ]
+    [flap] = rule(evaluate(samples, now=t(180)), "link_flap")
+    assert (flap.severity, flap.version, flap.start, flap.end) == ("fatal", 1, t(60), None)
+    assert flap.detail.startswith("3 down-then-up cycles between 10:01:00 and 10:03:00")
+
+
+def test_two_cycles_are_not_a_flap():
+    samples = [
+        sample(60, seconds=60),
+        sample(120, seconds=60, cycles=1),
+        sample(180, seconds=60, cycles=1),
+    ]
+    assert rule(evaluate(samples, now=t(180)), "link_flap") == []
+
+
+def test_cycles_packed_into_one_30_s_interval_count_as_at_most_two():
+    assert rule(evaluate([sample(30, cycles=5)], now=t(30)), "link_flap") == []
+    [flap] = rule(evaluate([sample(30, cycles=5), sample(60, cycles=1)], now=t(60)), "link_flap")
+    assert flap.detail.startswith("3 down-then-up cycles")
+
+
+def test_cycles_outside_the_10_minute_window_do_not_add_up():
+    samples = [
+        sample(30, cycles=1),
+        sample(330, cycles=1, seconds=300),
+        sample(660, cycles=1, seconds=330),
+    ]
+    assert rule(evaluate(samples, now=t(660)), "link_flap") == []
+
+
+def test_a_flap_holds_down_for_10_minutes_after_the_last_cycle():
+    samples = polls([30], cycles=1) + polls([60], cycles=1) + polls([90], cycles=1)
+    samples += polls(range(120, 30 * 40, 30))  # up, quiet from 10:01:30 on
+    # recovery: the poll at 10:01:30 that ended the last cycle interval found it up
+    [open_flap] = rule(evaluate(samples, now=t(90 + 599)), "link_flap")
+    assert open_flap.end is None
+    [closed] = rule(evaluate(samples, now=t(30 * 39)), "link_flap")
+    assert closed.end == t(90 + 600)
+
+
+# --- drops ----------------------------------------------------------------------------
+
+
+def test_down_for_4_minutes_is_a_drop():
+    samples = polls([0, 30], seconds=30) + polls(range(60, 301, 30), up=False)
+    [drop] = rule(evaluate(samples, now=t(300)), "link_drop")
+    assert (drop.start, drop.end, drop.severity) == (t(30), None, "fatal")
+    assert drop.detail == "down at every poll from 10:01:00 to 10:05:00 (240 s; limit 240 s)"
+
+
+def test_down_for_3_minutes_is_not():
+    samples = polls([0, 30]) + polls(range(60, 241, 30), up=False) + polls([270, 300])
+    assert rule(evaluate(samples, now=t(300)), "link_drop") == []
+
+
+def test_a_drop_stays_open_10_minutes_after_recovery_then_closes():
+    samples = polls([30]) + polls(range(60, 331, 30), up=False) + polls(range(360, 1021, 30))
+    # recovered at the poll of 10:06:00 (360 s)
+    [still_open] = rule(evaluate(samples, now=t(959)), "link_drop")
+    assert still_open.end is None
+    [closed] = rule(evaluate(samples, now=t(1020)), "link_drop")
+    assert (closed.start, closed.end) == (t(30), t(960))
+    # no later poll, but the hold-down has passed by ``now``: closed at its end
+    [closed_by_now] = rule(evaluate(samples[:-3], now=t(2000)), "link_drop")
+    assert closed_by_now.end == t(960)
+
+
+def test_going_down_again_within_the_hold_down_restarts_it():
+    samples = (
+        polls([30])
+        + polls(range(60, 331, 30), up=False)
+        + polls(range(360, 600, 30))
+        + polls([600], up=False)  # down again at 10:10:00, inside the hold-down
+        + polls(range(630, 1400, 30))
+    )
+    [drop] = rule(evaluate(samples, now=t(1400)), "link_drop")
+    assert drop.end == t(630 + 600)
+
+
+# --- counter rules --------------------------------------------------------------------
+
+
+def hour_of_symbol_errors(total: int) -> list[PortSample]:
+    """60 polls a minute apart over one hour, ``total`` symbol errors spread over them."""
+    per_poll = [total // 60 + (1 if i < total % 60 else 0) for i in range(60)]
+    return [sample(60 * (i + 1), seconds=60, symbol_error=n) for i, n in enumerate(per_poll)]
+
+
+def test_121_symbol_errors_an_hour_are_fatal_119_are_not():
+    [finding] = rule(evaluate(hour_of_symbol_errors(121), now=t(3600)), "ib_symbol_errors")
+    assert (finding.severity, finding.start, finding.end) == ("fatal", t(3540), None)
+    assert (
+        finding.detail == "121 symbol errors in the 60 minutes ending 11:00:00 (limit 120 an hour)"
+    )
+    assert rule(evaluate(hour_of_symbol_errors(119), now=t(3600)), "ib_symbol_errors") == []
+    assert rule(evaluate(hour_of_symbol_errors(120), now=t(3600)), "ib_symbol_errors") == []
+
+
+def test_any_link_downed_increase_is_fatal_and_a_clean_interval_closes_it():
+    samples = [sample(30), sample(60, link_downed=1), sample(90)]
+    [finding] = rule(evaluate(samples, now=t(90)), "ib_fatal_counters")
+    assert (finding.severity, finding.start, finding.end) == ("fatal", t(30), t(90))
+    assert finding.detail == "link_downed +1 between 10:00:30 and 10:01:00"
+    samples = [sample(30, local_link_integrity_errors=1, excessive_buffer_overrun_errors=2)]
+    [finding] = rule(evaluate(samples, now=t(30)), "ib_fatal_counters")
+    assert finding.end is None
+    assert "local_link_integrity_errors +1, excessive_buffer_overrun_errors +2" in finding.detail
+
+
+def test_a_reset_interval_neither_opens_nor_closes():
+    samples = [sample(30, link_downed=1), sample(60, reset=True), sample(90, link_downed=1)]
+    [finding] = rule(evaluate(samples, now=t(90)), "ib_fatal_counters")
+    assert finding.end is None
+    assert rule(evaluate([sample(30, reset=True)], now=t(30)), "ib_fatal_counters") == []
+
+
+def test_link_error_recovery_above_5_a_minute():
+    [finding] = rule(
+        evaluate([sample(30, link_error_recovery=3)], now=t(30)), "ib_link_error_recovery"
+    )
+    assert (
+        "3 link error recoveries in 30 s" in finding.detail and "6.0 per minute" in finding.detail
+    )
+    assert (
+        rule(evaluate([sample(30, link_error_recovery=2)], now=t(30)), "ib_link_error_recovery")
+        == []
+    )
+
+
+def test_roce_congestion_over_its_rate_is_degraded():
+    [finding] = rule(evaluate([sample(30, tx_prio3_pause=31500)], now=t(30)), "roce_congestion")
+    assert finding.severity == "degraded"
+    assert finding.detail == (
+        "RoCE congestion between 10:00:00 and 10:00:30: tx_prio3_pause 1050.0/s (limit 1000/s)"
+    )
+    assert rule(evaluate([sample(30, tx_prio3_pause=30000)], now=t(30)), "roce_congestion") == []
+    [cnp] = rule(
+        evaluate([sample(30, np_cnp_sent=400000, out_of_sequence=301)], now=t(30)),
+        "roce_congestion",
+    )
+    assert "np_cnp_sent 13333.3/s (limit 10000/s)" in cnp.detail
+    assert "out_of_sequence 10.0/s (limit 10/s)" in cnp.detail
+    # the durations and non-congestion counters are not rated
+    assert (
+        rule(
+            evaluate([sample(30, rx_prio3_pause_duration=10**9, rx_bytes=10**12)], now=t(30)),
+            "roce_congestion",
+        )
+        == []
+    )
+
+
+def test_findings_of_several_ports_are_grouped_by_port():
+    other = PortSample("eth0", t(30), 30.0, True, 0, {"link_downed": 1})
+    found = evaluate([sample(30, link_downed=1), other], now=t(30))
+    assert sorted(f.port for f in found) == ["eth0", PORT]
+
+
+def test_rules_are_versioned():
+    assert set(RULES) == {
+        "ib_symbol_errors",
+        "ib_link_error_recovery",
+        "ib_fatal_counters",
+        "link_flap",
+        "link_drop",
+        "roce_congestion",
+    }
+    assert all(version >= 1 for version in RULES.values())
+
+
+# --- thresholds -----------------------------------------------------------------------
+
+
+def test_thresholds_from_terms_override_the_defaults():
+    limits = HealthThresholds.from_terms(
+        {"drop_after_s": 120, "flap_cycles": "2", "pfc_pause_per_s": Decimal("50.5")}
+    )
+    assert (limits.drop_after_s, limits.flap_cycles, limits.pfc_pause_per_s) == (120.0, 2, 50.5)
+    assert limits.symbol_errors_per_hour == 120 and limits.hold_down_s == 600
+    samples = [sample(0, seconds=0), *polls(range(30, 151, 30), up=False)]
+    assert rule(evaluate(samples, limits, now=t(150)), "link_drop")
+    assert not rule(evaluate(samples, now=t(150)), "link_drop")
+    assert (
+        HealthThresholds.from_terms({}) == HealthThresholds() == HealthThresholds.from_terms(None)
+    )
+
+
+@pytest.mark.parametrize(
+    ("terms", "words"),
+    [
+        ({"drop_after": 10}, "unknown health threshold 'drop_after'"),
+        ({"drop_after_s": -1}, "must not be negative"),
+        ({"drop_after_s": "soon"}, "must be a number"),
+        ({"drop_after_s": True}, "must be a number"),
+        ({"drop_after_s": "NaN"}, "finite"),
+        ({"flap_cycles": 2.5}, "whole number"),
+        ({"flap_cycles": 0}, "flap_cycles must be a whole number >= 1"),
+        ({"flap_window_s": 0}, "greater than 0"),
+    ],
+)
+def test_bad_terms_are_refused_with_a_sentence(terms, words):
+    with pytest.raises(ValueError, match=words):
+        HealthThresholds.from_terms(terms)
+
+
+# --- unavailability -------------------------------------------------------------------
+
+
+def test_unavailable_seconds_hand_checked():
+    samples = [
+        sample(30),  # up
+        sample(60, cycles=1),  # [10:00:30, 10:01:00): a cycle, counted whole
+        sample(90, up=False),  # [10:01:00, 10:01:30): down
+        sample(120, up=False),  # [10:01:30, 10:02:00): down
+        sample(150),  # up again
+        sample(180, up=None),  # unknown: not counted
+    ]
+    # [10:00:45, 10:02:15): 15 s of the cycle interval + 30 + 30
+    assert unavailable_seconds(samples, start=t(45), end=t(135)) == 75.0
+    assert unavailable_seconds(samples, start=t(0), end=t(200)) == 90.0
+    assert unavailable_seconds(samples, start=t(200), end=t(100)) == 0.0
+    with pytest.raises(ValueError, match="one port"):
+        unavailable_seconds(
+            [*samples, PortSample("eth0", t(30), 30.0, False)], start=t(0), end=t(60)
+        )
+
+
+# --- witness --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("host", "switch", "tolerance", "agrees", "difference"),
+    [
+        (110, 100, 10, True, 10.0),  # exactly at the tolerance agrees
+        (90, 100, 10, True, 10.0),
+        (Decimal("110.0001"), 100, 10, False, 10.0001),
+        (89, 100, 10, False, 11.0),
+        (100.3, 100, 0.3, True, 0.3),  # exact in Decimal, 0.30000000000000426 in floats
+        (100.5, 100, Decimal("0.5"), True, 0.5),
+        (0, 0, 0, True, 0.0),
+        (0, 100, 5, False, 100.0),
+    ],
+)
+def test_witness_tolerance_edges(host, switch, tolerance, agrees, difference):
+    check = witness_check(host_value=host, switch_value=switch, tolerance_percent=tolerance)
+    assert (check.agrees, check.difference_percent) == (agrees, difference)
+    assert check.detail
+
+
+def test_a_switch_that_saw_nothing_disagrees_with_a_busy_host():
+    check = witness_check(host_value=5, switch_value=0, tolerance_percent=50)
+    assert (check.agrees, math.isinf(check.difference_percent)) == (False, True)
+    assert "the switch counted nothing" in check.detail
+
+
+def test_witness_refuses_negative_figures():
+    with pytest.raises(ValueError, match="tolerance_percent"):
+        witness_check(host_value=1, switch_value=1, tolerance_percent=-1)

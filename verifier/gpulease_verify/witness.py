@@ -1,0 +1,92 @@
+"""The switch-side witness of a throughput probe: what the switch port of the sending node
+counted while the probe ran, against what the node's tool reported.
+
+The tenant has root on its nodes, so a node can print any figure; the leaf switch is the
+provider's. gpulease reads the client node's switch port (IF-MIB ``ifHCInOctets``: what
+the node sent into the fabric) just before and just after the probe, and keeps both
+readings in the run's parsed result under ``"witness"``. The switch's rate is the octets
+between them over the seconds the tool was sending (its duration plus the first second
+it leaves out of its figure). When the tool's figure and the switch's differ by more
+than the terms' tolerance, the run is *disputed*: it gets no verdict, so it neither
+passes nor earns a credit, and a measurement-integrity incident asks a person to
+resolve it.
+
+The block is part of the run's hashed content, so an auditor recomputes the agreement
+from the two readings and the tolerance it carries, with this module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from decimal import Decimal
+from typing import Any
+
+from gpulease_verify.health import witness_check
+from gpulease_verify.units import format_bps
+from gpulease_verify.verdicts import Judgement, Verdict
+
+RULE = "witness_disagreement"
+VERSION = 1
+KEY = "witness"
+
+
+def throughput_block(
+    *,
+    switch: str,
+    port: str,
+    in_octets_before: int,
+    in_octets_after: int,
+    seconds: float,
+    measured_bps: int,
+    tolerance_percent: Decimal | str,
+) -> dict[str, Any]:
+    """The witness block a throughput run's parsed result carries."""
+    block: dict[str, Any] = {
+        "switch": switch,
+        "port": port,
+        "in_octets_before": int(in_octets_before),
+        "in_octets_after": int(in_octets_after),
+        "seconds": str(Decimal(str(seconds)).quantize(Decimal("0.001"))),
+        "tolerance_percent": str(Decimal(str(tolerance_percent))),
+    }
+    block["agrees"] = agrees(block, measured_bps)
+    return block
+
+
+def switch_bps(block: Mapping[str, Any]) -> int:
+    """The switch's rate over the probe: octets x 8 / seconds, whole bits per second. A
+    counter that went backwards (the switch rebooted) gives 0: no witness figure."""
+    octets = int(block["in_octets_after"]) - int(block["in_octets_before"])
+    seconds = Decimal(str(block["seconds"]))
+    if octets < 0 or seconds <= 0:
+        return 0
+    return int(Decimal(octets) * 8 / seconds)
+
+
+def agrees(block: Mapping[str, Any], measured_bps: int) -> bool:
+    return witness_check(
+        host_value=measured_bps,
+        switch_value=switch_bps(block),
+        tolerance_percent=Decimal(str(block["tolerance_percent"])),
+    ).agrees
+
+
+def judge(judgement: Judgement, parsed: Mapping[str, Any] | None, measured_bps: int) -> Judgement:
+    """The judgement a run gets once its witness is taken into account: unchanged when it
+    has no witness or the witness agrees; no verdict, with the two figures, when not."""
+    block = (parsed or {}).get(KEY)
+    if not isinstance(block, Mapping) or agrees(block, measured_bps):
+        return judgement
+    seen = switch_bps(block)
+    return Judgement(
+        Verdict.NONE,
+        f"{RULE} v{VERSION}",
+        f"disputed: the node reported {format_bps(measured_bps)}, its switch port "
+        f"{block['switch']} {block['port']} counted {format_bps(seen)} (tolerance "
+        f"{block['tolerance_percent']}%); neither pass nor credit until resolved",
+    )
+
+
+def without_witness(parsed: Mapping[str, Any]) -> dict[str, Any]:
+    """The parsed result as the tool's output alone gives it (the re-parse check)."""
+    return {key: value for key, value in parsed.items() if key != KEY}

@@ -234,7 +234,7 @@ def telemetry_link_content(batch: Any) -> dict[str, Any]:
     )
 
 
-def _telemetry_batches(lease_id: int) -> QuerySet[TelemetryBatch]:
+def telemetry_batches(lease_id: int) -> QuerySet[TelemetryBatch]:
     return (
         TelemetryBatch.objects.filter(lease_id=lease_id)
         .select_related("lease")
@@ -330,7 +330,7 @@ def stored_links(*, lease_id: int, first: int | None = None, last: int | None = 
     runs = ProbeRun.objects.filter(lease_id=lease_id, chain_index__isnull=False)
     versions = LeaseTerms.objects.filter(lease_id=lease_id, chain_index__isnull=False)
     rejudged = Rejudgement.objects.filter(lease_id=lease_id, chain_index__isnull=False)
-    batches = _telemetry_batches(lease_id).filter(chain_index__isnull=False)
+    batches = telemetry_batches(lease_id).filter(chain_index__isnull=False)
     if first is not None:
         runs = runs.filter(chain_index__gte=first)
         versions = versions.filter(chain_index__gte=first)
@@ -382,6 +382,7 @@ __all__ = [
     "rejudgement_link_content",
     "run_content",
     "stored_links",
+    "telemetry_batches",
     "telemetry_link_content",
     "terms_fields",
     "verify_chain",

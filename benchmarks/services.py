@@ -797,8 +797,16 @@ def record_execution(
     if run.state != RunState.OK:
         run.verdict = Verdict.NONE
     run.save()
-    if run.rule.startswith(witness.RULE):
-        telemetry_witness.open_dispute(run, run.target.split(">")[0])
+    if run.rule.startswith(witness.RULE) and run.terms_id is not None:
+        telemetry_witness.open_dispute(
+            lease_id=run.lease_id,
+            node=run.target.split(">")[0],
+            terms_id=run.terms_id,
+            at=run.slot_at,
+            rule=run.rule,
+            detail=run.verdict_reason,
+            run=run,
+        )
     # The run is over: append it (and any other finished run of the lease not yet linked)
     # to the lease's hash chain. A run that will be retried is left out until it is over.
     for linked in chain.link_pending(lease_id=run.lease_id):

@@ -65,10 +65,6 @@ class Poller:
                 self._runner.run(self._close(self._open.pop(node_id)[1]))
         return results
 
-    @property
-    def connections(self) -> int:
-        return len(self._open)
-
     def close(self) -> None:
         for _identity_key, transport in self._open.values():
             self._runner.run(self._close(transport))

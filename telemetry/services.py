@@ -409,35 +409,15 @@ def _witness(
         )
         if not check.agrees:
             disputed.append(hostname)
-            _bytes_dispute(held, at, port, check.detail)
+            witness.open_dispute(
+                lease_id=held.lease.pk,
+                node=hostname,
+                terms_id=held.terms.pk,
+                at=at,
+                rule="witness_bytes v1",
+                detail=f"host counters against {port.switch} {port.if_name}: {check.detail}",
+            )
     return rows, disputed
-
-
-def _bytes_dispute(held: Held, at: datetime, port: witness.WitnessPort, detail: str) -> None:
-    incident = (
-        Incident.objects.select_for_update()
-        .filter(
-            lease=held.lease,
-            kind=FabricIncidentKind.INTEGRITY,
-            pattern=witness.INTEGRITY_PATTERN,
-            target=held.node.hostname,
-            state=IncidentState.OPEN,
-        )
-        .first()
-    )
-    if incident is None:
-        incident = Incident(
-            lease=held.lease,
-            kind=FabricIncidentKind.INTEGRITY,
-            pattern=witness.INTEGRITY_PATTERN,
-            target=held.node.hostname,
-            opened_at=at,
-            rule="witness_bytes v1",
-            terms=held.terms,
-            detail=f"host counters against {port.switch} {port.if_name}: {detail}",
-        )
-    incident.violations += 1
-    incident.save()
 
 
 # --- health rules and their incidents ------------------------------------------------------

@@ -8,6 +8,7 @@ import time
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
@@ -138,14 +139,25 @@ def counters_block(port: WitnessPort, reading: SwitchPortReading) -> dict[str, A
     }
 
 
-def open_dispute(run: ProbeRun, node: str) -> Incident:
+def open_dispute(
+    *,
+    lease_id: int,
+    node: str,
+    terms_id: int,
+    at: datetime,
+    rule: str,
+    detail: str,
+    run: ProbeRun | None = None,
+) -> Incident:
     """Open (or extend) the measurement-integrity incident of the node whose report the
-    switch contradicted; it stays open until a person resolves it."""
+    switch contradicted, with the disputed run when there is one; it stays open until a
+    person resolves it. The one incident per node holds every dispute, of runs and of
+    counters alike."""
     with transaction.atomic():
         incident = (
             Incident.objects.select_for_update()
             .filter(
-                lease_id=run.lease_id,
+                lease_id=lease_id,
                 kind=FabricIncidentKind.INTEGRITY,
                 pattern=INTEGRITY_PATTERN,
                 target=node,
@@ -154,20 +166,20 @@ def open_dispute(run: ProbeRun, node: str) -> Incident:
             .first()
         )
         if incident is None:
-            assert run.terms_id is not None
             incident = Incident.objects.create(
-                lease_id=run.lease_id,
+                lease_id=lease_id,
                 kind=FabricIncidentKind.INTEGRITY,
                 pattern=INTEGRITY_PATTERN,
                 target=node,
-                opened_at=run.slot_at,
-                rule=run.rule,
-                detail=run.verdict_reason,
-                terms_id=run.terms_id,
+                opened_at=at,
+                rule=rule,
+                detail=detail,
+                terms_id=terms_id,
             )
         incident.violations += 1
         incident.save(update_fields=["violations"])
-        incident.runs.add(run)
+        if run is not None:
+            incident.runs.add(run)
     return incident
 
 

@@ -22,7 +22,7 @@ def telemetry_doc(
 ) -> list[dict[str, Any]]:
     """The batches polled in [start, end + AFTER_END), and any linked between the bundle's
     first and last run (so its stretch of the chain has no gap), in chain order."""
-    batches = chain._telemetry_batches(lease.pk).filter(chain_index__isnull=False)
+    batches = chain.telemetry_batches(lease.pk).filter(chain_index__isnull=False)
     near = Q(at__gte=start, at__lt=end + AFTER_END)
     if first is not None and last is not None:
         near |= Q(chain_index__gte=first, chain_index__lte=last)

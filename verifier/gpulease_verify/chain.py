@@ -152,6 +152,15 @@ def link_hash(content: Mapping[str, Any], prev: str) -> str:
     return hashlib.sha256((prev + canonical_json(content)).encode("utf-8")).hexdigest()
 
 
+# How a bundle entry names its hash and its id, per kind of link.
+_ENTRY_KINDS = (
+    ("telemetry_hash", "telemetry_id", "id"),
+    ("rejudgement_hash", "rejudgement_id", "id"),
+    ("run_hash", "run_id", "id"),
+    ("terms_hash", "terms_version", "version"),
+)
+
+
 @dataclass(frozen=True)
 class Link:
     """One link as stored (or as written in an audit bundle): a run, a terms version, a
@@ -170,38 +179,18 @@ class Link:
     def from_dict(cls, entry: Mapping[str, Any]) -> Link:
         """From an audit bundle's run entry (``chain_index``, ``prev_hash``, ``run_hash``,
         ``content``, ``id``), terms entry (``terms_hash`` and ``version`` in place of
-        ``run_hash`` and ``id``) or rejudgement entry (``rejudgement_hash``, ``id``)."""
-        if "telemetry_hash" in entry:
-            return cls(
-                index=entry["chain_index"],
-                prev_hash=entry["prev_hash"],
-                run_hash=entry["telemetry_hash"],
-                content=entry["content"],
-                telemetry_id=entry.get("id"),
-            )
-        if "rejudgement_hash" in entry:
-            return cls(
-                index=entry["chain_index"],
-                prev_hash=entry["prev_hash"],
-                run_hash=entry["rejudgement_hash"],
-                content=entry["content"],
-                rejudgement_id=entry.get("id"),
-            )
-        if "run_hash" in entry:
-            return cls(
-                index=entry["chain_index"],
-                prev_hash=entry["prev_hash"],
-                run_hash=entry["run_hash"],
-                content=entry["content"],
-                run_id=entry.get("id"),
-            )
-        return cls(
-            index=entry["chain_index"],
-            prev_hash=entry["prev_hash"],
-            run_hash=entry["terms_hash"],
-            content=entry["content"],
-            terms_version=entry.get("version"),
-        )
+        ``run_hash`` and ``id``), rejudgement entry (``rejudgement_hash``, ``id``) or
+        telemetry entry (``telemetry_hash``, ``id``)."""
+        for hash_key, id_field, id_key in _ENTRY_KINDS:
+            if hash_key in entry:
+                return cls(
+                    index=entry["chain_index"],
+                    prev_hash=entry["prev_hash"],
+                    run_hash=entry[hash_key],
+                    content=entry["content"],
+                    **{id_field: entry.get(id_key)},
+                )
+        raise KeyError("a chain link entry names no hash (run_hash, terms_hash, ...)")
 
     @property
     def is_terms(self) -> bool:

@@ -28,10 +28,12 @@ from billing import audit, invoicing
 from billing.choices import LineKind
 from billing.ingest import COUNTER_BITS, ingest_all
 from billing.models import HourlyRollup, TrafficSample
+from billing.probe_tax import probe_tax_of
 from billing.traffic_intervals import Reading, slot_traffic
 from gpulease_verify import probe_tax
 from gpulease_verify.canonical import parse_instant
 from gpulease_verify.interpret import interpret
+from gpulease_verify.periods import Period
 from gpulease_verify.verdicts import TermsView
 from leases import services
 from leases.choices import BillingMode, LeaseStatus, Role
@@ -427,3 +429,23 @@ def test_inside_an_agreed_window_a_busy_lease_is_probed():
     probe_services.dispatch_due(now=NOW, enqueue=False)
     runs = ProbeRun.objects.filter(lease=lease, trigger=Trigger.SCHEDULE, kind="throughput")
     assert set(runs.values_list("state", flat=True)) == {RunState.SCHEDULED}
+
+
+@pytest.mark.parametrize(
+    ("last_second", "turn"),
+    # Shanghai wall-clock times (tests.factories.at): 16:00 UTC the day before.
+    [("2026-11-30 23:59:20", "2026-12-01 00:00"), ("2026-12-31 23:59:20", "2027-01-01 00:00")],
+    ids=["december-in-shanghai", "new-year-in-shanghai"],
+)
+def test_a_probe_counts_in_the_month_it_started_in_on_the_tenants_clock(last_second, turn):
+    """The ledger cuts at the tenant's midnight (16:00 UTC the day before in Shanghai): a
+    probe that started 35 s before it is last month's, one that started 5 s after is this
+    month's."""
+    lease = _lease()
+    before_turn = _iperf3(lease, last_second)  # started 15:59:25 UTC
+    after_turn = _iperf3(lease, turn)  # started 16:00:05 UTC
+    month = Period.containing(at(turn), "Asia/Shanghai")
+    assert [item.run for item in probe_tax_of(lease=lease, period=str(month.previous)).runs] == [
+        before_turn
+    ]
+    assert [item.run for item in probe_tax_of(lease=lease, period=str(month)).runs] == [after_turn]

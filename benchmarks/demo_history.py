@@ -42,6 +42,7 @@ from django.utils import timezone
 from benchmarks import chain, selectors
 from benchmarks.choices import Pattern, RunState, Tool, Trigger
 from benchmarks.models import ProbeRun
+from benchmarks.models.outputs import store_unsaved
 from benchmarks.probes import commands
 from benchmarks.probes.interpret import interpret
 from benchmarks.probes.plan import PlannedRun, PlanNode, plan_batches
@@ -579,6 +580,7 @@ def load_history(*, now: datetime | None = None, days: int = DAYS) -> DemoHistor
         if not made:
             continue
         with transaction.atomic():
+            store_unsaved(run for run, _ in made)
             runs = ProbeRun.objects.bulk_create([run for run, _ in made], batch_size=500)
             links = [
                 ProbeRun.nodes.through(proberun_id=run.pk, node_id=node.pk)

@@ -14,10 +14,12 @@ the SLA excludes, instead of missed against the provider.
 """
 
 import asyncio
+import functools
 import hashlib
 import logging
 import math
 import uuid
+from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -26,10 +28,10 @@ from decimal import Decimal
 from django.conf import settings
 from django.core.mail import mail_admins
 from django.db import IntegrityError, transaction
-from django.db.models import Exists, Max, OuterRef, Q, QuerySet, Subquery
+from django.db.models import Exists, OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
 
-from benchmarks import chain, selectors
+from benchmarks import chain, node_runs, selectors
 from benchmarks.choices import FINAL_STATES, RunState, Tool, Trigger, Verdict
 from benchmarks.models import NodeLock, ProbeRun, SiteAlert
 from benchmarks.probes import runner
@@ -220,6 +222,15 @@ def _enqueue_after_commit(batches: Sequence[NewBatch]) -> None:
             )
 
 
+def _enqueue_node_runs_after_commit(batches: Sequence[tuple[uuid.UUID, str]]) -> None:
+    from benchmarks.tasks import execute_batch
+
+    for batch, queue in batches:
+        transaction.on_commit(
+            functools.partial(execute_batch.apply_async, args=[str(batch)], queue=queue)
+        )
+
+
 @dataclass
 class DispatchResult:
     leases: int = 0
@@ -255,75 +266,74 @@ def dispatch_due(*, now: datetime | None = None, enqueue: bool = True) -> Dispat
     timelines: dict[int, list[LeaseTerms]] = {lease_id: [] for lease_id in lease_ids}
     for terms in LeaseTerms.objects.filter(lease_id__in=lease_ids):
         timelines[terms.lease_id].append(terms)
-    held = selectors.lease_nodes_at(lease_ids, now)
-    ports = selectors.ports_of(node for nodes in held.values() for node in nodes)
-    latest = {
-        (row["lease_id"], row["kind"]): row["last"]
-        for row in ProbeRun.objects.filter(
-            lease_id__in=lease_ids,
-            trigger=Trigger.SCHEDULE,
-            slot_at__gte=now - timedelta(seconds=max_cadence(timelines)),
-        )
-        .values("lease_id", "kind")
-        .annotate(last=Max("slot_at"))
-    }
-    accepted = set(
-        ProbeRun.objects.filter(lease_id__in=lease_ids, trigger=Trigger.ACCEPTANCE)
-        .values_list("lease_id", flat=True)
-        .distinct()
-    )
-    ports_by_node: dict[int, list] = {}
-    for port in ports:
-        ports_by_node.setdefault(port.node_id, []).append(port)
+    latest, accepted = _latest_slots(lease_ids, now, max_cadence(timelines))
 
-    batches: list[NewBatch] = []
+    # What is due: node-level kinds (a run per node) go to one set-based insert, which
+    # reads the nodes itself; only leases with another kind due load their nodes here.
+    per_node: list[node_runs.Due] = []
+    other: dict[int, list[tuple[str, datetime, datetime, str]]] = defaultdict(list)
+    terms_of: dict[int, LeaseTerms] = {}
     for lease in leases:
-        terms = TermsTimeline(timelines[lease.pk]).at(now)
-        nodes = held.get(lease.pk, [])
-        if terms is None or not nodes:
+        current = TermsTimeline(timelines[lease.pk]).at(now)
+        if current is None:
             continue
-        result.leases += 1
-        plan = selectors.plan_nodes(nodes, [p for n in nodes for p in ports_by_node.get(n.pk, [])])
+        terms_of[lease.pk] = current
+        due: list[tuple[str, datetime, datetime, str]] = []
         if lease.pk not in accepted:
             # The acceptance run: every kind, once, when the lease first goes live.
-            for kind in ProbeKind.values:
-                batches += _build_runs(
-                    lease=lease,
-                    kind=kind,
-                    slot_at=now,
-                    deadline_at=now + MANUAL_DEADLINE,
-                    trigger=Trigger.ACCEPTANCE,
-                    terms=terms,
-                    nodes=nodes,
-                    plan=plan,
-                    now=now,
-                )
-        for kind, cadence in terms.probe_cadence_s.items():
+            due += [(k, now, now + MANUAL_DEADLINE, Trigger.ACCEPTANCE) for k in ProbeKind.values]
+        for kind, cadence in current.probe_cadence_s.items():
             slot = slot_start(now, cadence)
             if latest.get((lease.pk, kind)) is not None and latest[(lease.pk, kind)] >= slot:
                 continue
+            due.append((kind, slot, slot + timedelta(seconds=cadence), Trigger.SCHEDULE))
+        for kind, slot_at, deadline_at, trigger in due:
+            if kind in node_runs.NODE_KINDS:
+                per_node.append(
+                    node_runs.Due(lease.pk, kind, slot_at, deadline_at, trigger, current.pk)
+                )
+            else:
+                other[lease.pk].append((kind, slot_at, deadline_at, trigger))
+
+    held = selectors.lease_nodes_at(other, now)
+    ports_by_node: dict[int, list] = defaultdict(list)
+    for port in selectors.ports_of(node for nodes in held.values() for node in nodes):
+        ports_by_node[port.node_id].append(port)
+    batches: list[NewBatch] = []
+    by_pk = {lease.pk: lease for lease in leases}
+    for lease_id, due in other.items():
+        lease, in_force, nodes = by_pk[lease_id], terms_of[lease_id], held.get(lease_id, [])
+        if not nodes:
+            continue
+        plan = selectors.plan_nodes(nodes, [p for n in nodes for p in ports_by_node[n.pk]])
+        utilisation = utilisation_percent(
+            tx_bytes=lease.latest_tx_bytes,  # type: ignore[attr-defined]
+            seconds=lease.latest_tx_seconds,  # type: ignore[attr-defined]
+            contracted_gbps=in_force.contracted_bandwidth_gbps,
+            nodes=len(nodes),
+        )
+        for kind, slot_at, deadline_at, trigger in due:
             batches += _build_runs(
                 lease=lease,
                 kind=kind,
-                slot_at=slot,
-                deadline_at=slot + timedelta(seconds=cadence),
-                trigger=Trigger.SCHEDULE,
-                terms=terms,
+                slot_at=slot_at,
+                deadline_at=deadline_at,
+                trigger=trigger,
+                terms=in_force,
                 nodes=nodes,
                 plan=plan,
                 now=now,
-                utilisation=utilisation_percent(
-                    tx_bytes=lease.latest_tx_bytes,  # type: ignore[attr-defined]
-                    seconds=lease.latest_tx_seconds,  # type: ignore[attr-defined]
-                    contracted_gbps=terms.contracted_bandwidth_gbps,
-                    nodes=len(nodes),
-                ),
+                # the acceptance run is not deferred for a busy lease
+                utilisation=utilisation if trigger == Trigger.SCHEDULE else None,
             )
+    result.leases = len(terms_of)
     try:
         with transaction.atomic():
             _save(batches)
+            node_batches = node_runs.create(per_node, now=now)
             if enqueue:
                 _enqueue_after_commit(batches)
+                _enqueue_node_runs_after_commit(node_batches)
     except IntegrityError:
         # Another dispatcher created these slots first; its runs stand, ours are dropped.
         log.warning("dispatcher cycle at %s lost a race for its slots; nothing created", now)
@@ -333,7 +343,49 @@ def dispatch_due(*, now: datetime | None = None, enqueue: bool = True) -> Dispat
         result.runs += len(batch.runs)
         result.skipped += sum(run.state == RunState.SKIPPED for run in batch.runs)
         result.batch_ids.append(batch.batch)
+    result.batches += len(node_batches)
+    result.runs += len(node_batches)
+    result.batch_ids += [batch for batch, _queue in node_batches]
     return result
+
+
+def _latest_slots(
+    lease_ids: list[int], now: datetime, cadence_s: int
+) -> tuple[dict[tuple[int, str], datetime], set[int]]:
+    """Each lease's latest scheduled slot per kind (one index probe per lease and kind,
+    in the partitions of the last ``cadence_s``), and the leases that had their acceptance
+    run: one query."""
+
+    def last(kind: str) -> Subquery:
+        return Subquery(
+            ProbeRun.objects.filter(
+                lease=OuterRef("pk"),
+                kind=kind,
+                trigger=Trigger.SCHEDULE,
+                slot_at__gte=now - timedelta(seconds=cadence_s),
+            )
+            .order_by("-slot_at")
+            .values("slot_at")[:1]
+        )
+
+    kinds = ProbeKind.values
+    rows = list(
+        Lease.objects.filter(pk__in=lease_ids)
+        .annotate(
+            accepted=Exists(
+                ProbeRun.objects.filter(lease=OuterRef("pk"), trigger=Trigger.ACCEPTANCE)
+            ),
+            **{f"last_{kind}": last(kind) for kind in kinds},
+        )
+        .values_list("pk", "accepted", *(f"last_{kind}" for kind in kinds))
+    )
+    latest = {
+        (pk, kind): slot
+        for pk, _accepted, *slots in rows
+        for kind, slot in zip(kinds, slots, strict=True)
+        if slot is not None
+    }
+    return latest, {pk for pk, accepted, *_slots in rows if accepted}
 
 
 def max_cadence(timelines: dict[int, list[LeaseTerms]]) -> int:

@@ -27,9 +27,10 @@ from benchmarks.models import (
     effective_verdict,
     with_effective_judgement,
 )
+from benchmarks.models.outputs import load_texts
 from billing.choices import IncidentState
 from billing.models import HourlyRollup, Incident, IngestCursor, TrafficSample
-from billing.probe_tax import bytes_of
+from billing.probe_tax import SLOT_REACH, bytes_of
 from billing.traffic_intervals import SWITCH_PORT, Reading, slot_traffic
 from common.progress import counter
 from gpulease_verify import probe_tax, witness
@@ -46,6 +47,8 @@ log = logging.getLogger(__name__)
 
 HOUR = timedelta(hours=1)
 COUNTER_BITS = 64
+# How far around new counter readings their neighbours are looked for in one query.
+NEIGHBOUR_SPAN = timedelta(hours=2)
 CURSOR = "runs"
 BATCH = 5000
 # A run that measured nothing: an unknown sample, never a compliant one.
@@ -216,31 +219,52 @@ def _counter_runs(lease: Lease):  # type: ignore[no-untyped-def]
     )
 
 
+def _neighbours(
+    lease: Lease, slots: dict[str, datetime], *, before: bool
+) -> dict[str, tuple[int, datetime]]:
+    """Node -> (id, slot) of its counters reading just before (``before``) or just after
+    its slot in ``slots``; nodes with none are left out. One query for every node, over
+    the few hours around the slots (one or two monthly partitions); one more per node
+    only where its neighbour is further away than that."""
+    if not slots:
+        return {}
+    runs = _counter_runs(lease).filter(target__in=list(slots))
+    lo, hi = min(slots.values()), max(slots.values())
+    near = (
+        runs.filter(slot_at__gte=lo - NEIGHBOUR_SPAN, slot_at__lt=hi)
+        if before
+        else runs.filter(slot_at__gt=lo, slot_at__lte=hi + NEIGHBOUR_SPAN)
+    )
+    found: dict[str, tuple[int, datetime]] = {}
+    for pk, target, slot_at in near.order_by("slot_at").values_list("pk", "target", "slot_at"):
+        if before and slot_at < slots[target]:
+            found[target] = (pk, slot_at)  # the latest one before wins
+        elif not before and slot_at > slots[target] and target not in found:
+            found[target] = (pk, slot_at)
+    for target, slot_at in slots.items():
+        if target in found:
+            continue
+        far = (
+            runs.filter(target=target, slot_at__lt=slot_at).order_by("-slot_at")
+            if before
+            else runs.filter(target=target, slot_at__gt=slot_at).order_by("slot_at")
+        )
+        row = far.values_list("pk", "slot_at").first()
+        if row is not None:
+            found[target] = row
+    return found
+
+
 def traffic_window(
     *, lease: Lease, first: dict[str, datetime], last: dict[str, datetime]
 ) -> tuple[datetime, datetime]:
     """The slots that new readings can change: each node's intervals that start or end at
     a new reading, i.e. from its reading before its first new one to its reading after
     its last new one (``first`` and ``last``: node -> slot of its new readings)."""
-    starts, ends = [], []
-    for target, slot_at in first.items():
-        before = (
-            _counter_runs(lease)
-            .filter(target=target, slot_at__lt=slot_at)
-            .order_by("-slot_at")
-            .values_list("slot_at", flat=True)
-            .first()
-        )
-        starts.append(before or slot_at)
-    for target, slot_at in last.items():
-        after = (
-            _counter_runs(lease)
-            .filter(target=target, slot_at__gt=slot_at)
-            .order_by("slot_at")
-            .values_list("slot_at", flat=True)
-            .first()
-        )
-        ends.append(after or slot_at)
+    before = _neighbours(lease, first, before=True)
+    after = _neighbours(lease, last, before=False)
+    starts = [before[t][1] if t in before else slot for t, slot in first.items()]
+    ends = [after[t][1] if t in after else slot for t, slot in last.items()]
     return min(starts), max(ends)
 
 
@@ -256,7 +280,12 @@ def _probe_senders(run: ProbeRun) -> list[str]:
         return []
     if ">" in run.target:
         return run.target.split(">")
-    return list(_counter_runs(run.lease).values_list("target", flat=True).distinct().order_by())
+    # A collective: every node the lease held while it ran.
+    return list(
+        run.lease.assignments.during(run.started_at, run.finished_at).values_list(
+            "node__hostname", flat=True
+        )
+    )
 
 
 def probe_sends(*, lease: Lease, start: datetime, end: datetime) -> dict[str, list[ProbeSend]]:
@@ -264,14 +293,21 @@ def probe_sends(*, lease: Lease, start: datetime, end: datetime) -> dict[str, li
     (``gpulease_verify.probe_tax``), to be kept out of its traffic samples. A run whose
     output cannot be read again is logged and counts nothing."""
     found: list[ProbeSend] = []
-    runs = ProbeRun.objects.filter(
-        lease=lease,
-        kind__in=HEAVY_PROBE_KINDS,
-        state=RunState.OK,
-        started_at__lte=end,
-        finished_at__gte=start,
-    ).prefetch_related("nodes")
-    for run in runs.order_by("started_at", "pk"):
+    runs = list(
+        ProbeRun.objects.filter(
+            lease=lease,
+            kind__in=HEAVY_PROBE_KINDS,
+            state=RunState.OK,
+            started_at__lte=end,
+            finished_at__gte=start,
+            slot_at__gte=start - SLOT_REACH,  # the partitions such runs can be in
+            slot_at__lte=end,
+        )
+        .prefetch_related("nodes")
+        .order_by("started_at", "pk")
+    )
+    load_texts(runs)
+    for run in runs:
         assert run.started_at is not None and run.finished_at is not None
         found += [
             ProbeSend(node, count, run.started_at, max(run.finished_at, run.started_at))
@@ -289,10 +325,19 @@ def recompute_traffic(*, lease: Lease, start: datetime, end: datetime) -> int:
     by_node: dict[str, list[ProbeRun]] = defaultdict(list)
     for run in runs.filter(slot_at__gte=start, slot_at__lte=end).order_by("slot_at"):
         by_node[run.target].append(run)
-    for target in runs.values_list("target", flat=True).distinct().order_by():
-        before = runs.filter(target=target, slot_at__lt=start).order_by("-slot_at").first()
-        after = runs.filter(target=target, slot_at__gt=end).order_by("slot_at").first()
-        by_node[target] = [r for r in (before, *by_node[target], after) if r is not None]
+    # Every node read in the window or held by the lease then: its readings just outside
+    # the window close the intervals that reach into it.
+    targets = set(by_node) | set(
+        lease.assignments.during(start - NEIGHBOUR_SPAN, end + NEIGHBOUR_SPAN).values_list(
+            "node__hostname", flat=True
+        )
+    )
+    before = _neighbours(lease, dict.fromkeys(targets, start), before=True)
+    after = _neighbours(lease, dict.fromkeys(targets, end), before=False)
+    edges = ProbeRun.objects.in_bulk([pk for pk, _slot in (*before.values(), *after.values())])
+    for target in targets:
+        outside = (edges.get(before.get(target, (0,))[0]), edges.get(after.get(target, (0,))[0]))
+        by_node[target] = [r for r in (outside[0], *by_node[target], outside[1]) if r is not None]
     rates = lease.assignments.filter(node__nic_ports__isnull=False).values_list(
         "node__nic_ports__rate_gbps", flat=True
     )
@@ -471,7 +516,12 @@ def ingest(*, limit: int = BATCH, notify: bool = True) -> IngestResult:
                 (result.opened if event == "opened" else result.closed).append(incident.pk)
                 if notify:
                     _notify_after_commit(incident, event)
-        ProbeRun.objects.filter(pk__in=[run.pk for run in batch]).update(ingested_at=timezone.now())
+        ProbeRun.objects.filter(
+            pk__in=[run.pk for run in batch],
+            # the partitions these runs are in, not every month's
+            slot_at__gte=min(run.slot_at for run in batch),
+            slot_at__lte=max(run.slot_at for run in batch),
+        ).update(ingested_at=timezone.now())
         last = batch[-1]
         cursor.finished_at, cursor.run_id = last.finished_at, last.pk
         cursor.save()

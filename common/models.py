@@ -25,3 +25,33 @@ class Heartbeat(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} at {self.at}"
+
+
+class PartitionArchive(models.Model):
+    """One UTC month of the partitioned tables, exported to a compressed archive file and
+    detached (``common.archives``); restoring it re-attaches the month and stamps
+    ``restored_at``. The row stays either way: an archive is never forgotten."""
+
+    month = models.CharField(_("month (UTC)"), max_length=7)
+    path = models.CharField(_("archive file"), max_length=1024)
+    sha256 = models.CharField(_("file SHA-256"), max_length=64)
+    size_bytes = models.BigIntegerField(_("file size (bytes)"))
+    rows = models.JSONField(_("rows per table"), default=dict)
+    archived_at = models.DateTimeField(_("archived at"))
+    seconds = models.FloatField(_("export and detach time (s)"), default=0)
+    restored_at = models.DateTimeField(_("restored at"), null=True, blank=True)
+
+    class Meta:
+        verbose_name = _("partition archive")
+        verbose_name_plural = _("partition archives")
+        ordering = ["-month", "-archived_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["month"],
+                condition=models.Q(restored_at__isnull=True),
+                name="one_live_archive_per_month",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.month} → {self.path}"

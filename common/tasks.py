@@ -1,4 +1,5 @@
 from celery import shared_task
+from django.conf import settings
 from django.utils import timezone
 
 from common.models import Heartbeat
@@ -15,3 +16,19 @@ def beat_heartbeat() -> None:
     """Sent by beat every minute and run by a worker: a recent row means beat, the broker,
     a worker and the database all work (``/readyz`` reads its age)."""
     Heartbeat.objects.update_or_create(name=Heartbeat.BEAT, defaults={"at": timezone.now()})
+
+
+@shared_task(name="common.ensure_partitions", ignore_result=True)
+def ensure_partitions() -> list[str]:
+    """Daily: this month's and the next months' partitions exist before a row needs them."""
+    from common import partitions
+
+    return partitions.ensure(now=timezone.now(), ahead=settings.PARTITIONS_AHEAD)
+
+
+@shared_task(name="common.archive_partitions", ignore_result=True)
+def archive_partitions() -> list[str]:
+    """Daily: months past the retention leave the database as archive files."""
+    from common import archives
+
+    return archives.archive_due()

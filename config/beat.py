@@ -28,6 +28,16 @@ SCHEDULE = {
         "task": "telemetry.poll",
         "schedule": timedelta(seconds=TELEMETRY_TICK_S),
     },
+    # PostgreSQL's monthly partitions (common.partitions): made months ahead, and archived
+    # to files past the retention; both do nothing on SQLite.
+    "gpulease: create partitions ahead": {
+        "task": "common.ensure_partitions",
+        "schedule": crontab(minute="10", hour="1"),
+    },
+    "gpulease: archive partitions past retention": {
+        "task": "common.archive_partitions",
+        "schedule": crontab(minute="20", hour="2", day_of_month="3"),
+    },
     "gpulease: probe results self-check": {
         "task": "benchmarks.self_check",
         "schedule": timedelta(seconds=300),

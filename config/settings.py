@@ -254,6 +254,11 @@ WITNESS_SNMP_TIMEOUT_S = env.float("WITNESS_SNMP_TIMEOUT_S", default=2.0)
 # Switches refresh port counters every few seconds (net-snmp's IF-MIB cache: 3 s): the
 # reading after a throughput probe waits this long, so it counts the probe's last bytes.
 WITNESS_SETTLE_S = env.float("WITNESS_SETTLE_S", default=4.0)
+# Partitions and retention (common.partitions, common.archives; PostgreSQL only): months made
+# ahead, months kept in the database, and where a month past that goes as an archive file.
+PARTITIONS_AHEAD = env.int("PARTITIONS_AHEAD", default=3)
+PARTITION_RETENTION_MONTHS = env.int("PARTITION_RETENTION_MONTHS", default=13)
+ARCHIVE_DIR = Path(env.str("ARCHIVE_DIR", default=str(VAR_DIR / "archive")))
 PROBE_THROUGHPUT_SECONDS = env.int("PROBE_THROUGHPUT_SECONDS", default=10)
 # How long past its nominal duration a pair's client may run before it counts as hung.
 PROBE_COMMAND_GRACE_S = env.int("PROBE_COMMAND_GRACE_S", default=60)

@@ -8,6 +8,7 @@ from perf import (
     bench_audit,
     bench_billing,
     bench_dispatcher,
+    bench_history,
     bench_probe_overhead,
     bench_telemetry,
 )
@@ -15,6 +16,7 @@ from perf import (
 bench_dispatcher.main()
 bench_billing.main()
 bench_audit.main()
+bench_history.main()
 # Part 2 (the lab over real SSH) runs only as root, like probe_overhead.
 bench_telemetry.main()
 if os.geteuid() == 0:

@@ -29,7 +29,7 @@ END = datetime(2026, 11, 1, tzinfo=SHANGHAI)
 
 RUN_COLUMNS = """
     lease_id, kind, tool, target, pattern, batch, trigger, slot_at, deadline_at, state,
-    attempts, started_at, finished_at, command, exit_code, raw_output, stderr, raw_sha256,
+    attempts, started_at, finished_at, command, exit_code, raw_sha256, stderr_sha256,
     output_truncated, parsed, measured_bps, latency_us, terms_id, verdict, rule,
     verdict_reason, error, site_id, prev_hash, run_hash
 """
@@ -38,7 +38,7 @@ THROUGHPUT_SQL = f"""
 INSERT INTO benchmarks_proberun ({RUN_COLUMNS})
 SELECT l.id, 'throughput', 'iperf3', 'n' || k || '>n' || ((k + 1) %% {NODES}), 'ring',
        gen_random_uuid(), 'schedule', s, s + interval '5 minutes', 'ok',
-       1, s, s + interval '11 seconds', '', 0, '', '', '', false, NULL,
+       1, s, s + interval '11 seconds', '', 0, '', '', false, NULL,
        bps, NULL, t.id, CASE WHEN bps >= 95000000000 THEN 'pass' ELSE 'fail' END,
        'throughput >= 95%% of 100 Gbps contracted (terms v1)', '', '', %(site)s, '', ''
 FROM leases_lease l
@@ -56,7 +56,7 @@ WHERE l.id = ANY(%(leases)s)
 COUNTERS_SQL = f"""
 INSERT INTO benchmarks_proberun ({RUN_COLUMNS})
 SELECT l.id, 'counters', 'counters', 'n' || k, 'node', gen_random_uuid(), 'schedule', s,
-       s + interval '5 minutes', 'ok', 1, s, s + interval '1 second', '', 0, '', '', '',
+       s + interval '5 minutes', 'ok', 1, s, s + interval '1 second', '', 0, '', '',
        false,
        jsonb_build_object('ports', jsonb_build_array(jsonb_build_object(
            'section', 'counters ens1f0', 'name', 'ens1f0',
@@ -109,8 +109,9 @@ GROUP BY lease_id, kind, date_trunc('hour', slot_at)
 """
 
 TRAFFIC_SQL = """
-INSERT INTO billing_trafficsample (lease_id, slot_at, seconds, tx_bytes, nodes, resets, wraps)
-SELECT lease_id, slot_at, 300, sum(tx - previous), count(*), 0, 0
+INSERT INTO billing_trafficsample (lease_id, slot_at, seconds, tx_bytes, nodes, resets, wraps,
+    switch_nodes)
+SELECT lease_id, slot_at, 300, sum(tx - previous), count(*), 0, 0, 0
 FROM (
     SELECT lease_id, slot_at, (parsed -> 'ports' -> 0 ->> 'tx_bytes')::numeric AS tx,
            lag((parsed -> 'ports' -> 0 ->> 'tx_bytes')::numeric)

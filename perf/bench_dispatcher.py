@@ -117,6 +117,8 @@ def main() -> dict:
     now = timezone.now().replace(minute=10, second=10, microsecond=0)
 
     def cycle(at, label):
+        # The workers have run the previous cycle's runs, as they would have in 5 minutes.
+        ProbeRun.objects.filter(state="scheduled").update(state="ok", started_at=at, finished_at=at)
         with timer(results, f"{label}_s"):
             result, queries = captured_queries(lambda: services.dispatch_due(now=at, enqueue=False))
         results[f"{label}_runs"] = result.runs

@@ -1,5 +1,6 @@
 from benchmarks.models.alerts import SiteAlert
 from benchmarks.models.locks import NodeLock
+from benchmarks.models.outputs import RawOutput
 from benchmarks.models.rejudgements import (
     Rejudgement,
     effective_terms_id,
@@ -12,6 +13,7 @@ __all__ = [
     "NOT_PASSED",
     "NodeLock",
     "ProbeRun",
+    "RawOutput",
     "Rejudgement",
     "SiteAlert",
     "effective_terms_id",

@@ -25,6 +25,7 @@ class Rejudgement(models.Model):
         on_delete=models.CASCADE,
         related_name="rejudgements",
         verbose_name=_("probe run"),
+        db_constraint=False,  # runs are partitioned (common.partitions)
     )
     terms = models.ForeignKey(
         LeaseTerms,

@@ -4,6 +4,7 @@ from django.db import models
 from django.utils.translation import gettext_lazy as _
 
 from benchmarks.choices import Pattern, RunState, Tool, Trigger, Verdict
+from benchmarks.models.outputs import StoredTexts
 from common.querysets import TenantScopedQuerySet
 from leases.choices import ProbeKind
 from leases.models import Lease, LeaseTerms, Node, Site
@@ -19,22 +20,31 @@ class ProbeRunQuerySet(TenantScopedQuerySet):
         return self.filter(finished_at__isnull=False)
 
 
-class ProbeRun(models.Model):
+class ProbeRun(StoredTexts, models.Model):
     """One measurement of one lease: which tool ran where and when, exactly what it printed,
     what that parsed to, and the verdict against the terms in force at that instant.
 
     A slot (lease, kind, tool, pattern, target, slot_at, trigger) has one run at most: the scheduler
     creates it, and a redelivered task finds it instead of making another."""
 
+    # No index of their own on lease, site and terms: the composite indexes below lead with
+    # lease and site, and terms are never deleted (amendments add versions).
     lease = models.ForeignKey(
-        Lease, on_delete=models.CASCADE, related_name="probe_runs", verbose_name=_("lease")
+        Lease,
+        on_delete=models.CASCADE,
+        related_name="probe_runs",
+        verbose_name=_("lease"),
+        db_index=False,
     )
     kind = models.CharField(_("kind"), max_length=16, choices=ProbeKind.choices)
     tool = models.CharField(_("tool"), max_length=32, choices=Tool.choices)
     target = models.CharField(
         _("target"), max_length=255, help_text=_('A node, a pair "a>b" (client>server), or "all".')
     )
-    nodes = models.ManyToManyField(Node, related_name="probe_runs", verbose_name=_("nodes"))
+    # No database foreign keys to or from a partitioned table's rows (common.partitions).
+    nodes = models.ManyToManyField(
+        Node, related_name="probe_runs", verbose_name=_("nodes"), db_constraint=False
+    )
     pattern = models.CharField(_("pattern"), max_length=16, choices=Pattern.choices)
     batch = models.UUIDField(
         _("batch"), default=uuid.uuid4, db_index=True, help_text=_("Runs executed together.")
@@ -47,7 +57,11 @@ class ProbeRun(models.Model):
         _("deadline"), help_text=_("Not started by then, the run is missed.")
     )
     site = models.ForeignKey(
-        Site, on_delete=models.PROTECT, related_name="probe_runs", verbose_name=_("site")
+        Site,
+        on_delete=models.PROTECT,
+        related_name="probe_runs",
+        verbose_name=_("site"),
+        db_index=False,
     )
     state = models.CharField(
         _("state"), max_length=16, choices=RunState.choices, default=RunState.SCHEDULED
@@ -63,9 +77,10 @@ class ProbeRun(models.Model):
 
     command = models.TextField(_("command"), blank=True)
     exit_code = models.IntegerField(_("exit code"), null=True, blank=True)
-    raw_output = models.TextField(_("raw output"), blank=True)
-    stderr = models.TextField(_("standard error"), blank=True)
+    # The texts are in benchmarks.models.outputs, once per distinct content (raw_output and
+    # stderr below read and write them); the row holds their hashes.
     raw_sha256 = models.CharField(_("raw output SHA-256"), max_length=64, blank=True)
+    stderr_sha256 = models.CharField(_("standard error SHA-256"), max_length=64, blank=True)
     output_truncated = models.BooleanField(_("output truncated"), default=False)
     parsed = models.JSONField(_("parsed result"), null=True, blank=True)
 
@@ -80,6 +95,7 @@ class ProbeRun(models.Model):
         blank=True,
         related_name="probe_runs",
         verbose_name=_("terms in force"),
+        db_index=False,
     )
     verdict = models.CharField(
         _("verdict"), max_length=8, choices=Verdict.choices, default=Verdict.NONE
@@ -115,7 +131,13 @@ class ProbeRun(models.Model):
             models.Index(fields=["lease", "kind", "-slot_at"], name="run_lease_kind_slot"),
             # The API's run list of a lease: ordered by (-slot_at, -id), cursor on slot_at.
             models.Index(fields=["lease", "-slot_at", "-id"], name="run_lease_slot_id"),
-            models.Index(fields=["state", "deadline_at"], name="run_state_deadline"),
+            # Runs not over yet, by deadline (missed-run marking): partial, so it holds the
+            # few in flight, not a year of finished runs.
+            models.Index(
+                fields=["state", "deadline_at"],
+                condition=models.Q(state__in=[RunState.SCHEDULED, RunState.RUNNING]),
+                name="run_in_flight_deadline",
+            ),
             models.Index(fields=["site", "-finished_at"], name="run_site_finished"),
             # Ingest reads the finished runs it has not read yet, in (finished_at, id) order;
             # partial, so it holds only the few runs waiting.
@@ -127,10 +149,34 @@ class ProbeRun(models.Model):
             models.Index(
                 fields=["lease", "kind", "slot_at"], condition=NOT_PASSED, name="run_not_passed"
             ),
+            # Whether a lease had its acceptance run (the dispatcher, every cycle).
+            models.Index(
+                fields=["lease"],
+                condition=models.Q(trigger=Trigger.ACCEPTANCE),
+                name="run_acceptance",
+            ),
         ]
 
     def __str__(self) -> str:
         return f"{self.lease} {self.kind} {self.target} @ {self.slot_at:%Y-%m-%d %H:%M}"
+
+    @property
+    def raw_output(self) -> str:
+        """What the tool printed (from the store; setting it sets ``raw_sha256``)."""
+        return self._read("raw_output")
+
+    @raw_output.setter
+    def raw_output(self, text: str) -> None:
+        self._write("raw_output", text, hash_empty=True)
+
+    @property
+    def stderr(self) -> str:
+        """What the tool printed on standard error ("" and no hash when nothing)."""
+        return self._read("stderr")
+
+    @stderr.setter
+    def stderr(self, text: str) -> None:
+        self._write("stderr", text, hash_empty=False)
 
     @property
     def duration_s(self) -> float | None:

@@ -11,8 +11,10 @@ from django.utils import timezone
 
 from benchmarks import chain
 from benchmarks.models import ProbeRun, effective_terms_id, with_effective_judgement
+from benchmarks.models.outputs import load_texts
 from billing import checkpoints, invoicing, metering, sla
 from billing.models import HourlyRollup
+from common import archives
 from gpulease_verify.bundle import FORMAT
 from gpulease_verify.periods import Period
 from gpulease_verify.terms import terms_content
@@ -127,6 +129,13 @@ def build_bundle(
     now = now or timezone.now()
     lease = Lease.objects.select_related("tenant").get(pk=lease.pk)
     chain.link_pending(lease_id=lease.pk, now=now)
+    start, end = Period.parse(period).bounds(lease.tenant.time_zone)
+    # A period past the retention is read from its archive files (common.archives).
+    with archives.readable(start, end):
+        return _bundle(lease=lease, period=period, now=now, include_raw=include_raw)
+
+
+def _bundle(*, lease: Lease, period: str, now: datetime, include_raw: bool) -> dict[str, Any]:
     tenant, zone = lease.tenant, lease.tenant.time_zone
     start, end = Period.parse(period).bounds(zone)
     timeline = TermsTimeline.for_lease(lease)
@@ -155,6 +164,8 @@ def build_bundle(
             .prefetch_related("nodes")
             .order_by("chain_index")
         )
+    if include_raw:
+        load_texts(runs)
     window = (window_start, window_end)
     by_pk = {version.pk: version for version in versions}
     run_entries = [

@@ -97,6 +97,7 @@ class Dispute(TimeStampedModel):
         blank=True,
         related_name="disputes",
         verbose_name=_("disputed probe run"),
+        db_constraint=False,  # runs are partitioned (common.partitions)
     )
     incident = models.ForeignKey(
         "billing.Incident",

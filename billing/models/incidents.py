@@ -34,7 +34,10 @@ class Incident(models.Model):
         LeaseTerms, on_delete=models.PROTECT, related_name="incidents", verbose_name=_("terms")
     )
     runs = models.ManyToManyField(
-        "benchmarks.ProbeRun", related_name="incidents", verbose_name=_("evidence runs")
+        "benchmarks.ProbeRun",
+        related_name="incidents",
+        verbose_name=_("evidence runs"),
+        db_constraint=False,  # runs are partitioned (common.partitions)
     )
     notified_open_at = models.DateTimeField(_("opening notified at"), null=True, blank=True)
     notified_close_at = models.DateTimeField(_("closing notified at"), null=True, blank=True)

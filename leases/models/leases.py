@@ -64,7 +64,11 @@ class Lease(TimeStampedModel):
 class NodeAssignmentQuerySet(TenantScopedQuerySet):
     def overlapping(self, *, node_id: int, start, end) -> "NodeAssignmentQuerySet":  # type: ignore[no-untyped-def]
         """Live assignments of a node whose [from, until) meets [start, end)."""
-        qs = self.filter(node_id=node_id, void=False).filter(
+        return self.filter(node_id=node_id).during(start, end)
+
+    def during(self, start, end) -> "NodeAssignmentQuerySet":  # type: ignore[no-untyped-def]
+        """Live assignments whose [from, until) meets [start, end) (``end`` None: open)."""
+        qs = self.filter(void=False).filter(
             models.Q(assigned_until__isnull=True) | models.Q(assigned_until__gt=start)
         )
         if end is not None:

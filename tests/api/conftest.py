@@ -6,10 +6,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+import zstandard
 from django.core.cache import cache
 from rest_framework.test import APIClient
 
 from api import tokens
+from benchmarks.models import RawOutput
 from billing import invoicing
 from billing.models import Incident
 from leases import services
@@ -74,8 +76,12 @@ def build_side(slug: str) -> Side:
         )
         for hour in range(3)
     ]
-    side.runs[0].raw_output = f"raw output of {slug}\n"
-    side.runs[0].save(update_fields=["raw_output"])
+    side.runs[0].raw_output = f"iperf3 output of {slug}\n"
+    side.runs[0].save(update_fields=["raw_sha256"])
+    # An insider rewrote the stored text afterwards and left the run's hash as it was.
+    RawOutput.objects.filter(sha256=side.runs[0].raw_sha256).update(
+        data=zstandard.ZstdCompressor().compress(f"raw output of {slug}\n".encode())
+    )
     side.incident = Incident.objects.create(
         lease=side.lease,
         kind="throughput",

@@ -217,13 +217,14 @@ def test_raw_1_carries_each_runs_raw_output_and_the_verifier_re_hashes_it(world,
     assert refused.json()["error"]["fields"] == {"raw": ["raw must be 1 or 0, got 'maybe'."]}
     doc = client.get(audit_url(world.alpha.lease) + "&raw=1").json()
     first = next(r for r in doc["bundle"]["runs"] if r["id"] == world.alpha.runs[0].pk)
-    # The world wrote this run's raw output after the fact, without its hash.
+    # The world rewrote this run's stored text after the fact, leaving its hash.
     assert first["raw_output"] == "raw output of alpha\n"
     published = client.get(reverse("api:audit-public-key")).json()["public_key"]
     digest = hashlib.sha256(b"raw output of alpha\n").hexdigest()
+    stored = hashlib.sha256(b"iperf3 output of alpha\n").hexdigest()
     assert (
         f"run {first['id']} (throughput alpha-n1>alpha-n2): its raw output hashes to {digest}, "
-        "the run says "
+        f"the run says {stored}"
     ) in audit.verify(doc, published)
     plain = client.get(audit_url(world.alpha.lease)).json()
     assert not any("raw_output" in run for run in plain["bundle"]["runs"])

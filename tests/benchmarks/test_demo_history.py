@@ -5,7 +5,8 @@ import pytest
 
 from benchmarks import chain
 from benchmarks.demo_history import load_history
-from benchmarks.models import ProbeRun
+from benchmarks.models import ProbeRun, RawOutput
+from benchmarks.models.outputs import load_texts
 from billing.models import HourlyRollup, Incident
 from leases.demo import load_demo
 from leases.models import Lease
@@ -23,8 +24,11 @@ def test_demo_history_is_judged_chained_ingested_and_loaded_once():
         assert ProbeRun.objects.filter(lease=lease, kind="throughput").exists(), lease
         assert chain.verify_lease(lease_id=lease.pk) == [], lease
         assert HourlyRollup.objects.filter(lease=lease, kind="link").exists(), lease
-    # Every raw output says what it is.
-    assert not ProbeRun.objects.exclude(raw_output__startswith="gpulease demo: synthetic").exists()
+    # Every raw output says what it is, and is stored once per distinct text.
+    runs = list(ProbeRun.objects.all())
+    load_texts(runs)
+    assert all(run.raw_output.startswith("gpulease demo: synthetic") for run in runs)
+    assert RawOutput.objects.count() == len({run.raw_sha256 for run in runs})
     # The last eight hours of LX-2026-001's first pair are below the threshold (42 % of the
     # contract): the one incident open now. ZY-2026-001's first pair dipped to 38 % for two
     # days last month (its history reaches back to it, whatever `days` says): closed.

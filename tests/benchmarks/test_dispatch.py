@@ -203,3 +203,46 @@ def test_operators_can_ask_for_a_run_now_from_the_admin(client, django_capture_o
     }
     # One Celery message per batch, sent only after the runs are committed.
     assert len(callbacks) == manual.values("batch").distinct().count()
+
+
+def test_node_level_runs_made_in_sql_are_those_the_orm_would_make():
+    """The set-based insert (PostgreSQL) and the ORM path (SQLite) make the same runs:
+    one per node held, ibstatus on a node with an InfiniBand port, ethtool otherwise,
+    each in its own batch, linked to its node, on its node's site."""
+    from benchmarks import node_runs
+
+    lease = active_lease(nodes=3, technology="ethernet")
+    infiniband = lease.assignments.order_by("node__hostname").first().node
+    infiniband.nic_ports.update(link_layer="infiniband")
+    terms = lease.terms.get()
+    due = [
+        node_runs.Due(lease.pk, kind, NOW, NOW + timedelta(minutes=5), Trigger.SCHEDULE, terms.pk)
+        for kind in ("link", "counters")
+    ]
+
+    def made(create):  # type: ignore[no-untyped-def]
+        batches = create(due, NOW)
+        runs = ProbeRun.objects.filter(batch__in=[batch for batch, _ in batches])
+        found = sorted(
+            (
+                run.kind,
+                run.tool,
+                run.target,
+                run.pattern,
+                run.state,
+                run.site_id,
+                tuple(run.nodes.values_list("hostname", flat=True)),
+            )
+            for run in runs
+        )
+        assert len({batch for batch, _ in batches}) == len(batches) == 6
+        runs.delete()
+        return found
+
+    in_sql = made(node_runs._create_in_sql) if connection.vendor == "postgresql" else None
+    with_orm = made(node_runs._create_with_orm)
+    assert in_sql is None or in_sql == with_orm
+    tools = {(kind, target): tool for kind, tool, target, *_ in with_orm}
+    assert tools[("link", infiniband.hostname)] == "ibstatus"
+    assert sorted(tools.values()).count("ethtool") == 2
+    assert sorted(tools.values()).count("counters") == 3

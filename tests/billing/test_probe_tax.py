@@ -22,7 +22,7 @@ from rest_framework.test import APIClient
 
 from benchmarks import services as probe_services
 from benchmarks.choices import RunState, Trigger
-from benchmarks.models import ProbeRun
+from benchmarks.models import ProbeRun, outputs
 from benchmarks.services import terms_view
 from billing import audit, invoicing
 from billing.choices import LineKind
@@ -178,9 +178,9 @@ def _iperf3(lease, slot: str, *, finished: str | None = None):  # type: ignore[n
         finished=at(finished) if finished else None,
     )
     result = interpret(tool="iperf3", raw_output=IPERF3, terms=terms_view(run.terms))
+    outputs.store([IPERF3])
     ProbeRun.objects.filter(pk=run.pk).update(
         command="iperf3 -c 198.18.0.12 -p 5201 -B 198.18.0.11 -J -t 10 -O 1 -P 4",
-        raw_output=IPERF3,
         raw_sha256=hashlib.sha256(IPERF3.encode()).hexdigest(),
         parsed=result.parsed,
         measured_bps=result.measured_bps,

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.models import ProbeRun
+from benchmarks.models import ProbeRun, outputs
 from benchmarks.services import terms_view
 from billing import audit, invoicing
 from billing.ingest import ingest_all
@@ -40,8 +40,8 @@ def raw_run(lease, *, tool, raw, node=None, **fields):  # type: ignore[no-untype
     what the real interpretation parsed and judged."""
     run = make_run(lease, tool=tool, **fields)
     result = interpret(tool=tool, raw_output=raw, terms=terms_view(run.terms), node=node)
+    outputs.store([raw])
     ProbeRun.objects.filter(pk=run.pk).update(
-        raw_output=raw,
         raw_sha256=hashlib.sha256(raw.encode()).hexdigest(),
         parsed=result.parsed,
         measured_bps=result.measured_bps,

@@ -25,11 +25,16 @@ def test_migrations_store_no_schedule_and_beat_installs_the_one_in_code():
         "gpulease: ingest finished probe runs": "billing.ingest",
         "gpulease: draft last month's invoices": "billing.draft_previous_month",
         "gpulease: sign last month's chain checkpoints": "billing.close_chain_checkpoints",
+        "gpulease: create partitions ahead": "common.ensure_partitions",
+        "gpulease: archive partitions past retention": "common.archive_partitions",
     }
     assert stored["gpulease: dispatch due probes"].interval.every == 60
     assert stored["gpulease: poll fabric telemetry"].interval.every == 15
     draft = stored["gpulease: draft last month's invoices"].crontab
     assert (draft.minute, draft.hour, draft.day_of_month) == ("30", "*", "1,2")
+    # after the month's invoices and checkpoints: an archive carries the signed checkpoints
+    archive = stored["gpulease: archive partitions past retention"].crontab
+    assert (archive.minute, archive.hour, archive.day_of_month) == ("20", "2", "3")
 
 
 def test_every_scheduled_task_is_registered():

@@ -20,6 +20,7 @@ import time_machine
 from benchmarks import chain
 from benchmarks.demo_history import BOOT_TX_BYTES, DAILY_PROFILE, TRAFFIC, load_history
 from benchmarks.models import ProbeRun
+from benchmarks.models.outputs import load_texts
 from billing import invoicing
 from billing.choices import InvoiceStatus, LineKind
 from billing.models import CreditNote, Invoice, TrafficSample
@@ -117,11 +118,13 @@ def test_this_months_traffic_is_the_counter_deltas_read_from_the_raw_output(demo
     november = OCTOBER_END
     expected = 0
     for node in lease.assignments.values_list("node__hostname", flat=True):
-        readings = list(
-            ProbeRun.objects.filter(lease=lease, kind="counters", trigger="schedule", target=node)
-            .order_by("slot_at")
-            .values_list("slot_at", "raw_output")
+        runs = list(
+            ProbeRun.objects.filter(
+                lease=lease, kind="counters", trigger="schedule", target=node
+            ).order_by("slot_at")
         )
+        load_texts(runs)
+        readings = [(run.slot_at, run.raw_output) for run in runs]
         for (slot, before), (_next, after) in pairwise(readings):
             if slot < november:
                 continue

@@ -1,0 +1,182 @@
+"""The dispatcher's node-level runs (link checks, counter readings), created set-based.
+
+They are nine in ten of all runs (every node, every 5 minutes) and all alike: one run per
+node held, in a batch of its own, with nothing to skip. So the dispatcher only says which
+(lease, kind, slot) is due, and PostgreSQL makes the runs and their node links from the
+leases' assignments in one statement (``INSERT ... SELECT``): no node or run is loaded
+into Python, and the number of queries does not grow with the fleet. SQLite (``make run``)
+makes the same runs through the ORM."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db import connection
+
+from benchmarks import selectors
+from benchmarks.choices import Pattern, RunState, Tool
+from benchmarks.models import ProbeRun
+from benchmarks.probes.plan import plan_batches
+from leases.choices import LinkLayer, ProbeKind
+from leases.models import NicPort, NodeAssignment, Site
+
+NODE_KINDS = frozenset({ProbeKind.LINK, ProbeKind.COUNTERS})
+
+
+@dataclass(frozen=True)
+class Due:
+    """A node-level kind due for a lease: one run per node it holds."""
+
+    lease_id: int
+    kind: str
+    slot_at: datetime
+    deadline_at: datetime
+    trigger: str
+    terms_id: int
+
+
+Batches = list[tuple[uuid.UUID, str]]  # (batch, the probe queue of its site)
+
+
+def create(due: Sequence[Due], *, now: datetime) -> Batches:
+    """Store the runs of ``due`` and their node links, in the caller's transaction."""
+    if not due:
+        return []
+    if connection.vendor == "postgresql":
+        return _create_in_sql(due, now)
+    return _create_with_orm(due, now)
+
+
+# The columns taken from the due rows and the nodes; every other column of a new scheduled
+# run is the model's default.
+_GIVEN = (
+    "lease_id",
+    "kind",
+    "tool",
+    "target",
+    "pattern",
+    "batch",
+    "trigger",
+    "slot_at",
+    "deadline_at",
+    "site_id",
+    "terms_id",
+    "state",
+)
+
+
+def _create_in_sql(due: Sequence[Due], now: datetime) -> Batches:
+    quote = connection.ops.quote_name
+    held, held_params = (
+        NodeAssignment.objects.in_force_at(now)
+        .filter(lease_id__in={d.lease_id for d in due})
+        .order_by()
+        .values("lease_id", "node_id", "node__hostname", "node__leaf_switch__fabric__site_id")
+        .query.sql_with_params()
+    )
+    template = ProbeRun(state=RunState.SCHEDULED)
+    defaults = [
+        f for f in ProbeRun._meta.concrete_fields if not f.primary_key and f.attname not in _GIVEN
+    ]
+    columns = [*_GIVEN, *(str(f.column) for f in defaults)]
+    through = ProbeRun.nodes.through._meta.db_table
+    # The tool as plan_batches picks it: ibstatus for a node with an InfiniBand port.
+    sql = f"""
+        WITH due AS (
+            SELECT * FROM unnest(%s::bigint[], %s::text[], %s::timestamptz[],
+                                 %s::timestamptz[], %s::text[], %s::bigint[])
+                AS d(lease_id, kind, slot_at, deadline_at, trigger, terms_id)
+        ),
+        held (lease_id, node_id, hostname, site_id) AS ({held}),
+        planned AS (
+            SELECT due.*, held.node_id, held.hostname, held.site_id, gen_random_uuid() AS batch,
+                   CASE WHEN due.kind = %s THEN %s
+                        WHEN EXISTS (SELECT 1 FROM {quote(NicPort._meta.db_table)} p
+                                     WHERE p.node_id = held.node_id AND p.link_layer = %s)
+                        THEN %s ELSE %s END AS tool
+            FROM due JOIN held USING (lease_id)
+        ),
+        made AS (
+            INSERT INTO {quote(ProbeRun._meta.db_table)} ({", ".join(quote(c) for c in columns)})
+            SELECT lease_id, kind, tool, hostname, %s, batch, trigger, slot_at, deadline_at,
+                   site_id, terms_id, %s,
+                   {", ".join(f"%s::{f.db_type(connection)}" for f in defaults)}
+            FROM planned
+            RETURNING id, batch, site_id
+        ),
+        linked AS (
+            INSERT INTO {quote(through)} (proberun_id, node_id)
+            SELECT made.id, planned.node_id FROM made JOIN planned USING (batch)
+        )
+        SELECT batch, site_id FROM made
+    """
+    params = [
+        [d.lease_id for d in due],
+        [d.kind for d in due],
+        [d.slot_at for d in due],
+        [d.deadline_at for d in due],
+        [d.trigger for d in due],
+        [d.terms_id for d in due],
+        *held_params,
+        ProbeKind.COUNTERS,
+        Tool.COUNTERS,
+        LinkLayer.INFINIBAND,
+        Tool.IBSTATUS,
+        Tool.ETHTOOL,
+        Pattern.NODE,
+        RunState.SCHEDULED,
+        *(f.get_db_prep_save(getattr(template, f.attname), connection) for f in defaults),
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        made = cursor.fetchall()
+    queues = {
+        site.pk: site.probe_queue for site in Site.objects.filter(pk__in={s for _, s in made})
+    }
+    return [(batch, queues[site_id]) for batch, site_id in made]
+
+
+def _create_with_orm(due: Sequence[Due], now: datetime) -> Batches:
+    held = selectors.lease_nodes_at({d.lease_id for d in due}, now)
+    ports = selectors.ports_of(node for nodes in held.values() for node in nodes)
+    runs: list[ProbeRun] = []
+    node_ids: list[int] = []
+    for item in due:
+        nodes = held.get(item.lease_id, [])
+        if not nodes:
+            continue
+        by_name = {node.hostname: node for node in nodes}
+        plan = selectors.plan_nodes(nodes, [p for p in ports if p.node_id in {n.pk for n in nodes}])
+        for planned in plan_batches(kind=item.kind, nodes=list(plan.values()), technology=""):
+            for run in planned.runs:
+                node = by_name[run.nodes[0]]
+                node_ids.append(node.pk)
+                runs.append(
+                    ProbeRun(
+                        lease_id=item.lease_id,
+                        kind=item.kind,
+                        tool=run.tool,
+                        target=run.target,
+                        pattern=Pattern.NODE,
+                        batch=uuid.uuid4(),
+                        trigger=item.trigger,
+                        slot_at=item.slot_at,
+                        deadline_at=item.deadline_at,
+                        site=node.leaf_switch.fabric.site,
+                        terms_id=item.terms_id,
+                        state=RunState.SCHEDULED,
+                    )
+                )
+    made = ProbeRun.objects.bulk_create(runs, batch_size=1000)
+    Through = ProbeRun.nodes.through
+    Through.objects.bulk_create(
+        [
+            Through(proberun_id=run.pk, node_id=node_id)
+            for run, node_id in zip(made, node_ids, strict=True)
+        ],
+        batch_size=2000,
+    )
+    return [(run.batch, run.site.probe_queue) for run in made]

@@ -141,6 +141,11 @@ def test_three_flaps_between_two_link_checks_open_an_incident_and_the_hold_down_
 def test_a_forged_throughput_is_caught_by_the_switch_within_one_cycle_and_earns_no_credit(
     lab, lab_lease
 ):
+    # The flap test before this one took lab-h2's switch port down and up; a first 3-second
+    # iperf3 across it then landed at 92 % of the shaped 1 Gbit/s once (TCP's ceiling there
+    # is about 95.6 %, a hair above the 95 % threshold). A manual run first, not an SLA sample,
+    # lets the path settle.
+    execute(lab_lease, "throughput", "lab-h1>lab-h2")
     # Scheduled runs, so that they are SLA samples.
     honest = execute(lab_lease, "throughput", "lab-h1>lab-h2", trigger=Trigger.SCHEDULE)
     assert honest.verdict == Verdict.PASS, honest.verdict_reason

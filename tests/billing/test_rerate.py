@@ -224,7 +224,12 @@ def test_an_empty_or_future_window_is_refused(billed):
     with pytest.raises(ValidationError, match="it must start before it ends"):
         rerate(billed, TENTH, TENTH, now=AFTER_NOVEMBER)
     with pytest.raises(ValidationError, match="in the future"):
-        rerate(billed, AFTER_NOVEMBER + timedelta(days=1), AFTER_NOVEMBER + timedelta(days=2))
+        rerate(
+            billed,
+            AFTER_NOVEMBER + timedelta(days=1),
+            AFTER_NOVEMBER + timedelta(days=2),
+            now=AFTER_NOVEMBER,
+        )
 
 
 # --- the audit bundle -----------------------------------------------------------------

@@ -34,6 +34,9 @@ pytestmark = pytest.mark.lab
 
 MIB = 2**20
 PAYLOAD = 50 * MIB
+# iperf3 -n stops at the first write that reaches the count; after a short write the blocks
+# no longer end on it, so the last one can carry the total past it (CI saw 52,500,568 sent).
+BLOCK = 128 * 1024
 SETTLE_S = snmpd.COUNTER_CACHE_S + 0.5
 IPERF_PORT = 5301
 
@@ -228,7 +231,7 @@ def test_forge_halves_what_iperf3_reports_not_what_the_switch_counts(lab: Lab, l
         call_command("netlab", "forge", "lab-h3", "--factor", "1", stdout=io.StringIO())
     # What probes use: the receiver's rate in the sender's report (end.sum_received).
     end = forged["end"]
-    assert end["sum_sent"]["bytes"] == PAYLOAD // 2
+    assert PAYLOAD // 2 <= end["sum_sent"]["bytes"] < PAYLOAD // 2 + BLOCK
     ratio = end["sum_received"]["bits_per_second"] / switch_bps
     assert 0.45 <= ratio <= 0.55, ratio
     assert end["sum_sent"]["bits_per_second"] / switch_bps <= 0.6
@@ -237,7 +240,7 @@ def test_forge_halves_what_iperf3_reports_not_what_the_switch_counts(lab: Lab, l
     # Not forged: another host, and lab-h3 again once forge --factor 1 ran.
     assert netlab.forged_factor(lab.state_dir, "lab-h3") is None
     honest, switch_bps = _forged_run(lab)
-    assert honest["end"]["sum_sent"]["bytes"] == PAYLOAD
+    assert PAYLOAD <= honest["end"]["sum_sent"]["bytes"] < PAYLOAD + BLOCK
     ratio = honest["end"]["sum_received"]["bits_per_second"] / switch_bps
     assert 0.95 <= ratio <= 1.01, ratio
 

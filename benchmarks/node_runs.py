@@ -17,13 +17,13 @@ from datetime import datetime
 from django.db import connection
 
 from benchmarks import selectors
-from benchmarks.choices import Pattern, RunState, Tool
+from benchmarks.choices import Pattern, RunState
 from benchmarks.models import ProbeRun
-from benchmarks.probes.plan import plan_batches
-from leases.choices import LinkLayer, ProbeKind
+from benchmarks.probes.plan import NODE_TOOLS, plan_batches
+from leases.choices import LinkLayer
 from leases.models import NicPort, NodeAssignment, Site
 
-NODE_KINDS = frozenset({ProbeKind.LINK, ProbeKind.COUNTERS})
+NODE_KINDS = frozenset(NODE_TOOLS)
 
 
 @dataclass(frozen=True)
@@ -83,20 +83,22 @@ def _create_in_sql(due: Sequence[Due], now: datetime) -> Batches:
     ]
     columns = [*_GIVEN, *(str(f.column) for f in defaults)]
     through = ProbeRun.nodes.through._meta.db_table
-    # The tool as plan_batches picks it: ibstatus for a node with an InfiniBand port.
+    # The tool as plan_batches picks it (NODE_TOOLS), by whether the node has an
+    # InfiniBand port.
     sql = f"""
         WITH due AS (
             SELECT * FROM unnest(%s::bigint[], %s::text[], %s::timestamptz[],
-                                 %s::timestamptz[], %s::text[], %s::bigint[])
-                AS d(lease_id, kind, slot_at, deadline_at, trigger, terms_id)
+                                 %s::timestamptz[], %s::text[], %s::bigint[],
+                                 %s::text[], %s::text[])
+                AS d(lease_id, kind, slot_at, deadline_at, trigger, terms_id,
+                     infiniband_tool, other_tool)
         ),
         held (lease_id, node_id, hostname, site_id) AS ({held}),
         planned AS (
             SELECT due.*, held.node_id, held.hostname, held.site_id, gen_random_uuid() AS batch,
-                   CASE WHEN due.kind = %s THEN %s
-                        WHEN EXISTS (SELECT 1 FROM {quote(NicPort._meta.db_table)} p
+                   CASE WHEN EXISTS (SELECT 1 FROM {quote(NicPort._meta.db_table)} p
                                      WHERE p.node_id = held.node_id AND p.link_layer = %s)
-                        THEN %s ELSE %s END AS tool
+                        THEN due.infiniband_tool ELSE due.other_tool END AS tool
             FROM due JOIN held USING (lease_id)
         ),
         made AS (
@@ -120,12 +122,10 @@ def _create_in_sql(due: Sequence[Due], now: datetime) -> Batches:
         [d.deadline_at for d in due],
         [d.trigger for d in due],
         [d.terms_id for d in due],
+        [NODE_TOOLS[d.kind][0] for d in due],
+        [NODE_TOOLS[d.kind][1] for d in due],
         *held_params,
-        ProbeKind.COUNTERS,
-        Tool.COUNTERS,
         LinkLayer.INFINIBAND,
-        Tool.IBSTATUS,
-        Tool.ETHTOOL,
         Pattern.NODE,
         RunState.SCHEDULED,
         *(f.get_db_prep_save(getattr(template, f.attname), connection) for f in defaults),

@@ -29,6 +29,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -296,19 +297,8 @@ def _attach_from(path: Path) -> dict[str, Any]:
             cursor.execute("SELECT to_regclass(%s)", [part])
             if cursor.fetchone()[0] is not None:
                 raise NotArchivable(f"{part} is attached already: {month} is not archived")
-            cursor.execute(
-                f"CREATE TABLE {_q(part)} (LIKE {_q(table.name)} INCLUDING DEFAULTS"
-                " INCLUDING CONSTRAINTS)"
-            )
-            _load(cursor, tar, by_table[table.name], part)
-            lo, hi = month.bounds(UTC)
-            cursor.execute(
-                f"WITH moved AS (DELETE FROM {_q(partitions.default_name(table.name))}"
-                f" WHERE {_q(table.column)} >= %s AND {_q(table.column)} < %s RETURNING *)"
-                f" INSERT INTO {_q(part)} SELECT * FROM moved",
-                [lo, hi],
-            )
-            partitions.attach(cursor, table.name, part, month)
+            load = partial(_load, cursor, tar, by_table[table.name])
+            partitions.fill(cursor, table.name, month, load)
             for companion, _column in table.companions:
                 _load(cursor, tar, by_table[companion], companion)
             for shared, _key, _columns in table.shared:

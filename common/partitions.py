@@ -24,11 +24,13 @@ SQLite (``make run``) keeps plain tables: every function here does nothing there
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db import connection, transaction
+from django.db import connection, migrations, transaction
 from django.db.backends.base.schema import BaseDatabaseSchemaEditor
+from django.utils import timezone
 
 from gpulease_verify.periods import MAX_YEAR, MIN_YEAR, Period
 
@@ -148,6 +150,15 @@ def unconvert(schema_editor: BaseDatabaseSchemaEditor, table: str, column: str):
         raise NotImplementedError(f"{table} stays partitioned; restore a backup to go back")
 
 
+def by_month(table: str, column: str) -> migrations.RunPython:
+    """The migration operation that partitions ``table`` by month of ``column``
+    (``convert``), and undoes it (``unconvert``)."""
+    return migrations.RunPython(
+        lambda _apps, editor: convert(editor, table, column, timezone.now()),
+        lambda _apps, editor: unconvert(editor, table, column),
+    )
+
+
 # -- months ahead ----------------------------------------------------------------------------
 
 
@@ -159,8 +170,7 @@ def create(cursor, table: str, month: Period) -> bool:
     if cursor.fetchone()[0] is not None:
         return False
     lo, hi = _bounds(month)
-    column = BY_NAME[table].column if table in BY_NAME else None
-    column = column or _partition_column(cursor, table)
+    column = BY_NAME[table].column if table in BY_NAME else _partition_column(cursor, table)
     cursor.execute(
         f"SELECT EXISTS (SELECT 1 FROM {_q(default_name(table))}"
         f" WHERE {_q(column)} >= %s AND {_q(column)} < %s)",
@@ -172,9 +182,23 @@ def create(cursor, table: str, month: Period) -> bool:
             [lo, hi],
         )
         return True
+    fill(cursor, table, month)
+    return True
+
+
+def fill(cursor, table: str, month: Period, load: Callable[[str], object] | None = None) -> str:
+    """Make ``month``'s partition of ``table`` as a table of its own, ``load`` it (an
+    archive's rows) if given, move into it the rows the default partition caught for that
+    month, and attach it: the one way rows of a month come back out of the default. Its
+    name."""
+    name = partition_name(table, month)
+    column = BY_NAME[table].column if table in BY_NAME else _partition_column(cursor, table)
+    lo, hi = _bounds(month)
     cursor.execute(
         f"CREATE TABLE {_q(name)} (LIKE {_q(table)} INCLUDING DEFAULTS INCLUDING CONSTRAINTS)"
     )
+    if load is not None:
+        load(name)
     cursor.execute(
         f"WITH moved AS (DELETE FROM {_q(default_name(table))}"
         f" WHERE {_q(column)} >= %s AND {_q(column)} < %s RETURNING *)"
@@ -182,7 +206,7 @@ def create(cursor, table: str, month: Period) -> bool:
         [lo, hi],
     )
     attach(cursor, table, name, month)
-    return True
+    return name
 
 
 def attach(cursor, table: str, name: str, month: Period) -> None:

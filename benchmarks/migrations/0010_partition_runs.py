@@ -2,17 +2,8 @@
 (common.partitions); the references to them stop being database foreign keys."""
 
 from django.db import migrations, models
-from django.utils import timezone
 
 from common import partitions
-
-
-def forwards(apps, schema_editor):
-    partitions.convert(schema_editor, "benchmarks_proberun", "slot_at", timezone.now())
-
-
-def backwards(apps, schema_editor):
-    partitions.unconvert(schema_editor, "benchmarks_proberun", "slot_at")
 
 
 class Migration(migrations.Migration):
@@ -48,5 +39,5 @@ class Migration(migrations.Migration):
                 ),
             ]
         ),
-        migrations.RunPython(forwards, backwards),
+        partitions.by_month("benchmarks_proberun", "slot_at"),
     ]

@@ -83,17 +83,21 @@ def _pair_tools(kind: str, technology: str) -> list[str]:
     return [Tool.IB_WRITE_LAT] if rdma else [Tool.PING]
 
 
+# A node-level kind's tool: (on a node with an InfiniBand port, on any other node). The
+# set-based dispatcher (benchmarks.node_runs) picks by the same table.
+NODE_TOOLS: dict[str, tuple[str, str]] = {
+    ProbeKind.LINK: (Tool.IBSTATUS, Tool.ETHTOOL),
+    ProbeKind.COUNTERS: (Tool.COUNTERS, Tool.COUNTERS),
+}
+
+
 def plan_batches(*, kind: str, nodes: Sequence[PlanNode], technology: str) -> list[PlannedBatch]:
     nodes = sorted(nodes, key=lambda node: node.hostname)
-    if kind in (ProbeKind.LINK, ProbeKind.COUNTERS):
+    if kind in NODE_TOOLS:
         batches = []
         for node in nodes:
-            if kind == ProbeKind.COUNTERS:
-                tool = Tool.COUNTERS
-            elif any(port.link_layer == LinkLayer.INFINIBAND for port in node.ports):
-                tool = Tool.IBSTATUS
-            else:
-                tool = Tool.ETHTOOL
+            infiniband = any(port.link_layer == LinkLayer.INFINIBAND for port in node.ports)
+            tool = NODE_TOOLS[kind][0 if infiniband else 1]
             run = PlannedRun(kind, tool, Pattern.NODE, (node.hostname,))
             batches.append(PlannedBatch(kind, Pattern.NODE, (run,)))
         return batches

@@ -3,17 +3,8 @@
 keys, since runs are partitioned (benchmarks 0010)."""
 
 from django.db import migrations, models
-from django.utils import timezone
 
 from common import partitions
-
-
-def forwards(apps, schema_editor):
-    partitions.convert(schema_editor, "billing_trafficsample", "slot_at", timezone.now())
-
-
-def backwards(apps, schema_editor):
-    partitions.unconvert(schema_editor, "billing_trafficsample", "slot_at")
 
 
 class Migration(migrations.Migration):
@@ -49,5 +40,5 @@ class Migration(migrations.Migration):
                 ),
             ]
         ),
-        migrations.RunPython(forwards, backwards),
+        partitions.by_month("billing_trafficsample", "slot_at"),
     ]

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from gpulease_verify.checkpoints import read_checkpoint
+from gpulease_verify.report import report
 from gpulease_verify.trust import NoTrustedKey, Trust
 
 FORMAT = "gpulease-archive/1"
@@ -236,15 +237,8 @@ def run(argv: Sequence[str] | None = None, out: Any = None) -> int:
         print(f"error: cannot read {options.archive}", file=sys.stderr)
         return 2
     mismatches, notes = check(options.archive, trust)
-    for note in notes:
-        print(note if note.startswith("WARNING") else f"ok: {note}", file=out)
-    for mismatch in mismatches:
-        print(f"MISMATCH: {mismatch}", file=out)
-    if mismatches:
-        print(f"{len(mismatches)} mismatch(es)", file=sys.stderr)
-        return 1
-    print("the archive agrees with its manifest and its checkpoints", file=out)
-    return 0
+    agreed = "the archive agrees with its manifest and its checkpoints"
+    return report(mismatches, notes, agreed=agreed, out=out)
 
 
 def main() -> None:

@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from gpulease_verify.bundle import verify_report
 from gpulease_verify.canonical import StrictJSONError, strict_loads
+from gpulease_verify.report import report
 from gpulease_verify.trust import Trust
 
 
@@ -107,17 +108,7 @@ def run(argv: Sequence[str] | None = None, out: Writer | None = None) -> int:
         trust_embedded_key=options.trust_embedded_key,
         previous=previous,
     )
-    for note in notes:
-        print(note if note.startswith("WARNING") else f"ok: {note}", file=out)
-        if note.startswith("WARNING"):
-            print(note, file=sys.stderr)
-    for mismatch in mismatches:
-        print(f"MISMATCH: {mismatch}", file=out)
-    if mismatches:
-        print(f"{len(mismatches)} mismatch(es)", file=sys.stderr)
-        return 1
-    print("all figures agree", file=out)
-    return 0
+    return report(mismatches, notes, agreed="all figures agree", out=out)
 
 
 def main() -> None:

@@ -11,6 +11,7 @@ on PostgreSQL, and their archives (common.partitions, common.archives).
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from common import archives, partitions
 from common.models import PartitionArchive
 from gpulease_verify import archive as offline
 from gpulease_verify.periods import Period, PeriodError
+from gpulease_verify.report import report
 from gpulease_verify.trust import Trust
 
 
@@ -148,10 +150,9 @@ class Command(BaseCommand):
             raise CommandError("check needs the archive file")
         trust = Trust.of({"keys": published_keys()})
         mismatches, notes = offline.check(options["file"], trust)
-        for note in notes:
-            self.stdout.write(f"ok: {note}")
-        for mismatch in mismatches:
-            self.stdout.write(f"MISMATCH: {mismatch}")
-        if mismatches:
+        printed = io.StringIO()
+        agreed = "the archive agrees with its manifest and its checkpoints"
+        failed = report(mismatches, notes, agreed=agreed, out=printed)
+        self.stdout.write(printed.getvalue(), ending="")
+        if failed:
             raise CommandError(f"{len(mismatches)} mismatch(es)")
-        self.stdout.write("the archive agrees with its manifest and its checkpoints")

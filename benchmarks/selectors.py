@@ -8,7 +8,7 @@ from datetime import datetime
 from django.db.models import Max, Q
 
 from benchmarks.choices import ON_DEMAND, RunState, Tool
-from benchmarks.models import ProbeRun
+from benchmarks.models import SLOT_REACH, ProbeRun
 from benchmarks.probes.plan import PlanNode, PlanPort
 from leases.models import NicPort, Node, NodeAssignment
 
@@ -67,9 +67,13 @@ def previous_link_down_counts(run: ProbeRun) -> dict[str, int]:
             tool__in=[Tool.ETHTOOL, Tool.IBSTATUS],
             state=RunState.OK,
             finished_at__isnull=False,
+            # the checks before it, newest first down the lease's index by slot, in the
+            # months they can be in (not a sort of every check the lease ever had)
+            slot_at__lte=run.slot_at,
+            slot_at__gte=run.slot_at - SLOT_REACH,
         )
         .exclude(pk=run.pk)
-        .order_by("-finished_at")
+        .order_by("-slot_at", "-id")
         .values_list("parsed", flat=True)
         .first()
     )

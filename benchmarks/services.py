@@ -33,7 +33,7 @@ from django.utils import timezone
 
 from benchmarks import chain, node_runs, selectors
 from benchmarks.choices import FINAL_STATES, RunState, Tool, Trigger, Verdict
-from benchmarks.models import NodeLock, ProbeRun, SiteAlert
+from benchmarks.models import SLOT_REACH, NodeLock, ProbeRun, SiteAlert
 from benchmarks.probes import runner
 from benchmarks.probes.commands import IPERF3_OMIT_SECONDS
 from benchmarks.probes.interpret import interpret
@@ -886,11 +886,15 @@ def check_results_arriving(*, now: datetime | None = None) -> list[SiteAlert]:
         .values_list("site_id", flat=True)
         .distinct()
     )
-    arriving = set(
-        ProbeRun.objects.filter(finished_at__gte=now - window, started_at__isnull=False)
-        .values_list("site_id", flat=True)
-        .distinct()
+    # Per site, one probe of its latest results (run_site_finished) in the months that
+    # runs finishing in the window can be in: not a scan of every run held.
+    finished_lately = ProbeRun.objects.filter(
+        site=OuterRef("pk"),
+        finished_at__gte=now - window,
+        started_at__isnull=False,
+        slot_at__gte=now - window - SLOT_REACH,
     )
+    arriving = set(Site.objects.filter(Exists(finished_lately)).values_list("pk", flat=True))
     SiteAlert.objects.filter(
         kind=SiteAlert.Kind.RESULTS_STOPPED, cleared_at__isnull=True, site_id__in=arriving
     ).update(cleared_at=now)

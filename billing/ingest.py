@@ -22,15 +22,15 @@ from django.utils import timezone
 
 from benchmarks.choices import RunState, Tool, Trigger, Verdict
 from benchmarks.models import (
+    SLOT_REACH,
     ProbeRun,
     effective_terms_id,
     effective_verdict,
     with_effective_judgement,
 )
-from benchmarks.models.outputs import load_texts
 from billing.choices import IncidentState
 from billing.models import HourlyRollup, Incident, IngestCursor, TrafficSample
-from billing.probe_tax import SLOT_REACH, bytes_of
+from billing.probe_tax import record_sent, sent_by_run
 from billing.traffic_intervals import SWITCH_PORT, Reading, slot_traffic
 from common.progress import counter
 from gpulease_verify import probe_tax, witness
@@ -303,15 +303,15 @@ def probe_sends(*, lease: Lease, start: datetime, end: datetime) -> dict[str, li
             slot_at__gte=start - SLOT_REACH,  # the partitions such runs can be in
             slot_at__lte=end,
         )
-        .prefetch_related("nodes")
+        .defer("parsed")
         .order_by("started_at", "pk")
     )
-    load_texts(runs)
+    sent_by = sent_by_run(runs)
     for run in runs:
         assert run.started_at is not None and run.finished_at is not None
         found += [
             ProbeSend(node, count, run.started_at, max(run.finished_at, run.started_at))
-            for node, count in sorted(bytes_of(run).items())
+            for node, count in sorted(sent_by.get(run.pk, {}).items())
         ]
     return probe_tax.by_node(found)
 
@@ -465,6 +465,7 @@ def ingest(*, limit: int = BATCH, notify: bool = True) -> IngestResult:
         first_new: dict[int, dict[str, datetime]] = defaultdict(dict)
         last_new: dict[int, dict[str, datetime]] = defaultdict(dict)
         leases = {run.lease_id: run.lease for run in batch}
+        record_sent(batch)
         for run in batch:
             # A heavy probe's bytes leave the samples of the slots it ran in, whatever
             # started it: those slots are rebuilt, even if their counters were read before.

@@ -10,13 +10,15 @@ they never ran, so they cost nothing and are never counted against the provider.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
+from django.db.models import F
+
 from benchmarks.choices import RunState
-from benchmarks.models import ProbeRun
+from benchmarks.models import SLOT_REACH, ProbeRun
 from benchmarks.models.outputs import load_texts
 from gpulease_verify import probe_tax
 from gpulease_verify.calculations import traffic_charge
@@ -30,9 +32,6 @@ log = logging.getLogger(__name__)
 
 DEFERRED = "deferred:"
 ZERO = Decimal("0.00")
-
-# How long before it started a run's slot can lie: its cadence, at most a month.
-SLOT_REACH = timedelta(days=31)
 
 
 @dataclass(frozen=True)
@@ -87,15 +86,30 @@ class ProbeTax:
         return Decimal(self.bytes) / 10**9
 
 
-def _price(run: ProbeRun) -> Decimal | None:
-    price = run.terms.price_per_gb if run.terms is not None else None
+def _price(price: Decimal | None) -> Decimal | None:
     return price if price is not None and price > 0 else None
 
 
-def bytes_of(run: ProbeRun) -> dict[str, int]:
+# What the ledger reads of a run: a month of a lease's heavy probes is thousands of runs,
+# and their parsed results and texts are not needed once ingest recorded their bytes.
+LEDGER_FIELDS = (
+    "lease_id",
+    "kind",
+    "tool",
+    "target",
+    "trigger",
+    "slot_at",
+    "state",
+    "started_at",
+    "finished_at",
+    "sent_bytes",
+)
+
+
+def _read_sent(run: ProbeRun) -> dict[str, int]:
     """Node -> the bytes a finished heavy run sent, from what its tool printed
-    (``gpulease_verify.probe_tax.bytes_sent``; ``run.nodes`` prefetched); empty, and
-    logged, when its output cannot be read again."""
+    (``gpulease_verify.probe_tax.bytes_sent``; its texts and ``run.nodes`` loaded); empty,
+    and logged, when its output cannot be read again."""
     try:
         return probe_tax.bytes_sent(
             tool=run.tool,
@@ -111,8 +125,55 @@ def bytes_of(run: ProbeRun) -> dict[str, int]:
         return {}
 
 
+def _heavy_ok(run: ProbeRun) -> bool:
+    return (
+        run.kind in HEAVY_PROBE_KINDS
+        and run.state == RunState.OK
+        and run.started_at is not None
+        and run.finished_at is not None
+    )
+
+
+def _read_all(runs: Sequence[ProbeRun]) -> dict[int, dict[str, int]]:
+    """Run id -> its bytes read from its output; each run fetched whole, with its texts
+    and nodes, in three queries."""
+    if not runs:
+        return {}
+    whole = list(
+        ProbeRun.objects.filter(
+            pk__in=[run.pk for run in runs],
+            slot_at__gte=min(run.slot_at for run in runs),  # the partitions they are in
+            slot_at__lte=max(run.slot_at for run in runs),
+        ).prefetch_related("nodes")
+    )
+    load_texts(whole)
+    return {run.pk: _read_sent(run) for run in whole}
+
+
+def record_sent(runs: Iterable[ProbeRun]) -> None:
+    """Read the bytes of the finished heavy runs among ``runs`` that have none recorded
+    and store them in ``sent_bytes``. Ingest calls it on each batch it reads, so a run's
+    output is parsed for its probe bytes once."""
+    missing = [run for run in runs if run.sent_bytes is None and _heavy_ok(run)]
+    read = _read_all(missing)
+    for run in missing:
+        run.sent_bytes = read.get(run.pk, {})
+        # one pruned row update each: heavy runs are a few an hour per lease
+        ProbeRun.objects.filter(pk=run.pk, slot_at=run.slot_at).update(sent_bytes=run.sent_bytes)
+
+
+def sent_by_run(runs: Sequence[ProbeRun]) -> dict[int, dict[str, int]]:
+    """Run id -> node -> the bytes each finished heavy run of ``runs`` sent: what ingest
+    recorded, or read now from the output of a run ingest has not reached (not stored:
+    readers do not write)."""
+    found = {run.pk: run.sent_bytes for run in runs if run.sent_bytes is not None}
+    found.update(_read_all([run for run in runs if run.sent_bytes is None and _heavy_ok(run)]))
+    return found
+
+
 def probe_tax_of(*, lease: Lease, period: str) -> ProbeTax:
-    """The lease's probe tax in ``period`` (module docstring); four queries."""
+    """The lease's probe tax in ``period`` (module docstring): two queries, and three
+    more when some of its runs have not been ingested yet."""
     start, end = Period.parse(period).bounds(lease.tenant.time_zone)
     ledger = ProbeTax(lease=lease, period=period)
     runs = list(
@@ -127,20 +188,19 @@ def probe_tax_of(*, lease: Lease, period: str) -> ProbeTax:
             slot_at__gte=start - SLOT_REACH,
             slot_at__lt=end,
         )
-        .select_related("terms")
-        .prefetch_related("nodes")
+        .only(*LEDGER_FIELDS)
+        .annotate(terms_price_per_gb=F("terms__price_per_gb"))
         .order_by("started_at", "pk")
     )
-    load_texts(runs)
+    sent_by = sent_by_run(runs)
     for run in runs:
-        sent = bytes_of(run)
+        sent = sent_by.get(run.pk)
         if not sent:
             continue
         assert run.started_at is not None and run.finished_at is not None
         seconds = max(0, int((run.finished_at - run.started_at).total_seconds()))
-        ledger.runs.append(
-            TaxedRun(run, sent, seconds, _price(run), run.tool in probe_tax.ESTIMATED)
-        )
+        price = _price(run.terms_price_per_gb)  # type: ignore[attr-defined]
+        ledger.runs.append(TaxedRun(run, sent, seconds, price, run.tool in probe_tax.ESTIMATED))
     ledger.deferred = ProbeRun.objects.filter(
         lease=lease,
         kind__in=HEAVY_PROBE_KINDS,

@@ -20,6 +20,9 @@ DEFAULT_PROBE_CADENCE_S: dict[str, int] = {
     ProbeKind.COLLECTIVE: 86400,
 }
 MIN_CADENCE_S = 60
+# A probe runs at least monthly: a run's slot then lies at most this long before it ran,
+# which bounds the monthly partitions a query by run time reads (benchmarks SLOT_REACH).
+MAX_CADENCE_S = 30 * 86400
 
 # Public-cloud style: monthly compliance below a level earns a share of the network fee.
 DEFAULT_CREDIT_TIERS: list[dict[str, str]] = [
@@ -60,6 +63,14 @@ def validate_probe_cadence(value: Any) -> None:
                     "give whole seconds, %(min)s or more."
                 )
                 % {"kind": kind, "min": MIN_CADENCE_S}
+            )
+        if seconds > MAX_CADENCE_S:
+            raise ValidationError(
+                _(
+                    "The %(kind)s probe must run at least once every 30 days: "
+                    "give %(max)s seconds or fewer."
+                )
+                % {"kind": kind, "max": MAX_CADENCE_S}
             )
 
 

@@ -367,7 +367,8 @@ THROUGHPUT_SQL = """
 INSERT INTO benchmarks_proberun (lease_id, kind, tool, target, pattern, batch, trigger,
     slot_at, deadline_at, site_id, terms_id, state, attempts, started_at, finished_at,
     ingested_at, command, exit_code, raw_sha256, stderr_sha256, output_truncated, parsed,
-    measured_bps, verdict, rule, verdict_reason, error, chain_index, prev_hash, run_hash)
+    measured_bps, verdict, rule, verdict_reason, error, chain_index, prev_hash, run_hash,
+    sent_bytes)
 WITH pairs AS (
     SELECT a.lease_id, n.hostname AS client,
            coalesce(lead(n.hostname) OVER w, first_value(n.hostname) OVER w) AS server
@@ -379,7 +380,8 @@ SELECT p.lease_id, 'throughput', 'iperf3', p.client || '>' || p.server, 'ring',
        s + interval '1 second', s + interval '12 seconds', s + interval '12 seconds', '', 0,
        %(iperf3)s, '', false, NULL, 98000000000, 'pass',
        'throughput >= 95%% of 100 Gbps contracted (terms v1)', '', '', NULL,
-       md5(random()::text) || md5(random()::text), md5(random()::text) || md5(random()::text)
+       md5(random()::text) || md5(random()::text), md5(random()::text) || md5(random()::text),
+       jsonb_build_object(p.client, %(iperf3_sent)s::bigint)
 FROM pairs p
 JOIN leases_leaseterms t ON t.lease_id = p.lease_id
 CROSS JOIN generate_series(%(start)s::timestamptz, %(end)s::timestamptz - interval '1 hour',
@@ -450,7 +452,7 @@ def ingest_rate(lease_id: int) -> dict:
     day = datetime(2026, 10, 15, tzinfo=SHANGHAI)
     ProbeRun.objects.filter(
         lease_id=lease_id, slot_at__gte=day, slot_at__lt=day + timedelta(days=1)
-    ).update(ingested_at=None)
+    ).update(ingested_at=None, sent_bytes=None)
     started = time.perf_counter()
     result = ingest.ingest_all(notify=False)
     elapsed = time.perf_counter() - started
@@ -469,6 +471,7 @@ def main() -> dict:
 
     from benchmarks.models import RawOutput, outputs
     from common import archives, partitions
+    from gpulease_verify import probe_tax
     from gpulease_verify.periods import Period
     from leases.models import Lease, Site
 
@@ -492,6 +495,16 @@ def main() -> dict:
         "link": outputs.digest(ETHTOOL),
         "counters": outputs.digest(counters_text(1, 1)),
         "iperf3": outputs.digest(IPERF3),
+        # what ingest records of each (billing.probe_tax.record_sent)
+        "iperf3_sent": probe_tax.bytes_sent(
+            tool="iperf3",
+            state="ok",
+            parsed={"parsed": True},
+            raw_output=IPERF3,
+            command="",
+            target="a>b",
+            nodes=["a", "b"],
+        )["a"],
         "link_parsed": json.dumps({"ports": [{"label": "ens1f0", "up": True}]}),
     }
     with connection.cursor() as cursor:

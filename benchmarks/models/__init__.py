@@ -7,10 +7,11 @@ from benchmarks.models.rejudgements import (
     effective_verdict,
     with_effective_judgement,
 )
-from benchmarks.models.runs import NOT_PASSED, ProbeRun
+from benchmarks.models.runs import NOT_PASSED, SLOT_REACH, ProbeRun
 
 __all__ = [
     "NOT_PASSED",
+    "SLOT_REACH",
     "NodeLock",
     "ProbeRun",
     "RawOutput",

@@ -1,4 +1,5 @@
 import uuid
+from datetime import timedelta
 
 from django.db import models
 from django.utils.translation import gettext_lazy as _
@@ -7,12 +8,18 @@ from benchmarks.choices import Pattern, RunState, Tool, Trigger, Verdict
 from benchmarks.models.outputs import StoredTexts
 from common.querysets import TenantScopedQuerySet
 from leases.choices import ProbeKind
+from leases.contract_rules import MAX_CADENCE_S
 from leases.models import Lease, LeaseTerms, Node, Site
 
 # The runs that did not pass: they failed, or measured nothing. A healthy lease has almost
 # none, so the partial index run_not_passed finds them without reading the passing ones
 # (the portal's link state timeline over a year of 5-minute checks).
 NOT_PASSED = models.Q(verdict=Verdict.FAIL) | ~models.Q(state=RunState.OK)
+
+# How long before a run started or finished its slot can lie: its cadence (its deadline),
+# and a day for the run itself. A query by run time bounds slot_at with it, so that it
+# reads the monthly partitions such runs can be in, not every month held.
+SLOT_REACH = timedelta(seconds=MAX_CADENCE_S, days=1)
 
 
 class ProbeRunQuerySet(TenantScopedQuerySet):
@@ -83,6 +90,11 @@ class ProbeRun(StoredTexts, models.Model):
     stderr_sha256 = models.CharField(_("standard error SHA-256"), max_length=64, blank=True)
     output_truncated = models.BooleanField(_("output truncated"), default=False)
     parsed = models.JSONField(_("parsed result"), null=True, blank=True)
+
+    # A finished heavy probe's bytes per node, read once from its output by ingest
+    # (billing.probe_tax.record_sent) so that metering and the probe tax ledger do not
+    # parse it again. Not evidence: the chain covers the output it comes from.
+    sent_bytes = models.JSONField(_("bytes sent per node"), null=True, blank=True)
 
     # Headline figures, typed so that SLA and billing aggregate without reading JSON.
     measured_bps = models.BigIntegerField(_("measured bandwidth (bit/s)"), null=True, blank=True)

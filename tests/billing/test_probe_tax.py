@@ -237,6 +237,43 @@ def test_a_probe_spanning_two_slots_leaves_each_its_share():
     }
 
 
+def test_ingest_reads_a_probes_bytes_once_and_the_ledger_reads_that_figure(
+    django_assert_num_queries,
+):
+    # Before ingest the ledger reads the run's output (2,154,299,392 B from n1, as above);
+    # ingest stores that figure on the run, and from then on the ledger is two queries and
+    # no output: deleting the stored text changes nothing it says.
+    lease = _lease(billing_mode=BillingMode.PER_GB, price_per_gb=D("0.5000"))
+    run = _iperf3(lease, "2026-11-02 10:06")
+    before = probe_tax_of(lease=lease, period=NOVEMBER)
+    assert [item.bytes_by_node for item in before.runs] == [{"n1": IPERF3_BYTES}]
+    run.refresh_from_db()
+    assert run.sent_bytes is None  # a reader does not write
+    ingest_all(notify=False)
+    run.refresh_from_db()
+    assert run.sent_bytes == {"n1": IPERF3_BYTES}
+    outputs.RawOutput.objects.all().delete()
+    with django_assert_num_queries(2):
+        after = probe_tax_of(lease=lease, period=NOVEMBER)
+    assert [(i.run.pk, i.bytes_by_node, i.seconds) for i in after.runs] == [
+        (run.pk, {"n1": IPERF3_BYTES}, 15)
+    ]
+    assert after.cost == before.cost == D("1.08")
+
+
+def test_a_probe_whose_output_cannot_be_read_records_no_bytes_and_is_left_out():
+    lease = _lease(billing_mode=BillingMode.PER_GB, price_per_gb=D("0.5000"))
+    run = _iperf3(lease, "2026-11-02 10:06")
+    outputs.store(["not json"])
+    ProbeRun.objects.filter(pk=run.pk).update(
+        raw_sha256=hashlib.sha256(b"not json").hexdigest(), parsed=None
+    )
+    ingest_all(notify=False)
+    run.refresh_from_db()
+    assert run.sent_bytes == {}
+    assert probe_tax_of(lease=lease, period=NOVEMBER).runs == []
+
+
 def test_p95_leaves_the_probe_out_of_the_peak():
     # Counters 0, 30 GB, 62 GB: samples 30 GB (800 Mbps) and 32 GB (853.33 Mbps), but the
     # iperf3 run at 10:06 sent 2,154,299,392 B of the second: 29,845,700,608 B x 8 / 300 =

@@ -16,9 +16,12 @@ import pytest
 import zstandard
 from django.core.management import call_command
 from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from benchmarks import selectors
 from benchmarks.models import ProbeRun, RawOutput
+from benchmarks.services import check_results_arriving
 from billing import audit, checkpoints, invoicing
 from billing.ingest import ingest_all
 from billing.models import TrafficSample
@@ -179,6 +182,32 @@ def test_hot_reads_prune_to_the_months_they_need(november):
         # Shanghai's November starts at 16:00 UTC on October 31st: two UTC months
         assert all(name.endswith(("_p2026_10", "_p2026_11")) for name in scanned), (what, plan)
         assert any(name.endswith("_p2026_11") for name in scanned), (what, plan)
+
+
+def scanned_by(fn) -> set[str]:  # type: ignore[no-untyped-def]
+    """The run partitions that the queries ``fn`` makes of runs read, from their plans."""
+    with CaptureQueriesContext(connection) as made:
+        fn()
+    names: set[str] = set()
+    with connection.cursor() as cursor:
+        for query in made.captured_queries:
+            if "benchmarks_proberun" in query["sql"] and query["sql"].startswith("SELECT"):
+                cursor.execute("EXPLAIN " + query["sql"])
+                plan = "\n".join(row[0] for row in cursor.fetchall())
+                names |= set(re.findall(r"benchmarks_proberun_(p\d{4}_\d{2}|default)", plan))
+    return names
+
+
+def test_reads_by_run_time_bound_the_slot_and_skip_older_months(november):
+    # Months from June: a November link check's previous reading and the self-check in
+    # November read at most October and November (a slot lies at most 31 days before its
+    # run), never June to September.
+    partitions.ensure(now=at("2026-06-15 00:00"), ahead=8)
+    check = ProbeRun.objects.filter(lease=november, kind="link").order_by("slot_at").last()
+    previous = scanned_by(lambda: selectors.previous_link_down_counts(check))
+    assert previous and previous <= {"p2026_10", "p2026_11"}, previous
+    arriving = scanned_by(lambda: check_results_arriving(now=at("2026-11-20 12:00")))
+    assert arriving and not arriving & {"p2026_06", "p2026_07", "p2026_08", "p2026_09"}, arriving
 
 
 def test_an_archived_month_leaves_the_database_and_its_bundle_is_built_from_the_archive(

@@ -40,11 +40,17 @@ def test_weekly_window_zone_matters():
         ({"link": 300, "bandwidth": 60}, "Unknown probe kind bandwidth"),
         ({"link": 30}, "at most once a minute"),
         ({"link": "300"}, "at most once a minute"),
+        # 30 days and a second: a slot further back than the partitions runs are read in
+        ({"collective": 2_592_001}, "at least once every 30 days: give 2592000 seconds"),
     ],
 )
 def test_bad_cadence_is_refused_in_a_sentence(value, message):
     with pytest.raises(ValidationError, match=message):
         validate_probe_cadence(value)
+
+
+def test_cadences_from_a_minute_to_thirty_days_are_accepted():
+    validate_probe_cadence({"link": 60, "collective": 2_592_000})
 
 
 @pytest.mark.parametrize(

@@ -285,27 +285,38 @@ def _load(cursor, tar: tarfile.TarFile, member: str, table: str) -> int:
     return cursor.rowcount
 
 
-def _attach_from(path: Path) -> dict[str, Any]:
+def _attach_from(path: Path, *, show_progress: bool = False) -> dict[str, Any]:
     """Load the archive's month back into partitions and attach them, in the caller's
-    transaction. Its manifest."""
+    transaction (with a bar of the files loaded on a terminal, for ``restore``). Its
+    manifest."""
     manifest = read_manifest(path)
     month = Period.parse(manifest["month"])
     by_table = {info["table"]: member for member, info in manifest["files"].items()}
-    with connection.cursor() as cursor, tarfile.open(path, "r") as tar:
+    with (
+        connection.cursor() as cursor,
+        tarfile.open(path, "r") as tar,
+        counter(
+            desc=f"restore {month}", unit="file", total=len(by_table), quiet=not show_progress
+        ) as bar,
+    ):
+
+        def load(member: str, target: str) -> None:
+            _load(cursor, tar, member, target)
+            bar.update(1)
+
         for table in partitions.TABLES:
             part = partitions.partition_name(table.name, month)
             cursor.execute("SELECT to_regclass(%s)", [part])
             if cursor.fetchone()[0] is not None:
                 raise NotArchivable(f"{part} is attached already: {month} is not archived")
-            load = partial(_load, cursor, tar, by_table[table.name])
-            partitions.fill(cursor, table.name, month, load)
+            partitions.fill(cursor, table.name, month, partial(load, by_table[table.name]))
             for companion, _column in table.companions:
-                _load(cursor, tar, by_table[companion], companion)
+                load(by_table[companion], companion)
             for shared, _key, _columns in table.shared:
                 cursor.execute(
                     f"CREATE TEMPORARY TABLE archived_shared (LIKE {_q(shared)}) ON COMMIT DROP"
                 )
-                _load(cursor, tar, by_table[shared], "archived_shared")
+                load(by_table[shared], "archived_shared")
                 cursor.execute(
                     f"INSERT INTO {_q(shared)} SELECT * FROM archived_shared ON CONFLICT DO NOTHING"
                 )
@@ -321,7 +332,7 @@ def restore(path: Path, *, now: datetime | None = None) -> PartitionArchive:
     now = now or timezone.now()
     path = Path(path)
     with transaction.atomic():
-        manifest = _attach_from(path)
+        manifest = _attach_from(path, show_progress=True)
         with open(path, "rb") as done:
             digest = hashlib.file_digest(done, "sha256").hexdigest()
         record = (

@@ -12,9 +12,9 @@ from tqdm import tqdm
 T = TypeVar("T")
 
 
-def _bar(**options: Any) -> Any:
-    silent = True if os.environ.get("CI", "").lower() in ("1", "true", "yes") else None
-    return tqdm(disable=silent, leave=False, dynamic_ncols=True, **options)
+def _bar(*, quiet: bool = False, **options: Any) -> Any:
+    silent = quiet or os.environ.get("CI", "").lower() in ("1", "true", "yes")
+    return tqdm(disable=True if silent else None, leave=False, dynamic_ncols=True, **options)
 
 
 def progress(
@@ -24,7 +24,8 @@ def progress(
     return _bar(iterable=iterable, desc=desc, total=total, unit=unit)
 
 
-def counter(*, desc: str, unit: str, total: int | None = None) -> Any:
+def counter(*, desc: str, unit: str, total: int | None = None, quiet: bool = False) -> Any:
     """A bar advanced by hand (``bar.update(n)``) for work that arrives in batches; use it
-    as a context manager."""
-    return _bar(desc=desc, total=total, unit=unit, unit_scale=True)
+    as a context manager. ``quiet``: none even on a terminal (the same work done inside a
+    request)."""
+    return _bar(desc=desc, total=total, unit=unit, unit_scale=True, quiet=quiet)

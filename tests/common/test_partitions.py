@@ -32,6 +32,7 @@ from gpulease_verify.bundle import verify_report
 from gpulease_verify.periods import Period
 from leases import services
 from leases.choices import LeaseStatus
+from tests.common.test_progress import stderr_of
 from tests.conftest import require
 from tests.factories import NodeFactory, at, make_lease, make_run
 
@@ -196,6 +197,27 @@ def scanned_by(fn) -> set[str]:  # type: ignore[no-untyped-def]
                 plan = "\n".join(row[0] for row in cursor.fetchall())
                 names |= set(re.findall(r"benchmarks_proberun_(p\d{4}_\d{2}|default)", plan))
     return names
+
+
+def test_a_restore_shows_its_progress_on_a_terminal_and_a_bundle_from_the_archive_does_not(
+    november, tmp_path, monkeypatch
+):
+    beat_made_months()
+    record = archives.archive_month(Period.parse(NOVEMBER), directory=tmp_path, now=LATER)
+    monkeypatch.delenv("CI", raising=False)
+    # Built inside a request, from the file: no bar even on a terminal
+    built = stderr_of(
+        monkeypatch,
+        lambda: audit.signed_bundle(lease=november, period=NOVEMBER, now=AFTER_NOVEMBER),
+        terminal=True,
+    )
+    assert built == "", repr(built)
+    monkeypatch.delenv("CI", raising=False)
+    shown = stderr_of(
+        monkeypatch, lambda: archives.restore(Path(record.path), now=LATER), terminal=True
+    )
+    assert "\rrestore 2026-11: " in shown and "file" in shown, repr(shown)
+    assert month_rows("benchmarks_proberun", NOVEMBER) == 22
 
 
 def test_reads_by_run_time_bound_the_slot_and_skip_older_months(november):

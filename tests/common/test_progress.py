@@ -26,8 +26,8 @@ def runs_to_ingest() -> None:
         make_run(lease, slot=at(f"2026-11-10 0{hour}:00"))
 
 
-def stderr_of_ingest(monkeypatch, *, terminal: bool) -> str:  # type: ignore[no-untyped-def]
-    """What ingest_all wrote on stderr, stderr being a pseudo-terminal or a pipe."""
+def stderr_of(monkeypatch, job, *, terminal: bool) -> str:  # type: ignore[no-untyped-def]
+    """What ``job()`` wrote on stderr, stderr being a pseudo-terminal or a pipe."""
     reader, writer = os.openpty() if terminal else os.pipe()
     if terminal:  # a real terminal has a size; the bar fits its width
         fcntl.ioctl(writer, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))
@@ -35,9 +35,8 @@ def stderr_of_ingest(monkeypatch, *, terminal: bool) -> str:  # type: ignore[no-
     monkeypatch.setattr(sys, "stderr", stream)
     os.set_blocking(reader, False)
     try:
-        result = ingest_all(notify=False)
+        job()
         stream.flush()
-        assert result.runs == 3
         try:  # read before the writing end closes: a closed terminal reads as an error
             return os.read(reader, 65536).decode(errors="replace")
         except BlockingIOError:
@@ -46,6 +45,13 @@ def stderr_of_ingest(monkeypatch, *, terminal: bool) -> str:  # type: ignore[no-
         monkeypatch.undo()
         stream.close()
         os.close(reader)
+
+
+def stderr_of_ingest(monkeypatch, *, terminal: bool) -> str:  # type: ignore[no-untyped-def]
+    def job() -> None:
+        assert ingest_all(notify=False).runs == 3
+
+    return stderr_of(monkeypatch, job, terminal=terminal)
 
 
 def test_a_terminal_sees_the_ingest_progress(monkeypatch):

@@ -12,10 +12,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
-
-from django.db.models import F
 
 from benchmarks.choices import RunState
 from benchmarks.models import SLOT_REACH, ProbeRun
@@ -25,7 +24,7 @@ from gpulease_verify.calculations import traffic_charge
 from gpulease_verify.canonical import iso_utc
 from gpulease_verify.parsers import ParseError
 from gpulease_verify.periods import Period
-from leases.choices import HEAVY_PROBE_KINDS
+from leases.choices import HEAVY_PROBE_KINDS, ProbeKind
 from leases.models import Lease
 
 log = logging.getLogger(__name__)
@@ -36,11 +35,27 @@ ZERO = Decimal("0.00")
 
 @dataclass(frozen=True)
 class TaxedRun:
-    run: ProbeRun
+    run_id: int
+    kind: str
+    tool: str
+    target: str
+    trigger: str
+    started_at: datetime
+    finished_at: datetime
     bytes_by_node: dict[str, int]
-    seconds: int
     price_per_gb: Decimal | None
-    estimated: bool
+
+    @property
+    def kind_label(self) -> str:
+        return str(ProbeKind(self.kind).label)
+
+    @property
+    def seconds(self) -> int:
+        return max(0, int((self.finished_at - self.started_at).total_seconds()))
+
+    @property
+    def estimated(self) -> bool:
+        return self.tool in probe_tax.ESTIMATED
 
     @property
     def cost(self) -> Decimal | None:
@@ -91,18 +106,18 @@ def _price(price: Decimal | None) -> Decimal | None:
 
 
 # What the ledger reads of a run: a month of a lease's heavy probes is thousands of runs,
-# and their parsed results and texts are not needed once ingest recorded their bytes.
-LEDGER_FIELDS = (
-    "lease_id",
+# read as plain rows (no run instances, no parsed results or texts).
+LEDGER_COLUMNS = (
+    "pk",
     "kind",
     "tool",
     "target",
     "trigger",
-    "slot_at",
-    "state",
     "started_at",
     "finished_at",
     "sent_bytes",
+    "terms__price_per_gb",
+    "slot_at",
 )
 
 
@@ -134,28 +149,32 @@ def _heavy_ok(run: ProbeRun) -> bool:
     )
 
 
-def _read_all(runs: Sequence[ProbeRun]) -> dict[int, dict[str, int]]:
-    """Run id -> its bytes read from its output; each run fetched whole, with its texts
-    and nodes, in three queries."""
-    if not runs:
+def _read_all(keys: Sequence[tuple[int, datetime]]) -> dict[int, dict[str, int]]:
+    """Run id -> its bytes read from its output, for runs given as (id, slot); each run
+    fetched whole, with its texts and nodes, in three queries."""
+    if not keys:
         return {}
     whole = list(
         ProbeRun.objects.filter(
-            pk__in=[run.pk for run in runs],
-            slot_at__gte=min(run.slot_at for run in runs),  # the partitions they are in
-            slot_at__lte=max(run.slot_at for run in runs),
+            pk__in=[pk for pk, _slot in keys],
+            slot_at__gte=min(slot for _pk, slot in keys),  # the partitions they are in
+            slot_at__lte=max(slot for _pk, slot in keys),
         ).prefetch_related("nodes")
     )
     load_texts(whole)
     return {run.pk: _read_sent(run) for run in whole}
 
 
+def _unread(runs: Iterable[ProbeRun]) -> list[ProbeRun]:
+    return [run for run in runs if run.sent_bytes is None and _heavy_ok(run)]
+
+
 def record_sent(runs: Iterable[ProbeRun]) -> None:
     """Read the bytes of the finished heavy runs among ``runs`` that have none recorded
     and store them in ``sent_bytes``. Ingest calls it on each batch it reads, so a run's
     output is parsed for its probe bytes once."""
-    missing = [run for run in runs if run.sent_bytes is None and _heavy_ok(run)]
-    read = _read_all(missing)
+    missing = _unread(runs)
+    read = _read_all([(run.pk, run.slot_at) for run in missing])
     for run in missing:
         run.sent_bytes = read.get(run.pk, {})
         # one pruned row update each: heavy runs are a few an hour per lease
@@ -167,16 +186,16 @@ def sent_by_run(runs: Sequence[ProbeRun]) -> dict[int, dict[str, int]]:
     recorded, or read now from the output of a run ingest has not reached (not stored:
     readers do not write)."""
     found = {run.pk: run.sent_bytes for run in runs if run.sent_bytes is not None}
-    found.update(_read_all([run for run in runs if run.sent_bytes is None and _heavy_ok(run)]))
+    found.update(_read_all([(run.pk, run.slot_at) for run in _unread(runs)]))
     return found
 
 
 def probe_tax_of(*, lease: Lease, period: str) -> ProbeTax:
-    """The lease's probe tax in ``period`` (module docstring): two queries, and three
-    more when some of its runs have not been ingested yet."""
+    """The lease's probe tax in ``period`` (module docstring): two queries of plain rows,
+    and three more when some of its runs have not been ingested yet."""
     start, end = Period.parse(period).bounds(lease.tenant.time_zone)
     ledger = ProbeTax(lease=lease, period=period)
-    runs = list(
+    rows = list(
         ProbeRun.objects.filter(
             lease=lease,
             kind__in=HEAVY_PROBE_KINDS,
@@ -188,19 +207,17 @@ def probe_tax_of(*, lease: Lease, period: str) -> ProbeTax:
             slot_at__gte=start - SLOT_REACH,
             slot_at__lt=end,
         )
-        .only(*LEDGER_FIELDS)
-        .annotate(terms_price_per_gb=F("terms__price_per_gb"))
         .order_by("started_at", "pk")
+        .values_list(*LEDGER_COLUMNS)
     )
-    sent_by = sent_by_run(runs)
-    for run in runs:
-        sent = sent_by.get(run.pk)
-        if not sent:
-            continue
-        assert run.started_at is not None and run.finished_at is not None
-        seconds = max(0, int((run.finished_at - run.started_at).total_seconds()))
-        price = _price(run.terms_price_per_gb)  # type: ignore[attr-defined]
-        ledger.runs.append(TaxedRun(run, sent, seconds, price, run.tool in probe_tax.ESTIMATED))
+    # runs ingest has not reached yet: read from their outputs now
+    unread = _read_all([(pk, slot) for pk, *_, sent, _per_gb, slot in rows if sent is None])
+    for pk, kind, tool, target, trigger, started, finished, sent, price, _slot in rows:
+        sent = unread.get(pk, {}) if sent is None else sent
+        if sent:
+            ledger.runs.append(
+                TaxedRun(pk, kind, tool, target, trigger, started, finished, sent, _price(price))
+            )
     ledger.deferred = ProbeRun.objects.filter(
         lease=lease,
         kind__in=HEAVY_PROBE_KINDS,
@@ -223,13 +240,13 @@ def document(ledger: ProbeTax) -> dict[str, Any]:
         "period": ledger.period,
         "runs": [
             {
-                "id": item.run.pk,
-                "kind": item.run.kind,
-                "tool": item.run.tool,
-                "target": item.run.target,
-                "trigger": item.run.trigger,
-                "started_at": iso_utc(item.run.started_at),
-                "finished_at": iso_utc(item.run.finished_at),
+                "id": item.run_id,
+                "kind": item.kind,
+                "tool": item.tool,
+                "target": item.target,
+                "trigger": item.trigger,
+                "started_at": iso_utc(item.started_at),
+                "finished_at": iso_utc(item.finished_at),
                 "seconds": item.seconds,
                 "bytes": item.bytes,
                 "bytes_by_node": item.bytes_by_node,

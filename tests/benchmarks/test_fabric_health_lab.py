@@ -235,7 +235,7 @@ def test_traffic_is_metered_at_the_switch_port_and_probe_bytes_are_not_billed(
     period = str(Period.containing(first.slot_at, "Asia/Shanghai"))
     [taxed] = probe_tax.probe_tax_of(lease=lab_lease, period=period).runs
     probe_bytes = taxed.bytes_by_node["lab-h1"]
-    assert taxed.run == probe and probe_bytes > 200 * 10**6  # 3 s at 1 Gbit/s
+    assert taxed.run_id == probe.pk and probe_bytes > 200 * 10**6  # 3 s at 1 Gbit/s
 
     ingest_all(notify=False)
     samples = TrafficSample.objects.filter(lease=lab_lease)

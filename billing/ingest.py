@@ -30,7 +30,7 @@ from benchmarks.models import (
 )
 from billing.choices import IncidentState
 from billing.models import HourlyRollup, Incident, IngestCursor, TrafficSample
-from billing.probe_tax import record_sent, sent_by_run
+from billing.probe_tax import record_sent, sent_of, taxed
 from billing.traffic_intervals import SWITCH_PORT, Reading, slot_traffic
 from common.progress import counter
 from gpulease_verify import probe_tax, witness
@@ -271,13 +271,9 @@ def traffic_window(
 def _probe_senders(run: ProbeRun) -> list[str]:
     """The nodes whose traffic samples a finished heavy run may change: a pair's two
     nodes, or every node with counters for a collective."""
-    if (
-        run.kind not in HEAVY_PROBE_KINDS
-        or run.state != RunState.OK
-        or run.started_at is None
-        or run.finished_at is None
-    ):
+    if not taxed(run):
         return []
+    assert run.started_at is not None and run.finished_at is not None
     if ">" in run.target:
         return run.target.split(">")
     # A collective: every node the lease held while it ran.
@@ -292,8 +288,7 @@ def probe_sends(*, lease: Lease, start: datetime, end: datetime) -> dict[str, li
     """Node -> what the lease's finished heavy probes that ran in [start, end] sent
     (``gpulease_verify.probe_tax``), to be kept out of its traffic samples. A run whose
     output cannot be read again is logged and counts nothing."""
-    found: list[ProbeSend] = []
-    runs = list(
+    rows = list(
         ProbeRun.objects.filter(
             lease=lease,
             kind__in=HEAVY_PROBE_KINDS,
@@ -303,15 +298,16 @@ def probe_sends(*, lease: Lease, start: datetime, end: datetime) -> dict[str, li
             slot_at__gte=start - SLOT_REACH,  # the partitions such runs can be in
             slot_at__lte=end,
         )
-        .defer("parsed")
         .order_by("started_at", "pk")
+        .values_list("pk", "slot_at", "sent_bytes", "started_at", "finished_at")
     )
-    sent_by = sent_by_run(runs)
-    for run in runs:
-        assert run.started_at is not None and run.finished_at is not None
+    sent_by = sent_of((pk, slot, sent) for pk, slot, sent, _started, _finished in rows)
+    found: list[ProbeSend] = []
+    for pk, _slot, _sent, started, finished in rows:
+        assert started is not None and finished is not None
         found += [
-            ProbeSend(node, count, run.started_at, max(run.finished_at, run.started_at))
-            for node, count in sorted(sent_by.get(run.pk, {}).items())
+            ProbeSend(node, count, started, max(finished, started))
+            for node, count in sorted(sent_by.get(pk, {}).items())
         ]
     return probe_tax.by_node(found)
 

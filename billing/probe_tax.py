@@ -140,7 +140,8 @@ def _read_sent(run: ProbeRun) -> dict[str, int]:
         return {}
 
 
-def _heavy_ok(run: ProbeRun) -> bool:
+def taxed(run: ProbeRun) -> bool:
+    """Whether the run is one whose bytes the probe tax counts: a finished heavy probe."""
     return (
         run.kind in HEAVY_PROBE_KINDS
         and run.state == RunState.OK
@@ -165,15 +166,11 @@ def _read_all(keys: Sequence[tuple[int, datetime]]) -> dict[int, dict[str, int]]
     return {run.pk: _read_sent(run) for run in whole}
 
 
-def _unread(runs: Iterable[ProbeRun]) -> list[ProbeRun]:
-    return [run for run in runs if run.sent_bytes is None and _heavy_ok(run)]
-
-
 def record_sent(runs: Iterable[ProbeRun]) -> None:
-    """Read the bytes of the finished heavy runs among ``runs`` that have none recorded
-    and store them in ``sent_bytes``. Ingest calls it on each batch it reads, so a run's
-    output is parsed for its probe bytes once."""
-    missing = _unread(runs)
+    """Read the bytes of the taxed runs among ``runs`` that have none recorded and store
+    them in ``sent_bytes``. Ingest calls it on each batch it reads, so a run's output is
+    parsed for its probe bytes once."""
+    missing = [run for run in runs if run.sent_bytes is None and taxed(run)]
     read = _read_all([(run.pk, run.slot_at) for run in missing])
     for run in missing:
         run.sent_bytes = read.get(run.pk, {})
@@ -181,12 +178,16 @@ def record_sent(runs: Iterable[ProbeRun]) -> None:
         ProbeRun.objects.filter(pk=run.pk, slot_at=run.slot_at).update(sent_bytes=run.sent_bytes)
 
 
-def sent_by_run(runs: Sequence[ProbeRun]) -> dict[int, dict[str, int]]:
-    """Run id -> node -> the bytes each finished heavy run of ``runs`` sent: what ingest
-    recorded, or read now from the output of a run ingest has not reached (not stored:
-    readers do not write)."""
-    found = {run.pk: run.sent_bytes for run in runs if run.sent_bytes is not None}
-    found.update(_read_all([(run.pk, run.slot_at) for run in _unread(runs)]))
+Sent = dict[str, int]  # node -> bytes
+
+
+def sent_of(rows: Iterable[tuple[int, datetime, Sent | None]]) -> dict[int, Sent]:
+    """Run id -> node -> bytes, for taxed runs given as (id, slot, recorded bytes): what
+    ingest recorded, or read now from the output of a run ingest has not reached (not
+    stored: readers do not write)."""
+    rows = list(rows)
+    found = {pk: sent for pk, _slot, sent in rows if sent is not None}
+    found.update(_read_all([(pk, slot) for pk, slot, sent in rows if sent is None]))
     return found
 
 
@@ -210,10 +211,9 @@ def probe_tax_of(*, lease: Lease, period: str) -> ProbeTax:
         .order_by("started_at", "pk")
         .values_list(*LEDGER_COLUMNS)
     )
-    # runs ingest has not reached yet: read from their outputs now
-    unread = _read_all([(pk, slot) for pk, *_, sent, _per_gb, slot in rows if sent is None])
-    for pk, kind, tool, target, trigger, started, finished, sent, price, _slot in rows:
-        sent = unread.get(pk, {}) if sent is None else sent
+    sent_by = sent_of((pk, slot, sent) for pk, *_, sent, _per_gb, slot in rows)
+    for pk, kind, tool, target, trigger, started, finished, _sent, price, _slot in rows:
+        sent = sent_by.get(pk, {})
         if sent:
             ledger.runs.append(
                 TaxedRun(pk, kind, tool, target, trigger, started, finished, sent, _price(price))

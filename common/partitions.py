@@ -170,7 +170,7 @@ def create(cursor, table: str, month: Period) -> bool:
     if cursor.fetchone()[0] is not None:
         return False
     lo, hi = _bounds(month)
-    column = BY_NAME[table].column if table in BY_NAME else _partition_column(cursor, table)
+    column = _partition_column(cursor, table)
     cursor.execute(
         f"SELECT EXISTS (SELECT 1 FROM {_q(default_name(table))}"
         f" WHERE {_q(column)} >= %s AND {_q(column)} < %s)",
@@ -192,7 +192,7 @@ def fill(cursor, table: str, month: Period, load: Callable[[str], object] | None
     month, and attach it: the one way rows of a month come back out of the default. Its
     name."""
     name = partition_name(table, month)
-    column = BY_NAME[table].column if table in BY_NAME else _partition_column(cursor, table)
+    column = _partition_column(cursor, table)
     lo, hi = _bounds(month)
     cursor.execute(
         f"CREATE TABLE {_q(name)} (LIKE {_q(table)} INCLUDING DEFAULTS INCLUDING CONSTRAINTS)"
@@ -218,6 +218,8 @@ def attach(cursor, table: str, name: str, month: Period) -> None:
 
 
 def _partition_column(cursor, table: str) -> str:
+    if table in BY_NAME:
+        return BY_NAME[table].column
     cursor.execute(
         """SELECT a.attname FROM pg_partitioned_table p
            JOIN pg_attribute a ON a.attrelid = p.partrelid AND a.attnum = p.partattrs[0]

@@ -37,6 +37,7 @@ from gpulease_verify.report import report
 from gpulease_verify.trust import NoTrustedKey, Trust
 
 FORMAT = "gpulease-archive/1"
+AGREED = "the archive agrees with its manifest and its checkpoints"
 RUNS = "benchmarks_proberun"
 
 
@@ -237,8 +238,7 @@ def run(argv: Sequence[str] | None = None, out: Any = None) -> int:
         print(f"error: cannot read {options.archive}", file=sys.stderr)
         return 2
     mismatches, notes = check(options.archive, trust)
-    agreed = "the archive agrees with its manifest and its checkpoints"
-    return report(mismatches, notes, agreed=agreed, out=out)
+    return report(mismatches, notes, agreed=AGREED, out=out)
 
 
 def main() -> None:

@@ -151,8 +151,7 @@ class Command(BaseCommand):
         trust = Trust.of({"keys": published_keys()})
         mismatches, notes = offline.check(options["file"], trust)
         printed = io.StringIO()
-        agreed = "the archive agrees with its manifest and its checkpoints"
-        failed = report(mismatches, notes, agreed=agreed, out=printed)
+        failed = report(mismatches, notes, agreed=offline.AGREED, out=printed)
         self.stdout.write(printed.getvalue(), ending="")
         if failed:
             raise CommandError(f"{len(mismatches)} mismatch(es)")

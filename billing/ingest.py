@@ -4,7 +4,7 @@ samples and incidents.
 A Celery beat task reads the runs that finished since its cursor, in order, and
 recomputes only what they touch: the hour of each run's slot, the traffic samples of the
 slots a new counter reading changes (from the node's reading before it to its reading
-after it: ``billing.traffic_intervals``), and the incident state of each judged target.
+after it: ``gpulease_verify.traffic``), and the incident state of each judged target.
 A late result is just a run that finishes late: it touches its own hour and nothing else.
 Only scheduled runs are SLA samples; acceptance and manual runs are evidence, not
 samples.
@@ -31,14 +31,14 @@ from benchmarks.models import (
 from billing.choices import IncidentState
 from billing.models import HourlyRollup, Incident, IngestCursor, TrafficSample
 from billing.probe_tax import record_sent, sent_of, taxed
-from billing.traffic_intervals import SWITCH_PORT, Reading, slot_traffic
 from common.progress import counter
-from gpulease_verify import probe_tax, witness
+from gpulease_verify import probe_tax
 from gpulease_verify.bundle import hour_start
 from gpulease_verify.health import unavailable_within
 from gpulease_verify.probe_tax import ProbeSend
 from gpulease_verify.samples import classify_sample, link_slot_outcome, telemetry_slot_outcome
 from gpulease_verify.telemetry import PortSample as Sample
+from gpulease_verify.traffic import COUNTER_BITS, max_rate_bps, reading_of, slot_traffic
 from leases.choices import HEAVY_PROBE_KINDS, ProbeKind
 from leases.contract_rules import in_weekly_windows
 from leases.models import Lease, LeaseTerms
@@ -46,7 +46,6 @@ from leases.models import Lease, LeaseTerms
 log = logging.getLogger(__name__)
 
 HOUR = timedelta(hours=1)
-COUNTER_BITS = 64
 # How far around new counter readings their neighbours are looked for in one query.
 NEIGHBOUR_SPAN = timedelta(hours=2)
 CURSOR = "runs"
@@ -191,28 +190,6 @@ def telemetry_down(*, lease: Lease, hour: datetime) -> dict[tuple[str, str], lis
 # --- traffic samples ----------------------------------------------------------------------
 
 
-def _readings(run: ProbeRun) -> Reading:
-    """Port -> bytes sent, from a parsed counters run: its switch port's octets received
-    where the run read the witness (as IDCs meter at their switches), else the node's own
-    counters. The kernel's netdev statistics, ethtool -S, the extended InfiniBand counters
-    and IF-MIB's ifHC counters are all 64 bits wide."""
-    parsed = run.parsed or {}
-    switch = parsed.get(witness.KEY)
-    if isinstance(switch, dict) and switch.get("in_octets") is not None:
-        ports = {f"{SWITCH_PORT}{switch['switch']}/{switch['port']}": int(switch["in_octets"])}
-    else:
-        ports = {
-            f"{port.get('section')}/{port.get('name')}": port["tx_bytes"]
-            for port in parsed.get("ports", [])
-            if port.get("tx_bytes") is not None
-        }
-    return Reading(
-        at=run.slot_at,
-        step_s=int((run.deadline_at - run.slot_at).total_seconds()),
-        ports=ports,
-    )
-
-
 def _counter_runs(lease: Lease):  # type: ignore[no-untyped-def]
     return ProbeRun.objects.filter(
         lease=lease, kind=ProbeKind.COUNTERS, trigger=Trigger.SCHEDULE, state=RunState.OK
@@ -284,20 +261,26 @@ def _probe_senders(run: ProbeRun) -> list[str]:
     )
 
 
+def _heavy_runs(*, lease: Lease, start: datetime, end: datetime) -> QuerySet[ProbeRun]:
+    """The lease's finished heavy probes that ran in [start, end]: what the traffic
+    samples of that span are taken away from."""
+    return ProbeRun.objects.filter(
+        lease=lease,
+        kind__in=HEAVY_PROBE_KINDS,
+        state=RunState.OK,
+        started_at__lte=end,
+        finished_at__gte=start,
+        slot_at__gte=start - SLOT_REACH,  # the partitions such runs can be in
+        slot_at__lte=end,
+    )
+
+
 def probe_sends(*, lease: Lease, start: datetime, end: datetime) -> dict[str, list[ProbeSend]]:
     """Node -> what the lease's finished heavy probes that ran in [start, end] sent
     (``gpulease_verify.probe_tax``), to be kept out of its traffic samples. A run whose
     output cannot be read again is logged and counts nothing."""
     rows = list(
-        ProbeRun.objects.filter(
-            lease=lease,
-            kind__in=HEAVY_PROBE_KINDS,
-            state=RunState.OK,
-            started_at__lte=end,
-            finished_at__gte=start,
-            slot_at__gte=start - SLOT_REACH,  # the partitions such runs can be in
-            slot_at__lte=end,
-        )
+        _heavy_runs(lease=lease, start=start, end=end)
         .order_by("started_at", "pk")
         .values_list("pk", "slot_at", "sent_bytes", "started_at", "finished_at")
     )
@@ -312,40 +295,76 @@ def probe_sends(*, lease: Lease, start: datetime, end: datetime) -> dict[str, li
     return probe_tax.by_node(found)
 
 
-def recompute_traffic(*, lease: Lease, start: datetime, end: datetime) -> int:
-    """Rebuild the lease's traffic samples of the slots in [start, end) from every node's
-    counter readings (``billing.traffic_intervals``: each node's bytes over its own
-    interval, spread over the slots it covers, each sample stamped with its slot's start).
-    Returns the samples written."""
-    runs = _counter_runs(lease)
-    by_node: dict[str, list[ProbeRun]] = defaultdict(list)
-    for run in runs.filter(slot_at__gte=start, slot_at__lte=end).order_by("slot_at"):
-        by_node[run.target].append(run)
-    # Every node read in the window or held by the lease then: its readings just outside
-    # the window close the intervals that reach into it.
-    targets = set(by_node) | set(
+def _edges(
+    lease: Lease, start: datetime, end: datetime, read: set[str]
+) -> tuple[dict[str, tuple[int, datetime]], dict[str, tuple[int, datetime]]]:
+    """Node -> (id, slot) of its counters reading just before ``start`` and just after
+    ``end``, for every node read in the window (``read``) or held by the lease then: the
+    readings just outside the window close the intervals that reach into it."""
+    targets = read | set(
         lease.assignments.during(start - NEIGHBOUR_SPAN, end + NEIGHBOUR_SPAN).values_list(
             "node__hostname", flat=True
         )
     )
     before = _neighbours(lease, dict.fromkeys(targets, start), before=True)
     after = _neighbours(lease, dict.fromkeys(targets, end), before=False)
+    return before, after
+
+
+def traffic_evidence(*, lease: Lease, start: datetime, end: datetime) -> QuerySet[ProbeRun]:
+    """The runs outside [start, end) that the window's traffic samples are rebuilt from:
+    each node's counters readings just outside it (its reading at ``end`` and the one
+    after) and the heavy probes that ran over its readings' span. An audit bundle's
+    stretch of the chain takes them in, so that the verifier rebuilds the samples from the
+    runs (``gpulease_verify.traffic.rebuild``)."""
+    read = set(
+        _counter_runs(lease)
+        .filter(slot_at__gte=start, slot_at__lt=end)
+        .values_list("target", flat=True)
+        .distinct()
+    )
+    before, after = _edges(lease, start, end, read)
+    edges = [*before.values(), *after.values()]
+    lo = min([start, *(slot for _pk, slot in before.values())])
+    hi = max([end, *(slot for _pk, slot in after.values())])
+    at_end = _counter_runs(lease).filter(slot_at=end).values("pk")  # closes the last slot
+    heavy = _heavy_runs(lease=lease, start=lo, end=hi).values("pk")
+    return ProbeRun.objects.filter(
+        lease=lease, slot_at__gte=lo - SLOT_REACH, slot_at__lte=hi
+    ).filter(Q(pk__in=[pk for pk, _slot in edges]) | Q(pk__in=at_end) | Q(pk__in=heavy))
+
+
+def recompute_traffic(*, lease: Lease, start: datetime, end: datetime) -> int:
+    """Rebuild the lease's traffic samples of the slots in [start, end) from every node's
+    counter readings (``gpulease_verify.traffic``: each node's bytes over its own
+    interval, spread over the slots it covers, each sample stamped with its slot's start).
+    Returns the samples written."""
+    runs = _counter_runs(lease)
+    by_node: dict[str, list[ProbeRun]] = defaultdict(list)
+    for run in runs.filter(slot_at__gte=start, slot_at__lte=end).order_by("slot_at"):
+        by_node[run.target].append(run)
+    before, after = _edges(lease, start, end, set(by_node))
     edges = ProbeRun.objects.in_bulk([pk for pk, _slot in (*before.values(), *after.values())])
-    for target in targets:
+    for target in set(by_node) | set(before) | set(after):
         outside = (edges.get(before.get(target, (0,))[0]), edges.get(after.get(target, (0,))[0]))
         by_node[target] = [r for r in (outside[0], *by_node[target], outside[1]) if r is not None]
     rates = lease.assignments.filter(node__nic_ports__isnull=False).values_list(
         "node__nic_ports__rate_gbps", flat=True
     )
-    max_rate_bps = (max(rates, default=0) or 400) * 10**9
     read = [run.slot_at for found in by_node.values() for run in found]
     probes = probe_sends(lease=lease, start=min(read), end=max(read)) if read else {}
     slots = slot_traffic(
-        {target: [_readings(run) for run in found] for target, found in by_node.items()},
+        {
+            target: [
+                reading_of(run.parsed, slot_at=run.slot_at, deadline_at=run.deadline_at)
+                for run in found
+            ]
+            for target, found in by_node.items()
+        },
         start=start,
         end=end,
         counter_bits=COUNTER_BITS,
-        max_rate_bps=max_rate_bps,
+        max_rate_bps=max_rate_bps(rates),
         probes=probes,
     )
     TrafficSample.objects.filter(lease=lease, slot_at__gte=start, slot_at__lt=end).delete()

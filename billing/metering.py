@@ -3,7 +3,7 @@ window, from the traffic samples (never raw runs).
 
 ``samples_in`` is the one selection of samples: invoices, these figures and the audit
 bundle all read it. A sample is stamped with its slot's start
-(``billing.traffic_intervals``), so the samples of a billing period are those whose slot
+(``gpulease_verify.traffic``), so the samples of a billing period are those whose slot
 lies in ``[period start, period end)``: the slot that starts at 23:55 on the last day is
 the month's last one."""
 

@@ -1,5 +1,5 @@
 """The probe tax ledger: what gpulease's own heavy probes sent on a lease in a month, kept
-out of its metering (``gpulease_verify.probe_tax``, ``billing.traffic_intervals``).
+out of its metering (``gpulease_verify.probe_tax``, ``gpulease_verify.traffic``).
 
 Per run whose start lies in the month (tenant's clock): the bytes each node sent, the
 seconds it ran (``finished_at - started_at``) and what those bytes would have cost at the

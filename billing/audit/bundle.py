@@ -12,8 +12,9 @@ from django.utils import timezone
 from benchmarks import chain
 from benchmarks.models import ProbeRun, effective_terms_id, with_effective_judgement
 from benchmarks.models.outputs import load_texts
-from billing import checkpoints, invoicing, metering, sla
+from billing import checkpoints, ingest, invoicing, metering, sla
 from billing.models import HourlyRollup
+from billing.probe_tax import sent_of, taxed
 from common import archives
 from gpulease_verify.bundle import FORMAT
 from gpulease_verify.periods import Period
@@ -152,6 +153,13 @@ def _bundle(*, lease: Lease, period: str, now: datetime, include_raw: bool) -> d
     bounds = in_period.filter(chain_index__isnull=False).aggregate(
         lo=Min("chain_index"), hi=Max("chain_index")
     )
+    if bounds["lo"] is not None:
+        # The stretch takes in the runs the period's traffic samples are rebuilt from.
+        reach = ingest.traffic_evidence(lease=lease, start=start, end=end).aggregate(
+            lo=Min("chain_index"), hi=Max("chain_index")
+        )
+        if reach["lo"] is not None:
+            bounds = {"lo": min(bounds["lo"], reach["lo"]), "hi": max(bounds["hi"], reach["hi"])}
     runs: list[ProbeRun] = []
     if bounds["lo"] is not None:
         runs = list(
@@ -168,9 +176,17 @@ def _bundle(*, lease: Lease, period: str, now: datetime, include_raw: bool) -> d
         load_texts(runs)
     window = (window_start, window_end)
     by_pk = {version.pk: version for version in versions}
+    sent = sent_of((run.pk, run.slot_at, run.sent_bytes) for run in runs if taxed(run))
     run_entries = [
         _run_entry(
-            run, zone, window, start, end, include_raw, by_pk.get(effective_terms_id(run) or 0)
+            run,
+            zone,
+            window,
+            start,
+            end,
+            include_raw,
+            by_pk.get(effective_terms_id(run) or 0),
+            sent.get(run.pk) if taxed(run) else None,
         )
         for run in runs
     ]

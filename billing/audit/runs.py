@@ -26,9 +26,13 @@ def _run_entry(
     end: datetime,
     include_raw: bool = False,
     judged_by: LeaseTerms | None = None,
+    sent_bytes: dict[str, int] | None = None,
 ) -> dict[str, Any]:
     """``judged_by``: the terms version the run counts under (its latest rejudgement's,
-    else its own); its outcome is by its effective verdict (``with_effective_judgement``)."""
+    else its own); its outcome is by its effective verdict (``with_effective_judgement``).
+    ``sent_bytes``: node -> the bytes a finished heavy probe sent, as metering took them
+    away (``billing.probe_tax``); derived, not evidence: the verifier re-reads them from
+    the run's output where it can."""
     content = chain.run_content(run)
     counted = bool(
         window[0] is not None
@@ -53,6 +57,7 @@ def _run_entry(
         "raw_url": f"/api/v1/probe-runs/{run.pk}/raw/",
         "in_period": start <= run.slot_at < end,
         "sla": {"counted": counted, "outcome": outcome if counted else None},
+        **({} if sent_bytes is None else {"sent_bytes": sent_bytes}),
         **(_raw(run) if include_raw else {}),
     }
 

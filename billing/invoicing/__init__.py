@@ -35,7 +35,7 @@ The rules, in the order an invoice is built:
      fixed fee, so it is not billed there;
    - *traffic* (按量计费), per segment: bytes of the samples whose slot starts in the
      segment (``metering.samples_in``; an interval that straddles the month boundary is
-     split pro rata by time, ``billing.traffic_intervals``) x price per GB;
+     split pro rata by time, ``gpulease_verify.traffic``) x price per GB;
    - *95th percentile* (95计费), per segment: the p95 of the segment's own samples, in
      billable Mbps, x price per Mbps x segment seconds / month seconds. A mid-month
      price or bandwidth change therefore bills each part's p95 for its share of the

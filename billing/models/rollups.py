@@ -55,7 +55,7 @@ class HourlyRollup(models.Model):
 class TrafficSample(models.Model):
     """Bytes the lease's nodes sent in one slot, ``[slot_at, slot_at + seconds)``: every
     node's tx counter delta over its own interval (across wraps and resets), spread over
-    the slots that interval covers (``billing.traffic_intervals``). Stamped with the slot's
+    the slots that interval covers (``gpulease_verify.traffic``). Stamped with the slot's
     START, so a sample belongs to the billing period its slot starts in: the 5-minute
     bandwidth samples of 95th-percentile billing and the traffic of per-GB billing."""
 

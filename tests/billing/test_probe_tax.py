@@ -9,7 +9,6 @@ The iperf3 fixture used throughout, ``tcp_3.12_P4_loopback.json``, is a client r
 import copy
 import hashlib
 import json
-from collections import defaultdict
 from datetime import timedelta
 from decimal import Decimal as D
 from pathlib import Path
@@ -26,11 +25,10 @@ from benchmarks.models import ProbeRun, outputs
 from benchmarks.services import terms_view
 from billing import audit, invoicing
 from billing.choices import LineKind
-from billing.ingest import COUNTER_BITS, ingest_all
+from billing.ingest import ingest_all
 from billing.models import HourlyRollup, TrafficSample
 from billing.probe_tax import probe_tax_of
-from billing.traffic_intervals import Reading, slot_traffic
-from gpulease_verify import probe_tax
+from gpulease_verify import probe_tax, traffic
 from gpulease_verify.canonical import parse_instant
 from gpulease_verify.interpret import interpret
 from gpulease_verify.periods import Period
@@ -288,8 +286,8 @@ def test_p95_leaves_the_probe_out_of_the_peak():
 
 
 def test_the_bundle_verifies_and_its_runs_rebuild_the_same_samples(settings, tmp_path):
-    # An auditor rebuilds the samples from the bundle alone: the counters runs' parsed
-    # readings and the heavy runs' raw output, with the same pure code.
+    # The verifier rebuilds the samples from the bundle alone: the counters runs' parsed
+    # readings and the heavy runs' raw output, with the code ingest builds them with.
     lease = _lease(billing_mode=BillingMode.PER_GB, price_per_gb=D("0.5000"))
     _counters(lease, "2026-11-02 10:00", [0, 400 * GB, 1000 * GB])
     _counters(lease, "2026-11-02 10:00", [0, 10 * GB, 30 * GB], node="n2")
@@ -297,45 +295,20 @@ def test_the_bundle_verifies_and_its_runs_rebuild_the_same_samples(settings, tmp
     _invoice(lease)
     settings.AUDIT_SIGNING_KEY = str(tmp_path / "audit.pem")
     doc = audit.signed_bundle(lease=lease, period=NOVEMBER, now=AFTER_NOVEMBER, include_raw=True)
-    assert audit.verify(doc, audit.published_key_info()) == []
+    mismatches, notes = audit.verify_report(doc, audit.published_key_info())
+    assert mismatches == []
+    assert "traffic: 2 sample(s) rebuilt from the counters runs" in notes
     bundle = doc["bundle"]
-    readings: dict[str, list[Reading]] = defaultdict(list)
-    sends: list[probe_tax.ProbeSend] = []
-    for entry in bundle["runs"]:
-        content = entry["content"]
-        parsed = json.loads(content["parsed"]) if content["parsed"] else None
-        if content["kind"] == "counters" and content["state"] == "ok":
-            at_ = parse_instant(content["slot_at"])
-            step = int((parse_instant(content["deadline_at"]) - at_).total_seconds())
-            ports = {f"{p['section']}/{p['name']}": p["tx_bytes"] for p in parsed["ports"]}
-            readings[content["target"]].append(Reading(at_, step, ports))
-        elif content["kind"] in probe_tax.HEAVY_KINDS:
-            sends += probe_tax.sends(
-                tool=content["tool"],
-                state=content["state"],
-                parsed=parsed,
-                raw_output=entry.get("raw_output"),
-                command=content["command"],
-                target=content["target"],
-                nodes=entry["nodes"],
-                started_at=parse_instant(content["started_at"]),
-                finished_at=parse_instant(content["finished_at"]),
-            )
-    start, end = (parse_instant(bundle["period"][key]) for key in ("start", "end"))
-    rebuilt = slot_traffic(
-        {node: sorted(found, key=lambda r: r.at) for node, found in readings.items()},
-        start=start,
-        end=end,
-        counter_bits=COUNTER_BITS,
-        max_rate_bps=400 * GB,
-        probes=probe_tax.by_node(sends),
-    )
-    assert [(s.slot_at, s.seconds, s.bytes) for s in rebuilt] == [
+    rebuilt = traffic.rebuild(bundle)
+    assert rebuilt.problems == [] and rebuilt.taken_as_stated == 0
+    assert [(s.slot_at, s.seconds, s.bytes) for s in rebuilt.samples] == [
         (parse_instant(s["slot_at"]), s["seconds"], int(s["tx_bytes"]))
         for s in bundle["traffic_samples"]
     ]
     # 10:05: n1 600 GB - the probe, n2 20 GB.
     assert int(bundle["traffic_samples"][1]["tx_bytes"]) == 620 * GB - IPERF3_BYTES
+    [probe] = [run for run in bundle["runs"] if run["content"]["tool"] == "iperf3"]
+    assert probe["sent_bytes"] == {"n1": IPERF3_BYTES}
 
 
 # --- the ledger: API and portal ------------------------------------------------------------

@@ -21,8 +21,8 @@ from billing import audit, invoicing, metering
 from billing.choices import LineKind
 from billing.ingest import ingest_all
 from billing.models import TrafficSample
-from billing.traffic_intervals import period_of, slot_shares
 from gpulease_verify.periods import Period
+from gpulease_verify.traffic import period_of, slot_shares
 from leases import services
 from leases.choices import BillingMode, LeaseStatus
 from tests.factories import NodeFactory, SiteFactory, TenantFactory, at, make_lease, make_run

@@ -1,7 +1,8 @@
 """Verifying a signed audit bundle from the bundle alone: the signature, the hash chain,
 every run re-judged (``rejudge``), the billed window (``window``), the compliance
-recomputed from the runs, the hourly rollups, the SLA credit and every invoice line
-derived again from terms, assignments and traffic samples (``lines``). Reads no database
+recomputed from the runs, the hourly rollups, the traffic samples rebuilt from the counters
+and probe runs (``traffic``), the SLA credit and every invoice line derived again from
+terms, assignments and the rebuilt samples (``lines``). Reads no database
 and imports no Django; ``manage.py audit_verify`` and the ``gpulease-verify`` console
 script both call ``verify_report``."""
 
@@ -15,7 +16,7 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from gpulease_verify import chain, checkpoints, credit_base, fabric, health, rejudge
+from gpulease_verify import chain, checkpoints, credit_base, fabric, health, rejudge, traffic
 from gpulease_verify import compliance as sla
 from gpulease_verify import lines as invoice_lines
 from gpulease_verify import terms as terms_chain
@@ -41,6 +42,7 @@ from gpulease_verify.samples import (
 from gpulease_verify.trust import Trust
 
 FORMAT = "gpulease-audit-bundle/2"
+TRAFFIC_SHOWN = 5  # differing traffic samples named one by one
 ZERO = Decimal("0.00")
 SLA_CREDIT = "sla_credit"
 DETAIL_NAMES = {
@@ -86,6 +88,7 @@ class _Checker:
         self.notes: list[str] = []
         self.billed: tuple[datetime, datetime] | None = None
         self.base = credit_base.CreditBase(parts=())
+        self.samples: list[tuple[datetime, int, int]] = []
 
     def bad(self, text: str) -> None:
         self.mismatches.append(text)
@@ -511,10 +514,7 @@ class _Checker:
             month=(start, end, seconds),
             assignments=self.b.get("assignments", []),
             lease_end=_at(lease_end) if lease_end else None,
-            samples=[
-                (_at(s["slot_at"]), int(s["seconds"]), int(Decimal(s["tx_bytes"])))
-                for s in self.b.get("traffic_samples", [])
-            ],
+            samples=self.samples,
         )
         if credit is not None and credit.amount != 0:
             found.append(
@@ -531,6 +531,49 @@ class _Checker:
                 )
             )
         return found
+
+    # --- traffic samples ---------------------------------------------------------------
+
+    def traffic(self) -> None:
+        """Rebuild the period's traffic samples from the chained runs (``traffic.rebuild``)
+        and name every slot where the bundle's differ: per-GB and 95th-percentile lines
+        are recomputed from the rebuilt ones."""
+        rebuilt = traffic.rebuild(self.b)
+        for problem in rebuilt.problems:
+            self.bad(problem)
+        figures = {
+            s.slot_at: (s.seconds, s.bytes, s.nodes, s.resets, s.wraps) for s in rebuilt.samples
+        }
+        stated = {
+            _at(s["slot_at"]): (
+                int(s["seconds"]),
+                int(Decimal(s["tx_bytes"])),
+                int(s["nodes"]),
+                int(s["resets"]),
+                int(s["wraps"]),
+            )
+            for s in self.b.get("traffic_samples", [])
+        }
+        differ = sorted(
+            slot for slot in figures.keys() | stated.keys() if figures.get(slot) != stated.get(slot)
+        )
+        for slot in differ[:TRAFFIC_SHOWN]:
+            self.bad(
+                f"traffic sample {iso_utc(slot)}: the bundle says {_sample_text(stated.get(slot))},"
+                f" rebuilt from the runs {_sample_text(figures.get(slot))}"
+            )
+        if len(differ) > TRAFFIC_SHOWN:
+            self.bad(f"traffic samples: {len(differ) - TRAFFIC_SHOWN} more slot(s) differ")
+        self.samples = [(s.slot_at, s.seconds, s.bytes) for s in rebuilt.samples]
+        self.notes.append(
+            f"traffic: {len(rebuilt.samples)} sample(s) rebuilt from the counters runs"
+            + (
+                f"; the probe bytes of {rebuilt.taken_as_stated} iperf3 run(s) taken as the"
+                " bundle states them (fetch it with raw=1 to re-read them)"
+                if rebuilt.taken_as_stated
+                else ""
+            )
+        )
 
     def _credit_rate(self) -> Decimal | None:
         terms = self.terms_at_end()
@@ -659,6 +702,13 @@ class _Checker:
         )
 
 
+def _sample_text(figures: tuple[int, int, int, int, int] | None) -> str:
+    if figures is None:
+        return "no sample"
+    seconds, count, nodes, resets, wraps = figures
+    return f"{count} B over {seconds} s from {nodes} node(s), {resets} reset(s), {wraps} wrap(s)"
+
+
 def _span(window: tuple[datetime, datetime] | None) -> str:
     if window is None:
         return "nothing (not billed)"
@@ -702,6 +752,7 @@ def verify_report(
         checker.fabric_health()
         checker.window()
         compliance = checker.compliance()
+        checker.traffic()
         checker.lines(checker.credit(compliance))
         anchored = checkpoints.check_bundle(bundle, key_trust, previous, _signed_or_none(previous))
         checker.mismatches.extend(anchored[0])

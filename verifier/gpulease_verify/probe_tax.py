@@ -52,6 +52,8 @@ PING_FRAME_BYTES = 98
 NCCL_ITERATIONS = 20
 NCCL_WARMUP_ITERATIONS = 5
 ESTIMATED = frozenset({"all_reduce_perf"})
+# Tools whose bytes are read from the raw output (the parsed result does not carry them).
+NEEDS_RAW = frozenset({"iperf3"})
 
 
 @dataclass(frozen=True)
@@ -164,9 +166,10 @@ def bytes_sent(
         if node and count > 0:
             sent[node] = sent.get(node, 0) + count
 
+    if tool in NEEDS_RAW and not raw_output:
+        raise ParseError(f"an {tool} run's probe bytes need its raw output")
     if tool == "iperf3":
-        if not raw_output:
-            raise ParseError("an iperf3 run's probe bytes need its raw output")
+        assert raw_output is not None
         forward, back, reverse = iperf3_bytes(raw_output)
         add(server if reverse else client, forward)
         add(client if reverse else server, back)

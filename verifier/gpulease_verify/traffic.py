@@ -24,17 +24,29 @@ nothing before its first reading or after its latest one (no interval covers tho
 **The probe tax.** The bytes gpulease's own heavy probes sent (``gpulease_verify.probe_tax``)
 are taken away from the sending node's share of each slot their run's time covers, pro
 rata by time, never below zero: they are kept out of per-GB and 95th-percentile metering.
+
+**A node's reading** (``reading_of``) is a scheduled counters run that ended ``ok``: its
+switch port's octets received where the run read the witness (as IDCs meter at their
+switches), else the node's own bytes sent per port. ``billing.ingest`` builds the stored
+samples with these rules, and ``rebuild`` rebuilds them from an audit bundle's chained runs
+so that the verifier recomputes per-GB and 95th-percentile lines from evidence, not from
+the samples the bundle states.
 """
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from itertools import pairwise
+from typing import Any
 
+from gpulease_verify import probe_tax, witness
 from gpulease_verify.calculations import DeltaKind, counter_deltas
+from gpulease_verify.canonical import parse_instant
+from gpulease_verify.parsers import ParseError
 from gpulease_verify.periods import Period
 from gpulease_verify.probe_tax import ProbeSend, take_away
 
@@ -42,6 +54,13 @@ _MICRO = timedelta(microseconds=1)
 # A reading's port read at the node's switch (the witness), not on the node: where the
 # fabric has one, a node is metered by what its switch port received from it.
 SWITCH_PORT = "switch:"
+# The kernel's netdev statistics, ethtool -S, the extended InfiniBand counters and
+# IF-MIB's ifHC counters are all 64 bits wide.
+COUNTER_BITS = 64
+COUNTERS, SCHEDULE = "counters", "schedule"  # the run kind and trigger of a reading
+# The fastest port a lease's nodes have, in Gbit/s, when none states its rate: what tells
+# a counter reset from a wrap (``counter_deltas``).
+DEFAULT_RATE_GBPS = 400
 
 
 @dataclass(frozen=True)
@@ -76,6 +95,30 @@ class SlotTraffic:
     resets: int
     wraps: int
     switch_nodes: int = 0  # of ``nodes``, those metered at their switch port
+
+
+def reading_of(
+    parsed: Mapping[str, Any] | None, *, slot_at: datetime, deadline_at: datetime
+) -> Reading:
+    """A scheduled counters run's reading (module docstring), from its parsed result: its
+    cadence is its slot's, ``deadline_at - slot_at``."""
+    parsed = parsed or {}
+    switch = parsed.get(witness.KEY)
+    if isinstance(switch, Mapping) and switch.get("in_octets") is not None:
+        ports = {f"{SWITCH_PORT}{switch['switch']}/{switch['port']}": int(switch["in_octets"])}
+    else:
+        ports = {
+            f"{port.get('section')}/{port.get('name')}": int(port["tx_bytes"])
+            for port in parsed.get("ports", [])
+            if port.get("tx_bytes") is not None
+        }
+    return Reading(at=slot_at, step_s=int((deadline_at - slot_at).total_seconds()), ports=ports)
+
+
+def max_rate_bps(rates_gbps: Iterable[int | None]) -> int:
+    """The fastest of the lease's node ports, in bit/s (``DEFAULT_RATE_GBPS`` when none
+    states a rate)."""
+    return (max((rate or 0 for rate in rates_gbps), default=0) or DEFAULT_RATE_GBPS) * 10**9
 
 
 def period_of(slot_at: datetime, zone_name: str) -> Period:
@@ -170,3 +213,104 @@ def slot_traffic(
         )
         for slot_at, slot in sorted(totals.items())
     ]
+
+
+# --- rebuilt from an audit bundle -----------------------------------------------------------
+
+
+@dataclass
+class Rebuilt:
+    """The traffic samples of a bundle's period rebuilt from its chained runs.
+    ``problems``: what makes the rebuild differ from the server's (mismatches);
+    ``taken_as_stated``: heavy runs whose probe bytes come from the bundle's
+    ``sent_bytes`` because their tool's bytes need raw output the bundle does not carry."""
+
+    samples: list[SlotTraffic]
+    problems: list[str]
+    taken_as_stated: int = 0
+
+
+def _sends(entry: Mapping[str, Any], parsed: Any, rebuilt: Rebuilt) -> list[ProbeSend]:
+    """What a finished heavy run of the bundle sent: re-read from its output (its raw
+    output where the tool needs it, ``raw=1``), else as the bundle states it; a re-read
+    that differs from the stated figure is named."""
+    content = entry["content"]
+    stated = entry.get("sent_bytes")
+    name = f"run {entry.get('id')} (chain link {entry.get('chain_index')})"
+    raw = entry.get("raw_output")
+    if content["tool"] in probe_tax.NEEDS_RAW and raw is None:
+        if not isinstance(stated, Mapping):
+            rebuilt.problems.append(
+                f"{name}: its probe bytes need its raw output (raw=1) or a stated sent_bytes"
+            )
+            return []
+        rebuilt.taken_as_stated += 1
+        found = {str(node): int(count) for node, count in stated.items()}
+    else:
+        try:
+            found = probe_tax.bytes_sent(
+                tool=content["tool"],
+                state=content["state"],
+                parsed=parsed,
+                raw_output=raw,
+                command=content["command"],
+                target=content["target"],
+                nodes=list(entry.get("nodes", [])),
+            )
+        except ParseError:
+            found = {}  # as the server does: an output it cannot read counts nothing
+        if isinstance(stated, Mapping) and dict(stated) != found:
+            rebuilt.problems.append(
+                f"{name}: the bundle says its probe sent {dict(stated)} B, "
+                f"re-read from its output {found} B"
+            )
+    started, finished = parse_instant(content["started_at"]), parse_instant(content["finished_at"])
+    return [
+        ProbeSend(node, count, started, max(finished, started))
+        for node, count in sorted(found.items())
+        if count > 0
+    ]
+
+
+def rebuild(bundle: Mapping[str, Any]) -> Rebuilt:
+    """The samples of the bundle's period from its runs alone: each node's scheduled
+    counters readings that ended ``ok`` (with its readings just outside the period, which
+    the bundle's stretch of the chain takes in), less the bytes of its finished heavy
+    probes, at the fastest port rate of the lease's assigned nodes."""
+    start, end = (parse_instant(bundle["period"][key]) for key in ("start", "end"))
+    rebuilt = Rebuilt(samples=[], problems=[])
+    readings: dict[str, list[Reading]] = defaultdict(list)
+    sends: list[ProbeSend] = []
+    for entry in bundle.get("runs", []):
+        content = entry["content"]
+        if content["state"] != probe_tax.OK:
+            continue
+        parsed = json.loads(content["parsed"]) if content["parsed"] else None
+        if content["kind"] == COUNTERS and content["trigger"] == SCHEDULE:
+            readings[content["target"]].append(
+                reading_of(
+                    parsed,
+                    slot_at=parse_instant(content["slot_at"]),
+                    deadline_at=parse_instant(content["deadline_at"]),
+                )
+            )
+        elif (
+            content["kind"] in probe_tax.HEAVY_KINDS
+            and content["started_at"]
+            and content["finished_at"]
+        ):
+            sends += _sends(entry, parsed, rebuilt)
+    assigned = {item["node"] for item in bundle.get("assignments", [])}
+    nodes = bundle.get("nodes", {})
+    rates = [
+        port.get("rate_gbps") for name in assigned for port in nodes.get(name, {}).get("ports", [])
+    ]
+    rebuilt.samples = slot_traffic(
+        {node: sorted(found, key=lambda r: r.at) for node, found in readings.items()},
+        start=start,
+        end=end,
+        counter_bits=COUNTER_BITS,
+        max_rate_bps=max_rate_bps(rates),
+        probes=probe_tax.by_node(sends),
+    )
+    return rebuilt

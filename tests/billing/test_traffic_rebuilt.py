@@ -59,9 +59,9 @@ def test_a_sample_raised_in_the_database_and_re_signed_is_named_with_its_line():
     [line] = [line for line in bundle["invoice"]["lines"] if line["kind"] == "usage_gb"]
     assert line["amount"] == "550.00"
     assert mismatches[0] == (
-        "traffic sample 2026-11-02T02:05:00.000000Z: the bundle says 700000000000 B over 300 s from "
-        "1 node(s), 0 reset(s), 0 wrap(s), rebuilt from the runs 600000000000 B over 300 s "
-        "from 1 node(s), 0 reset(s), 0 wrap(s)"
+        "traffic sample 2026-11-02T02:05:00.000000Z: the bundle says 700000000000 B over "
+        "300 s from 1 node(s), 0 reset(s), 0 wrap(s), rebuilt from the runs 600000000000 B "
+        "over 300 s from 1 node(s), 0 reset(s), 0 wrap(s)"
     )
     assert any("550.00" in m and "500.00" in m for m in mismatches[1:]), mismatches
 
@@ -75,10 +75,10 @@ def test_a_sample_deleted_or_invented_is_named():
     )
     _bundle, mismatches, _notes = _report(lease)
     assert mismatches[:2] == [
-        "traffic sample 2026-11-02T02:00:00.000000Z: the bundle says no sample, rebuilt from the runs "
-        "400000000000 B over 300 s from 1 node(s), 0 reset(s), 0 wrap(s)",
-        "traffic sample 2026-11-02T03:00:00.000000Z: the bundle says 1000000000 B over 300 s from "
-        "1 node(s), 0 reset(s), 0 wrap(s), rebuilt from the runs no sample",
+        "traffic sample 2026-11-02T02:00:00.000000Z: the bundle says no sample, rebuilt from "
+        "the runs 400000000000 B over 300 s from 1 node(s), 0 reset(s), 0 wrap(s)",
+        "traffic sample 2026-11-02T03:00:00.000000Z: the bundle says 1000000000 B over 300 s "
+        "from 1 node(s), 0 reset(s), 0 wrap(s), rebuilt from the runs no sample",
     ]
 
 
@@ -99,9 +99,9 @@ def test_probe_bytes_rewritten_before_ingest_are_re_read_from_the_output_with_ra
         f"{{}} B, re-read from its output {{'n1': {IPERF3_BYTES}}} B"
     )
     assert mismatches[1] == (
-        "traffic sample 2026-11-02T02:05:00.000000Z: the bundle says 600000000000 B over 300 s from "
-        f"1 node(s), 0 reset(s), 0 wrap(s), rebuilt from the runs {600 * GB - IPERF3_BYTES} B "
-        "over 300 s from 1 node(s), 0 reset(s), 0 wrap(s)"
+        "traffic sample 2026-11-02T02:05:00.000000Z: the bundle says 600000000000 B over "
+        "300 s from 1 node(s), 0 reset(s), 0 wrap(s), rebuilt from the runs "
+        f"{600 * GB - IPERF3_BYTES} B over 300 s from 1 node(s), 0 reset(s), 0 wrap(s)"
     )
     # Without raw outputs an iperf3 run's bytes cannot be re-read: the verifier takes the
     # stated figure and says so.

@@ -19,12 +19,14 @@ from django.utils import timezone
 
 from benchmarks.choices import FINAL_STATES, RunState
 from benchmarks.models import ProbeRun, Rejudgement
+from gpulease_verify import chain as chain_rules
 from gpulease_verify.canonical import CANONICAL, canonical_json, iso_utc, number_text
 from gpulease_verify.chain import (
     CONTENT_FIELDS,
     GENESIS,
     HASH_RULE,
     Link,
+    TermsRef,
     content_differences,
     link_hash,
     rejudgement_content,
@@ -40,47 +42,23 @@ from telemetry.models import PortSample, SwitchReading, TelemetryBatch
 
 
 def run_content(run: Any) -> dict[str, Any]:
-    """What a run's hash covers. ``run`` is a ProbeRun with ``lease`` and ``terms`` loaded
-    (or anything with the same attributes). ``parsed`` is its canonical JSON text, times
-    are ISO UTC, ``latency_us`` is text (``number_text``), ``terms_version`` an integer."""
-    return {
-        "lease": run.lease.reference,
-        "kind": run.kind,
-        "tool": run.tool,
-        "target": run.target,
-        "pattern": run.pattern,
-        "trigger": run.trigger,
-        "slot_at": iso_utc(run.slot_at),
-        "deadline_at": iso_utc(run.deadline_at),
-        "started_at": iso_utc(run.started_at),
-        "finished_at": iso_utc(run.finished_at),
-        "state": run.state,
-        "command": run.command,
-        "exit_code": run.exit_code,
-        "raw_sha256": run.raw_sha256,
-        "stderr_sha256": run.stderr_sha256,
-        "output_truncated": bool(run.output_truncated),
-        "parsed": None if run.parsed is None else canonical_json(run.parsed),
-        "measured_bps": None if run.measured_bps is None else int(run.measured_bps),
-        "latency_us": number_text(run.latency_us),
-        "verdict": run.verdict,
-        "rule": run.rule,
-        "verdict_reason": run.verdict_reason,
-        "error": run.error,
-        "terms_version": run.terms.version if run.terms_id else None,
-        **_terms_named(run),
-    }
-
-
-def _terms_named(run: Any) -> dict[str, str]:
-    """``link`` and ``terms_hash`` for a run linked after its terms version; none for a run
-    linked before terms were links (so its stored hash still holds)."""
+    """What a run's hash covers (``gpulease_verify.chain.run_content``). ``run`` is a
+    ProbeRun with ``lease`` and ``terms`` loaded (or anything with the same attributes)."""
     terms = run.terms if run.terms_id else None
-    terms_index = getattr(terms, "chain_index", None)
-    run_index = getattr(run, "chain_index", None)
-    if terms is None or terms_index is None or run_index is None or terms_index > run_index:
-        return {}
-    return {"link": "run", "terms_hash": terms.terms_hash}
+    return chain_rules.run_content(
+        {
+            **{name: getattr(run, name) for name in RUN_COLUMNS},
+            "chain_index": getattr(run, "chain_index", None),
+        },
+        lease=run.lease.reference,
+        terms=None
+        if terms is None
+        else TermsRef(terms.version, getattr(terms, "chain_index", None), terms.terms_hash),
+    )
+
+
+# The run's stored values its content is made of (with its chain index).
+RUN_COLUMNS = tuple(name for name in CONTENT_FIELDS if name not in ("lease", "terms_version"))
 
 
 def _plain(value: Any) -> Any:

@@ -112,6 +112,25 @@ def _links(cursor, lo: datetime, hi: datetime, lease_ids: list[int]) -> list[dic
     ]
 
 
+def _named_by_runs(cursor, runs: str, lease_ids: list[int]) -> dict[str, Any]:
+    """What the month's runs' hashed content names outside their rows: each lease's
+    reference, and each terms version's number, link index and hash (by id), so that an
+    auditor recomputes every run's hash from the archive alone."""
+    from leases.models import Lease, LeaseTerms
+
+    named = Lease.objects.filter(pk__in=lease_ids).values_list("pk", "reference")
+    references = {str(pk): reference for pk, reference in named}
+    cursor.execute(f"SELECT DISTINCT terms_id FROM {runs} WHERE terms_id IS NOT NULL")
+    versions = LeaseTerms.objects.filter(pk__in=[row[0] for row in cursor.fetchall()])
+    terms = {
+        str(pk): {"version": version, "chain_index": index, "terms_hash": digest}
+        for pk, version, index, digest in versions.order_by("pk").values_list(
+            "pk", "version", "chain_index", "terms_hash"
+        )
+    }
+    return {"references": references, "terms": terms}
+
+
 def _checkpoints(lease_ids: list[int], month: Period) -> list[dict[str, Any]]:
     from billing.models import ChainCheckpoint
 
@@ -192,6 +211,7 @@ def archive_month(
                 "partitioned_by": {t.name: t.column for t in partitions.TABLES},
                 "files": members,
                 "leases": lease_ids,
+                **_named_by_runs(cursor, runs, lease_ids),
                 "links_kept": _links(cursor, lo, hi, lease_ids),
                 "checkpoints": _checkpoints(lease_ids, month),
             }

@@ -274,6 +274,7 @@ def test_an_archived_month_leaves_the_database_and_its_bundle_is_built_from_the_
     assert offline.run([str(path), "--public-key", str(key)]) == 0
     out = capsys.readouterr().out
     assert "benchmarks_proberun.csv.zst: 22 rows" in out
+    assert "22 run(s): each row gives its run_hash" in out
     assert "the signed checkpoint of 2026-11 names link" in out
     assert out.rstrip().endswith("the archive agrees with its manifest and its checkpoints")
 
@@ -340,6 +341,7 @@ def _repack(path, change):  # type: ignore[no-untyped-def]
 
 def test_a_tampered_archive_is_named_offline(november, tmp_path, capsys):
     beat_made_months()
+    failed = ProbeRun.objects.get(lease=november, verdict="fail")
     archives.archive_month(Period.parse(NOVEMBER), directory=tmp_path, now=LATER)
     path = tmp_path / "gpulease-archive-2026-11.tar"
     key = tmp_path / "provider.pem"
@@ -354,11 +356,15 @@ def test_a_tampered_archive_is_named_offline(november, tmp_path, capsys):
     assert offline.run([str(flipped), "--public-key", str(key)]) == 1
     assert "MISMATCH" in capsys.readouterr().out
 
-    # A failed throughput run made to pass, with hashes recomputed in the manifest
+    # A failed throughput run made to pass, with hashes recomputed in the manifest: its row
+    # no longer gives its hash
     _repack(path, lambda text: text.replace(",fail,", ",pass,", 1))
-    assert offline.run([str(path), "--public-key", str(key)]) == 0  # the verdict is content
-    capsys.readouterr()
-    # ... but its bundle from the archive breaks the chain at that run
+    assert offline.run([str(path), "--public-key", str(key)]) == 1
+    assert (
+        f"MISMATCH: run {failed.pk} (lease {november.pk}, link {failed.chain_index}): its row "
+        "does not give its run_hash: it was changed after it was linked"
+    ) in capsys.readouterr().out
+    # ... and its bundle from the archive breaks the chain at that run
     bundle = audit.signed_bundle(lease=november, period=NOVEMBER, now=AFTER_NOVEMBER)
     mismatches, _ = verify_report(bundle, audit.published_key_info()["public_key_pem"])
     assert any("chain" in m for m in mismatches), mismatches

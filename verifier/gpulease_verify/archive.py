@@ -7,6 +7,9 @@ checks, from the file alone:
 - every file the manifest names is there, with its SHA-256 (compressed and plain) and its
   row count, and nothing else is;
 - every run is of the month, by its slot;
+- every linked run's row gives its ``run_hash``: its content (``gpulease_verify.chain.
+  run_content``, with the lease reference and terms versions the manifest names) hashed
+  with its ``prev_hash``, so a row edited after it was linked is named;
 - each lease's chain links in the month (its runs, and the links the database kept, whose
   hashes the manifest carries) follow one another: a link's previous hash is the hash of
   the link before it, with no index missing from the first to the last;
@@ -14,8 +17,8 @@ checks, from the file alone:
   lies in the month names that link's hash.
 
 Exit status 0 when all agree, 1 on a mismatch, 2 when the file cannot be read or no key is
-trusted. The runs' own content is re-derived from their rows when the provider builds an
-audit bundle from the archive, which ``gpulease-verify`` then checks in full."""
+trusted. An audit bundle the provider builds from the archive is checked in full (every
+verdict re-judged, every figure recomputed) by ``gpulease-verify``."""
 
 from __future__ import annotations
 
@@ -32,6 +35,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
 
+from gpulease_verify.chain import TermsRef, link_hash, run_content
 from gpulease_verify.checkpoints import read_checkpoint
 from gpulease_verify.report import report
 from gpulease_verify.trust import NoTrustedKey, Trust
@@ -125,21 +129,76 @@ def read_manifest(path: str | Path) -> dict[str, Any]:
     return manifest
 
 
-def _runs(path: Path, manifest: dict[str, Any]) -> list[dict[str, str]]:
-    member = next((m for m, i in manifest["files"].items() if i["table"] == RUNS), None)
-    if member is None:
-        return []
-    with tarfile.open(path, "r") as tar:
-        _stream, reader = _rows(tar, member)
-        text = io.TextIOWrapper(reader, encoding="utf-8", newline="")
-        keep = ("id", "lease_id", "slot_at", "chain_index", "prev_hash", "run_hash")
-        return [{k: row[k] for k in keep} for row in csv.DictReader(text)]
+KEPT = ("id", "lease_id", "slot_at", "chain_index", "prev_hash", "run_hash")
+_TIMES = ("slot_at", "deadline_at", "started_at", "finished_at")
+_INTEGERS = ("exit_code", "measured_bps", "chain_index")
 
 
 def _instant(text: str) -> datetime:
     """PostgreSQL's ``2025-10-03 12:05:00+00`` or ISO's ``2025-10-01T00:00:00Z``."""
     text = text.replace("Z", "+00:00")
     return datetime.fromisoformat(text + ":00" if text[-3] in "+-" else text)
+
+
+def _stored(row: dict[str, str]) -> dict[str, Any]:
+    """A run's CSV row (PostgreSQL's CSV: an empty field is NULL; no nullable column of a
+    run holds an empty text) as the values its content is made of."""
+    values: dict[str, Any] = dict(row)
+    for name in _TIMES:
+        values[name] = _instant(row[name]) if row[name] else None
+    for name in _INTEGERS:
+        values[name] = int(row[name]) if row[name] else None
+    values["latency_us"] = float(row["latency_us"]) if row["latency_us"] else None
+    values["parsed"] = json.loads(row["parsed"]) if row["parsed"] else None
+    values["output_truncated"] = row["output_truncated"] == "t"
+    return values
+
+
+class _Rehash:
+    """Recomputes each linked run's hash from its row (module docstring)."""
+
+    def __init__(self, manifest: dict[str, Any]) -> None:
+        self.references = manifest.get("references")
+        self.terms = {
+            key: TermsRef(int(t["version"]), t["chain_index"], str(t["terms_hash"]))
+            for key, t in (manifest.get("terms") or {}).items()
+        }
+        self.checked = 0
+        self.mismatches: list[str] = []
+
+    def __call__(self, row: dict[str, str]) -> None:
+        if self.references is None or not row["chain_index"]:
+            return
+        name = f"run {row['id']} (lease {row['lease_id']}, link {row['chain_index']})"
+        reference = self.references.get(row["lease_id"])
+        terms = self.terms.get(row["terms_id"]) if row["terms_id"] else None
+        if reference is None or (row["terms_id"] and terms is None):
+            self.mismatches.append(f"{name}: the manifest does not name its lease or terms")
+            return
+        try:
+            content = run_content(_stored(row), lease=reference, terms=terms)
+        except (KeyError, ValueError) as error:
+            self.mismatches.append(f"{name}: its row cannot be read: {error}")
+            return
+        self.checked += 1
+        if link_hash(content, row["prev_hash"]) != row["run_hash"]:
+            self.mismatches.append(
+                f"{name}: its row does not give its run_hash: it was changed after it was linked"
+            )
+
+
+def _runs(path: Path, manifest: dict[str, Any], rehash: _Rehash) -> list[dict[str, str]]:
+    member = next((m for m, i in manifest["files"].items() if i["table"] == RUNS), None)
+    if member is None:
+        return []
+    with tarfile.open(path, "r") as tar:
+        _stream, reader = _rows(tar, member)
+        text = io.TextIOWrapper(reader, encoding="utf-8", newline="")
+        kept: list[dict[str, str]] = []
+        for row in csv.DictReader(text):
+            rehash(row)
+            kept.append({k: row[k] for k in KEPT})
+        return kept
 
 
 def check(path: str | Path, trust: Trust) -> tuple[list[str], list[str]]:
@@ -155,7 +214,13 @@ def check(path: str | Path, trust: Trust) -> tuple[list[str], list[str]]:
         for member, info in manifest["files"].items()
     ]
     mismatches: list[str] = []
-    runs = _runs(path, manifest)
+    rehash = _Rehash(manifest)
+    runs = _runs(path, manifest, rehash)
+    mismatches += rehash.mismatches
+    if rehash.references is None:
+        notes.append("run hashes not recomputed: the manifest names no lease references")
+    else:
+        notes.append(f"{rehash.checked} run(s): each row gives its run_hash")
     lo, hi = _instant(start), _instant(end)
     for run in runs:
         if not lo <= _instant(run["slot_at"]) < hi:

@@ -49,7 +49,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gpulease_verify.canonical import canonical_json
+from gpulease_verify.canonical import canonical_json, iso_utc, number_text
 
 GENESIS = "0" * 64
 HASH_RULE = "sha256(prev_hash + canonical_json(content)), UTF-8, lowercase hex"
@@ -96,6 +96,58 @@ REJUDGEMENT_FIELDS = (
     "judged_at",
 )
 REJUDGEMENT = "rejudgement"
+
+
+@dataclass(frozen=True)
+class TermsRef:
+    """What a run's content names of the terms version it was judged by."""
+
+    version: int
+    chain_index: int | None
+    terms_hash: str
+
+
+def run_content(run: Mapping[str, Any], *, lease: str, terms: TermsRef | None) -> dict[str, Any]:
+    """What a run's hash covers, from its stored values (``run``: column -> value, times
+    as aware datetimes, ``parsed`` as JSON values; the server's row or an archive's CSV
+    row read back): ``parsed`` as its canonical JSON text, times ISO UTC, ``latency_us``
+    as text (``number_text``), the terms version by number, and ``link``/``terms_hash``
+    when that version was linked before the run."""
+    index = run.get("chain_index")
+    named = terms is not None and terms.chain_index is not None and index is not None
+    return {
+        "lease": lease,
+        "kind": run["kind"],
+        "tool": run["tool"],
+        "target": run["target"],
+        "pattern": run["pattern"],
+        "trigger": run["trigger"],
+        "slot_at": iso_utc(run["slot_at"]),
+        "deadline_at": iso_utc(run["deadline_at"]),
+        "started_at": iso_utc(run["started_at"]),
+        "finished_at": iso_utc(run["finished_at"]),
+        "state": run["state"],
+        "command": run["command"],
+        "exit_code": run["exit_code"],
+        "raw_sha256": run["raw_sha256"],
+        "stderr_sha256": run["stderr_sha256"],
+        "output_truncated": bool(run["output_truncated"]),
+        "parsed": None if run["parsed"] is None else canonical_json(run["parsed"]),
+        "measured_bps": None if run["measured_bps"] is None else int(run["measured_bps"]),
+        "latency_us": number_text(run["latency_us"]),
+        "verdict": run["verdict"],
+        "rule": run["rule"],
+        "verdict_reason": run["verdict_reason"],
+        "error": run["error"],
+        "terms_version": None if terms is None else terms.version,
+        **(
+            {"link": "run", "terms_hash": terms.terms_hash}
+            if named and terms is not None and terms.chain_index <= index  # type: ignore[operator]
+            else {}
+        ),
+    }
+
+
 # A telemetry batch: what one poll stored for one lease (``telemetry_content``).
 TELEMETRY = "telemetry"
 

@@ -42,7 +42,7 @@ from gpulease_verify.samples import (
 from gpulease_verify.trust import Trust
 
 FORMAT = "gpulease-audit-bundle/2"
-TRAFFIC_SHOWN = 5  # differing traffic samples named one by one
+TRAFFIC_SHOWN = 5  # differing traffic samples (and probe runs) named one by one
 ZERO = Decimal("0.00")
 SLA_CREDIT = "sla_credit"
 DETAIL_NAMES = {
@@ -539,8 +539,11 @@ class _Checker:
         and name every slot where the bundle's differ: per-GB and 95th-percentile lines
         are recomputed from the rebuilt ones."""
         rebuilt = traffic.rebuild(self.b)
-        for problem in rebuilt.problems:
+        for problem in rebuilt.problems[:TRAFFIC_SHOWN]:
             self.bad(problem)
+        if len(rebuilt.problems) > TRAFFIC_SHOWN:
+            more = len(rebuilt.problems) - TRAFFIC_SHOWN
+            self.bad(f"probe bytes: {more} more run(s) differ from their outputs")
         figures = {
             s.slot_at: (s.seconds, s.bytes, s.nodes, s.resets, s.wraps) for s in rebuilt.samples
         }

@@ -33,7 +33,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, NamedTuple
 
 from gpulease_verify.chain import TermsRef, link_hash, run_content
 from gpulease_verify.checkpoints import read_checkpoint
@@ -129,7 +129,17 @@ def read_manifest(path: str | Path) -> dict[str, Any]:
     return manifest
 
 
-KEPT = ("id", "lease_id", "slot_at", "chain_index", "prev_hash", "run_hash")
+class Kept(NamedTuple):
+    """What the link checks need of a run (a month holds millions: a tuple, not a dict)."""
+
+    id: str
+    lease_id: str
+    slot_at: str
+    chain_index: str
+    prev_hash: str
+    run_hash: str
+
+
 _TIMES = ("slot_at", "deadline_at", "started_at", "finished_at")
 _INTEGERS = ("exit_code", "measured_bps", "chain_index")
 
@@ -187,17 +197,17 @@ class _Rehash:
             )
 
 
-def _runs(path: Path, manifest: dict[str, Any], rehash: _Rehash) -> list[dict[str, str]]:
+def _runs(path: Path, manifest: dict[str, Any], rehash: _Rehash) -> list[Kept]:
     member = next((m for m, i in manifest["files"].items() if i["table"] == RUNS), None)
     if member is None:
         return []
     with tarfile.open(path, "r") as tar:
         _stream, reader = _rows(tar, member)
         text = io.TextIOWrapper(reader, encoding="utf-8", newline="")
-        kept: list[dict[str, str]] = []
+        kept: list[Kept] = []
         for row in csv.DictReader(text):
             rehash(row)
-            kept.append({k: row[k] for k in KEPT})
+            kept.append(Kept(*(row[name] for name in Kept._fields)))
         return kept
 
 
@@ -223,15 +233,15 @@ def check(path: str | Path, trust: Trust) -> tuple[list[str], list[str]]:
         notes.append(f"{rehash.checked} run(s): each row gives its run_hash")
     lo, hi = _instant(start), _instant(end)
     for run in runs:
-        if not lo <= _instant(run["slot_at"]) < hi:
-            mismatches.append(f"run {run['id']} has its slot {run['slot_at']} outside {month}")
+        if not lo <= _instant(run.slot_at) < hi:
+            mismatches.append(f"run {run.id} has its slot {run.slot_at} outside {month}")
     links: dict[int, dict[int, tuple[str, str, str]]] = defaultdict(dict)
     for run in runs:
-        if run["chain_index"]:
-            links[int(run["lease_id"])][int(run["chain_index"])] = (
+        if run.chain_index:
+            links[int(run.lease_id)][int(run.chain_index)] = (
                 "run",
-                run["prev_hash"],
-                run["run_hash"],
+                run.prev_hash,
+                run.run_hash,
             )
     for kept in manifest.get("links_kept", []):
         links[int(kept["lease_id"])][int(kept["index"])] = (

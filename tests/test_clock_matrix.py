@@ -91,6 +91,17 @@ def test_demo_reports_bills_pages_and_bundle_at(instant):
         bundle = audit.signed_bundle(lease=lease, period=str(this_month))
         assert bundle["bundle"]["period"]["period"] == str(this_month)
         assert audit.verify(bundle, audit.published_key_info()) == []
+        # The metered leases' samples, rebuilt by the verifier from the counters runs on
+        # both sides of the month's edge (per GB and 95计费).
+        for reference in ("LX-2026-001", "LX-2026-002"):
+            metered = Lease.objects.get(reference=reference)
+            samples = 0
+            for period in (this_month.previous, this_month):
+                doc = audit.signed_bundle(lease=metered, period=str(period))
+                mismatches, _notes = audit.verify_report(doc, audit.published_key_info())
+                assert mismatches == [], (reference, period, mismatches)
+                samples += len(doc["bundle"]["traffic_samples"])
+            assert samples > 0, reference  # the day of history lies in these two months
 
         customer = _client("zhiyuan-admin")
         for path in (

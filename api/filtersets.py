@@ -3,9 +3,10 @@ inside the rows the user may see: another tenant's id simply matches nothing."""
 
 import django_filters as filters
 from django import forms
+from django.db.models import Exists, OuterRef, Q
 
 from api.models import ApiToken
-from benchmarks.choices import RunState, Trigger, Verdict
+from benchmarks.choices import Pattern, RunState, Trigger, Verdict
 from benchmarks.models import ProbeRun
 from billing.choices import FabricIncidentKind, IncidentState, InvoiceStatus
 from billing.models import CreditNote, Incident, Invoice
@@ -94,7 +95,11 @@ class ProbeRunFilterSet(filters.FilterSet):
     state = filters.ChoiceFilter(choices=RunState.choices)
     trigger = filters.ChoiceFilter(choices=Trigger.choices)
     verdict = filters.ChoiceFilter(choices=Verdict.choices)
-    node = IdFilter(field_name="nodes", help_text="Runs that involved this node.")
+    node = IdFilter(
+        method="involving",
+        help_text="Runs that involved this node: the pairs and collectives it took part in, "
+        "and the link and counters sweeps of its lease while the lease held it.",
+    )
     batch = filters.UUIDFilter()
     slot_at = InstantRangeFilter(
         help_text="slot_at_after / slot_at_before: ISO 8601 instants, both inclusive."
@@ -103,6 +108,17 @@ class ProbeRunFilterSet(filters.FilterSet):
     class Meta:
         model = ProbeRun
         fields = ["lease", "kind", "state", "trigger", "verdict", "node", "batch", "slot_at"]
+
+
+    def involving(self, queryset, name, value):  # type: ignore[no-untyped-def]
+        linked = ProbeRun.nodes.through.objects.filter(proberun_id=OuterRef("pk"), node_id=value)
+        held = NodeAssignment.objects.filter(
+            lease_id=OuterRef("lease_id"),
+            node_id=value,
+            void=False,
+            assigned_from__lte=OuterRef("slot_at"),
+        ).filter(Q(assigned_until__isnull=True) | Q(assigned_until__gt=OuterRef("slot_at")))
+        return queryset.filter(Exists(linked) | (Q(pattern=Pattern.SWEEP) & Exists(held)))
 
 
 class IncidentFilterSet(filters.FilterSet):

@@ -18,9 +18,11 @@ from rest_framework.serializers import as_serializer_error
 from api.base import StrictModelSerializer, StrictSerializer
 from api.fields import InstantField
 from api.models import ApiToken, Scope, TokenState
+from benchmarks.choices import Pattern
 from benchmarks.models import ProbeRun
 from billing.choices import CreditNoteKind
 from billing.models import CreditNote, CreditNoteLine, Incident, Invoice, InvoiceLine
+from gpulease_verify import sweep
 from gpulease_verify.periods import PATTERN as PERIOD_PATTERN
 from gpulease_verify.periods import Period, PeriodError
 from leases.choices import ProbeKind
@@ -366,7 +368,7 @@ class ProbeRunSerializer(serializers.ModelSerializer):
 
     @extend_schema_field(serializers.ListField(child=serializers.CharField()))
     def get_nodes(self, run: ProbeRun) -> list[str]:
-        return [node.hostname for node in run.nodes.all()]
+        return run.hostnames()
 
     @extend_schema_field(OpenApiTypes.URI)
     def get_raw_url(self, run: ProbeRun) -> str:
@@ -400,7 +402,7 @@ class ProbeRunSerializer(serializers.ModelSerializer):
     @classmethod
     def represent_rows(cls, rows: list[dict], request: Any) -> list[dict]:
         """The representation of a page of ``row_queryset`` rows, with one more query
-        for the runs' nodes."""
+        for the runs' node links, and one for the nodes the page's sweeps read."""
         from django.utils import timezone
 
         ids = [row["id"] for row in rows]
@@ -410,6 +412,15 @@ class ProbeRunSerializer(serializers.ModelSerializer):
             "proberun_id", "node__hostname"
         ):
             nodes[run_id].append(hostname)
+        sweeps = [row for row in rows if row["pattern"] == Pattern.SWEEP]
+        if sweeps:
+            for run_id, parsed in ProbeRun.objects.filter(
+                pk__in=[row["id"] for row in sweeps],
+                # the partitions the page's runs are in
+                slot_at__gte=min(row["slot_at"] for row in sweeps),
+                slot_at__lte=max(row["slot_at"] for row in sweeps),
+            ).values_list("pk", "parsed"):
+                nodes[run_id] = sweep.hostnames(parsed)
         zone = timezone.get_current_timezone()
         sentinel = str(cls._RAW_URL_SENTINEL)
         raw_path = reverse("api:proberun-raw", kwargs={"pk": cls._RAW_URL_SENTINEL})

@@ -36,8 +36,11 @@ ON_DEMAND = (Trigger.MANUAL, Trigger.TENANT)
 
 
 class Pattern(models.TextChoices):
-    """How the node pairs of a throughput or latency batch were chosen."""
+    """What a run covers: every node of the lease, each on its own (a link check's or a
+    counters reading's sweep, ``gpulease_verify.sweep``); how the node pairs of a
+    throughput or latency batch were chosen; or all nodes together (a collective)."""
 
+    SWEEP = "sweep", _("every node")
     NODE = "node", _("one node")
     RING = "ring", _("ring pair")
     CROSS_LEAF = "cross_leaf", _("concurrent cross-leaf pairs")

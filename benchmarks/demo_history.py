@@ -44,11 +44,10 @@ from benchmarks.choices import Pattern, RunState, Tool, Trigger
 from benchmarks.models import ProbeRun
 from benchmarks.models.outputs import store_unsaved
 from benchmarks.probes import commands
-from benchmarks.probes.interpret import interpret
 from benchmarks.probes.plan import PlannedRun, PlanNode, plan_batches
 from benchmarks.services import MANUAL_DEADLINE, terms_view
 from common.progress import progress
-from gpulease_verify import verdicts
+from gpulease_verify import sweep, verdicts
 from gpulease_verify.periods import Period
 from leases.choices import LeaseStatus, LinkLayer, ProbeKind, Technology
 from leases.contract_rules import DEFAULT_PROBE_CADENCE_S
@@ -137,29 +136,101 @@ def _run(
     )
 
 
-def _link_check(ports: list[NicPort]) -> tuple[str, list[verdicts.PortState], dict]:
-    """A node's link check with every port up at its rate: (tool, port states, parsed)."""
-    states = [
-        verdicts.PortState(
-            label=f"{p.device}:{p.port_number}"
-            if p.link_layer == LinkLayer.INFINIBAND
-            else p.netdev,
-            up=True,
-            speed_bps=float(p.rate_gbps * GIGA),
-            expected_bps=float(p.rate_gbps * GIGA),
-            link_down_count=0,
-            previous_link_down_count=0,
+def _link_output(node: PlanNode) -> str:
+    """What the link check prints on a node whose every port is up at its rate, in the
+    tools' own formats after a first line saying it is synthetic (so that it parses, as a
+    real one would)."""
+    parts = []
+    for port in node.ports:
+        if port.link_layer == LinkLayer.INFINIBAND:
+            label = f"{port.device}:{port.port}"
+            parts.append(
+                f"### ibstatus {label}\nInfiniband device '{port.device}' port {port.port} "
+                f"status:\n\tstate:\t\t 4: ACTIVE\n\tphys state:\t 5: LinkUp\n"
+                f"\trate:\t\t {port.rate_gbps} Gb/sec (4X)\n\tlink_layer:\t InfiniBand\n"
+                f"### link_downed {label}\n0\n"
+            )
+        elif port.netdev:
+            parts.append(
+                f"### ethtool {port.netdev}\nSettings for {port.netdev}:\n"
+                f"\tSpeed: {port.rate_gbps * 1000}Mb/s\n\tDuplex: Full\n\tLink detected: yes\n"
+                f"### carrier_down_count {port.netdev}\n0\n"
+            )
+    return _raw("link check", "".join(parts).rstrip("\n"))
+
+
+def _sweep(
+    *,
+    kind: str,
+    tool: str,
+    terms: LeaseTerms,
+    plan: dict[str, PlanNode],
+    outputs: dict[str, str],
+    previous: dict[str, dict[str, int]] | None = None,
+    **common: Any,
+) -> ProbeRun:
+    """A sweep of every node (``gpulease_verify.sweep``) whose nodes printed ``outputs``
+    (hostname -> output) for the probe's own commands, judged by the probes' own rules."""
+    view = terms_view(terms)
+    printed = [
+        sweep.NodeOutput(
+            node=name,
+            state=RunState.OK,
+            command=(commands.counters if kind == ProbeKind.COUNTERS else commands.link_check)(
+                plan[name]
+            ),
+            exit_code=0,
+            stdout=text,
         )
-        for p in ports
+        for name, text in sorted(outputs.items())
     ]
-    infiniband = any(p.link_layer == LinkLayer.INFINIBAND for p in ports)
-    parsed = {
-        "ports": [
-            {"label": s.label, "up": s.up, "speed_bps": s.speed_bps, "link_down_count": 0}
-            for s in states
-        ]
-    }
-    return (Tool.IBSTATUS if infiniband else Tool.ETHTOOL), states, parsed
+    results = [
+        sweep.interpret_node(
+            tool=tool,
+            output=output,
+            terms=view,
+            node=plan[output.node],
+            previous_link_down=(previous or {}).get(output.node),
+        )
+        for output in printed
+    ]
+    judged = sweep.judge(tool=tool, results=results, terms=view)
+    return _run(
+        kind=kind,
+        tool=tool,
+        target=sweep.ALL,
+        pattern=Pattern.SWEEP,
+        terms=terms,
+        raw=sweep.transcript(printed),
+        judgement=verdicts.Judgement(judged.verdict, judged.rule, judged.reason),
+        parsed=sweep.parsed_of(results),
+        **common,
+    )
+
+
+def _link_sweep(*, terms: LeaseTerms, plan: dict[str, PlanNode], **common: Any) -> ProbeRun:
+    """A link check of every node, every port up at its rate."""
+    infiniband = any(p.link_layer == LinkLayer.INFINIBAND for n in plan.values() for p in n.ports)
+    tool = Tool.IBSTATUS if infiniband else Tool.ETHTOOL
+    outputs = {name: _link_output(node) for name, node in plan.items()}
+    previous = {name: {label: 0 for label in _labels(node)} for name, node in plan.items()}
+    return _sweep(
+        kind=ProbeKind.LINK,
+        tool=tool,
+        terms=terms,
+        plan=plan,
+        outputs=outputs,
+        previous=previous,
+        **common,
+    )
+
+
+def _labels(node: PlanNode) -> list[str]:
+    return [
+        f"{p.device}:{p.port}" if p.link_layer == LinkLayer.INFINIBAND else p.netdev
+        for p in node.ports
+        if p.link_layer == LinkLayer.INFINIBAND or p.netdev
+    ]
 
 
 def _nodes(lease: Lease) -> list[Node]:
@@ -202,7 +273,7 @@ def _history(lease: Lease, now: datetime, days: int) -> list[tuple[ProbeRun, lis
     )
     start = max(lease.starts_at, start)
     slot = start.astimezone(UTC).replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
-    checks = {node.pk: _link_check(ports.get(node.pk, [])) for node in nodes}
+    plan = selectors.plan_nodes(nodes, [p for found in ports.values() for p in found])
     made: list[tuple[ProbeRun, list[Node]]] = []
     while slot < now:
         terms = next((v for v in reversed(versions) if v.effective_from <= slot), None)
@@ -212,23 +283,7 @@ def _history(lease: Lease, now: datetime, days: int) -> list[tuple[ProbeRun, lis
         view = terms_view(terms)
         contracted = float(terms.contracted_bandwidth_gbps) * GIGA
         common: dict[str, Any] = {"lease": lease, "terms": terms, "slot": slot, "site_id": site_id}
-        for node in nodes:
-            tool, states, parsed = checks[node.pk]
-            made.append(
-                (
-                    _run(
-                        kind=ProbeKind.LINK,
-                        tool=tool,
-                        target=node.hostname,
-                        pattern=Pattern.NODE,
-                        raw=_raw(tool, f"{len(states)} port(s) up"),
-                        judgement=verdicts.link(ports=states, terms=view),
-                        parsed=parsed,
-                        **common,
-                    ),
-                    [node],
-                )
-            )
+        made.append((_link_sweep(plan=plan, **common), []))
         for index, (client, server) in enumerate(pairs):
             degraded = any(index == i and slot <= at < slot + CADENCE for i, at in slow)
             factor = share * rng.uniform(0.97, 1.03) if degraded else rng.uniform(0.955, 0.99)
@@ -373,24 +428,17 @@ def _counters_output(node: PlanNode, sent: list[int]) -> str:
     return _raw(Tool.COUNTERS, "".join(blocks).rstrip("\n"))
 
 
-def _counters_run(
-    *, lease: Lease, terms: LeaseTerms, node: PlanNode, sent: list[int], slot: datetime, **extra
+def _counters_sweep(
+    *, terms: LeaseTerms, plan: dict[str, PlanNode], sent: dict[str, list[int]], **common: Any
 ) -> ProbeRun:
-    raw = _counters_output(node, sent)
-    found = interpret(tool=Tool.COUNTERS, raw_output=raw, terms=terms_view(terms), node=node)
-    return _run(
-        lease=lease,
-        terms=terms,
+    """The counters of every node, whose ports have sent ``sent`` (hostname -> bytes)."""
+    return _sweep(
         kind=ProbeKind.COUNTERS,
         tool=Tool.COUNTERS,
-        target=node.hostname,
-        pattern=Pattern.NODE,
-        slot=slot,
-        raw=raw,
-        judgement=found.judgement,
-        command=commands.counters(node),
-        parsed=found.parsed,
-        **extra,
+        terms=terms,
+        plan=plan,
+        outputs={name: _counters_output(plan[name], ports) for name, ports in sent.items()},
+        **common,
     )
 
 
@@ -437,28 +485,32 @@ def _counter_history(lease: Lease, now: datetime, days: int) -> list[tuple[Probe
         mbps = (
             plan.burst_mbps if hour in burst else plan.level_mbps * DAILY_PROFILE[local_hour] // 100
         )
-        for node in nodes:
-            drained = hour == reboot and node == nodes[-1]
-            per_slot = [0] * SLOTS_PER_HOUR if drained else _slot_bytes(rng, mbps)
-            ports = sent[node.hostname]
-            for index, moved in enumerate(per_slot):
-                slot = hour + index * COUNTER_STEP
-                if slot + COUNTERS_TAKE > now:
-                    break
-                if terms is not None:
-                    run = _counters_run(
-                        lease=lease,
-                        terms=terms,
-                        node=planned[node.hostname],
-                        sent=ports,
-                        slot=slot,
-                        site_id=site_id,
-                        cadence=COUNTER_STEP,
-                        started=timedelta(seconds=1),
-                        took=COUNTERS_TAKE - timedelta(seconds=1),
-                    )
-                    made.append((run, [node]))
-                if drained and index == REBOOT_SLOT:
+        moves = {
+            node.hostname: [0] * SLOTS_PER_HOUR
+            if hour == reboot and node == nodes[-1]
+            else _slot_bytes(rng, mbps)
+            for node in nodes
+        }
+        for index in range(SLOTS_PER_HOUR):
+            slot = hour + index * COUNTER_STEP
+            if slot + COUNTERS_TAKE > now:
+                break
+            if terms is not None:
+                run = _counters_sweep(
+                    lease=lease,
+                    terms=terms,
+                    plan=planned,
+                    sent={name: list(ports) for name, ports in sent.items()},
+                    slot=slot,
+                    site_id=site_id,
+                    cadence=COUNTER_STEP,
+                    started=timedelta(seconds=1),
+                    took=COUNTERS_TAKE - timedelta(seconds=1),
+                )
+                made.append((run, []))
+            for node in nodes:
+                ports, moved = sent[node.hostname], moves[node.hostname][index]
+                if hour == reboot and node == nodes[-1] and index == REBOOT_SLOT:
                     ports[:] = [BOOT_TX_BYTES] * len(ports)
                     continue
                 for port in range(len(ports)):
@@ -500,10 +552,6 @@ def _acceptance(lease: Lease, now: datetime) -> list[tuple[ProbeRun, list[Node]]
     def judged(run: PlannedRun) -> tuple[str, verdicts.Judgement, dict[str, Any]]:
         """Raw output, judgement and figures of one passing acceptance run."""
         pair = " from {} to {}".format(*run.nodes) if len(run.nodes) == 2 else ""
-        if run.kind == ProbeKind.LINK:
-            _tool, states, parsed = _link_check(ports.get(by_name[run.target].pk, []))
-            judgement = verdicts.link(ports=states, terms=view)
-            return _raw(run.tool, f"{len(states)} port(s) up"), judgement, {"parsed": parsed}
         if run.kind == ProbeKind.THROUGHPUT:
             bps = int(contracted * rng.uniform(0.96, 0.99))
             judgement = verdicts.throughput(measured_bps=bps, terms=view)
@@ -541,9 +589,13 @@ def _acceptance(lease: Lease, now: datetime) -> list[tuple[ProbeRun, list[Node]]
             }
             for run in batch.runs:
                 if kind == ProbeKind.COUNTERS:
-                    node = planned[run.target]
-                    sent = [rng.randrange(10**9, 10**11) for _ in node.ports]
-                    probe = _counters_run(node=node, sent=sent, **common)
+                    sent = {
+                        name: [rng.randrange(10**9, 10**11) for _ in node.ports]
+                        for name, node in planned.items()
+                    }
+                    probe = _counters_sweep(plan=planned, sent=sent, **common)
+                elif kind == ProbeKind.LINK:
+                    probe = _link_sweep(plan=planned, **common)
                 else:
                     raw, judgement, figures = judged(run)
                     probe = _run(
@@ -556,7 +608,8 @@ def _acceptance(lease: Lease, now: datetime) -> list[tuple[ProbeRun, list[Node]]
                         **figures,
                         **common,
                     )
-                made.append((probe, [by_name[name] for name in run.nodes]))
+                linked = [] if run.pattern == Pattern.SWEEP else [by_name[n] for n in run.nodes]
+                made.append((probe, linked))
             elapsed += ACCEPTANCE_BATCH
     return made
 

@@ -1,11 +1,12 @@
 """The dispatcher's node-level runs (link checks, counter readings), created set-based.
 
-They are nine in ten of all runs (every node, every 5 minutes) and all alike: one run per
-node held, in a batch of its own, with nothing to skip. So the dispatcher only says which
-(lease, kind, slot) is due, and PostgreSQL makes the runs and their node links from the
-leases' assignments in one statement (``INSERT ... SELECT``): no node or run is loaded
-into Python, and the number of queries does not grow with the fleet. SQLite (``make run``)
-makes the same runs through the ORM."""
+They are nine in ten of all runs (every node, every 5 minutes) and all alike: one sweep of
+every node a lease holds (``gpulease_verify.sweep``) per lease, kind and slot, in a batch
+of its own, with nothing to skip. So the dispatcher only says which (lease, kind, slot) is
+due, and PostgreSQL makes the sweeps from the leases' assignments in one statement
+(``INSERT ... SELECT``): no node or run is loaded into Python, and the number of queries
+does not grow with the fleet. A sweep has no node links: the worker reads every node the
+lease holds when it runs. SQLite (``make run``) makes the same runs through the ORM."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from benchmarks import selectors
 from benchmarks.choices import Pattern, RunState
 from benchmarks.models import ProbeRun
 from benchmarks.probes.plan import NODE_TOOLS, plan_batches
+from gpulease_verify import sweep
 from leases.choices import LinkLayer
 from leases.models import NicPort, NodeAssignment, Site
 
@@ -28,7 +30,7 @@ NODE_KINDS = frozenset(NODE_TOOLS)
 
 @dataclass(frozen=True)
 class Due:
-    """A node-level kind due for a lease: one run per node it holds."""
+    """A node-level kind due for a lease: one sweep of the nodes it holds."""
 
     lease_id: int
     kind: str
@@ -42,7 +44,7 @@ Batches = list[tuple[uuid.UUID, str]]  # (batch, the probe queue of its site)
 
 
 def create(due: Sequence[Due], *, now: datetime) -> Batches:
-    """Store the runs of ``due`` and their node links, in the caller's transaction."""
+    """Store the sweeps of ``due``, in the caller's transaction."""
     if not due:
         return []
     if connection.vendor == "postgresql":
@@ -82,9 +84,8 @@ def _create_in_sql(due: Sequence[Due], now: datetime) -> Batches:
         f for f in ProbeRun._meta.concrete_fields if not f.primary_key and f.attname not in _GIVEN
     ]
     columns = [*_GIVEN, *(str(f.column) for f in defaults)]
-    through = ProbeRun.nodes.through._meta.db_table
-    # The tool as plan_batches picks it (NODE_TOOLS), by whether the node has an
-    # InfiniBand port.
+    # Per lease holding a node now: the site of its first node by hostname, and the tool as
+    # plan_batches picks it (NODE_TOOLS), by whether any of its nodes has an InfiniBand port.
     sql = f"""
         WITH due AS (
             SELECT * FROM unnest(%s::bigint[], %s::text[], %s::timestamptz[],
@@ -94,26 +95,20 @@ def _create_in_sql(due: Sequence[Due], now: datetime) -> Batches:
                      infiniband_tool, other_tool)
         ),
         held (lease_id, node_id, hostname, site_id) AS ({held}),
-        planned AS (
-            SELECT due.*, held.node_id, held.hostname, held.site_id, gen_random_uuid() AS batch,
-                   CASE WHEN EXISTS (SELECT 1 FROM {quote(NicPort._meta.db_table)} p
-                                     WHERE p.node_id = held.node_id AND p.link_layer = %s)
-                        THEN due.infiniband_tool ELSE due.other_tool END AS tool
-            FROM due JOIN held USING (lease_id)
-        ),
-        made AS (
-            INSERT INTO {quote(ProbeRun._meta.db_table)} ({", ".join(quote(c) for c in columns)})
-            SELECT lease_id, kind, tool, hostname, %s, batch, trigger, slot_at, deadline_at,
-                   site_id, terms_id, %s,
-                   {", ".join(f"%s::{f.db_type(connection)}" for f in defaults)}
-            FROM planned
-            RETURNING id, batch, site_id
-        ),
-        linked AS (
-            INSERT INTO {quote(through)} (proberun_id, node_id)
-            SELECT made.id, planned.node_id FROM made JOIN planned USING (batch)
+        leases AS (
+            SELECT lease_id, (array_agg(site_id ORDER BY hostname))[1] AS site_id,
+                   bool_or(EXISTS (SELECT 1 FROM {quote(NicPort._meta.db_table)} p
+                                   WHERE p.node_id = held.node_id AND p.link_layer = %s))
+                       AS infiniband
+            FROM held GROUP BY lease_id
         )
-        SELECT batch, site_id FROM made
+        INSERT INTO {quote(ProbeRun._meta.db_table)} ({", ".join(quote(c) for c in columns)})
+        SELECT due.lease_id, kind,
+               CASE WHEN leases.infiniband THEN infiniband_tool ELSE other_tool END,
+               %s, %s, gen_random_uuid(), trigger, slot_at, deadline_at, leases.site_id,
+               terms_id, %s, {", ".join(f"%s::{f.db_type(connection)}" for f in defaults)}
+        FROM due JOIN leases USING (lease_id)
+        RETURNING batch, site_id
     """
     params = [
         [d.lease_id for d in due],
@@ -126,7 +121,8 @@ def _create_in_sql(due: Sequence[Due], now: datetime) -> Batches:
         [NODE_TOOLS[d.kind][1] for d in due],
         *held_params,
         LinkLayer.INFINIBAND,
-        Pattern.NODE,
+        sweep.ALL,
+        Pattern.SWEEP,
         RunState.SCHEDULED,
         *(f.get_db_prep_save(getattr(template, f.attname), connection) for f in defaults),
     ]
@@ -143,40 +139,28 @@ def _create_with_orm(due: Sequence[Due], now: datetime) -> Batches:
     held = selectors.lease_nodes_at({d.lease_id for d in due}, now)
     ports = selectors.ports_of(node for nodes in held.values() for node in nodes)
     runs: list[ProbeRun] = []
-    node_ids: list[int] = []
     for item in due:
         nodes = held.get(item.lease_id, [])
         if not nodes:
             continue
-        by_name = {node.hostname: node for node in nodes}
         plan = selectors.plan_nodes(nodes, [p for p in ports if p.node_id in {n.pk for n in nodes}])
         for planned in plan_batches(kind=item.kind, nodes=list(plan.values()), technology=""):
             for run in planned.runs:
-                node = by_name[run.nodes[0]]
-                node_ids.append(node.pk)
                 runs.append(
                     ProbeRun(
                         lease_id=item.lease_id,
                         kind=item.kind,
                         tool=run.tool,
                         target=run.target,
-                        pattern=Pattern.NODE,
+                        pattern=run.pattern,
                         batch=uuid.uuid4(),
                         trigger=item.trigger,
                         slot_at=item.slot_at,
                         deadline_at=item.deadline_at,
-                        site=node.leaf_switch.fabric.site,
+                        site=nodes[0].leaf_switch.fabric.site,
                         terms_id=item.terms_id,
                         state=RunState.SCHEDULED,
                     )
                 )
     made = ProbeRun.objects.bulk_create(runs, batch_size=1000)
-    Through = ProbeRun.nodes.through
-    Through.objects.bulk_create(
-        [
-            Through(proberun_id=run.pk, node_id=node_id)
-            for run, node_id in zip(made, node_ids, strict=True)
-        ],
-        batch_size=2000,
-    )
     return [(run.batch, run.site.probe_queue) for run in made]

@@ -7,9 +7,10 @@ from datetime import datetime
 
 from django.db.models import Max, Q
 
-from benchmarks.choices import ON_DEMAND, RunState, Tool
+from benchmarks.choices import ON_DEMAND, Pattern, RunState
 from benchmarks.models import SLOT_REACH, ProbeRun
 from benchmarks.probes.plan import PlanNode, PlanPort
+from gpulease_verify import sweep
 from leases.models import NicPort, Node, NodeAssignment
 
 
@@ -56,34 +57,52 @@ def ports_of(nodes: Iterable[Node]) -> list[NicPort]:
     return list(NicPort.objects.filter(node__in=[node.pk for node in nodes]))
 
 
-def previous_link_down_counts(run: ProbeRun) -> dict[str, int]:
-    """Port label -> link-down counter from the last link check of the same node that
-    parsed, so a counter that moved since then reads as a flap."""
-    previous = (
+# How many earlier link checks a node's previous reading is looked for in, newest first: a
+# sweep holds every node, so the one before nearly always has it; a node that could not
+# be read for longer than this many checks starts again without a previous count.
+PREVIOUS_READS = (2, 32, 512)
+
+
+def previous_link_down(run: ProbeRun, hostnames: Iterable[str]) -> dict[str, dict[str, int]]:
+    """Hostname -> port label -> link-down counter, from each node's last link check that
+    parsed before ``run`` (a sweep's node, or a run of that node stored before sweeps), so
+    that a counter that moved since then reads as a flap."""
+    wanted = set(hostnames)
+    earlier = (
         ProbeRun.objects.filter(
             lease_id=run.lease_id,
             kind=run.kind,
-            target=run.target,
-            tool__in=[Tool.ETHTOOL, Tool.IBSTATUS],
-            state=RunState.OK,
             finished_at__isnull=False,
             # the checks before it, newest first down the lease's index by slot, in the
             # months they can be in (not a sort of every check the lease ever had)
             slot_at__lte=run.slot_at,
             slot_at__gte=run.slot_at - SLOT_REACH,
         )
+        .filter(Q(pattern=Pattern.SWEEP) | Q(target__in=wanted, state=RunState.OK))
         .exclude(pk=run.pk)
         .order_by("-slot_at", "-id")
-        .values_list("parsed", flat=True)
-        .first()
+        .values_list("pattern", "target", "state", "verdict", "parsed")
     )
-    if not previous:
-        return {}
-    return {
-        port["label"]: port["link_down_count"]
-        for port in previous.get("ports", [])
-        if port.get("link_down_count") is not None
-    }
+    found: dict[str, dict[str, int]] = {}
+    read = 0
+    for limit in PREVIOUS_READS:
+        rows = list(earlier[read:limit])
+        for pattern, target, state, verdict, parsed in rows:
+            results = sweep.node_results(
+                pattern=pattern, target=target, state=state, verdict=verdict, parsed=parsed
+            )
+            for result in results:
+                if result.ok and result.node in wanted and result.node not in found:
+                    found[result.node] = {
+                        port["label"]: port["link_down_count"]
+                        for port in result.parsed.get("ports", [])
+                        if port.get("link_down_count") is not None
+                    }
+        exhausted = len(rows) < limit - read
+        read = limit
+        if exhausted or wanted <= set(found):
+            break
+    return found
 
 
 def pending_on_demand_batches(

@@ -14,6 +14,7 @@ the SLA excludes, instead of missed against the provider.
 """
 
 import asyncio
+import dataclasses
 import functools
 import hashlib
 import logging
@@ -32,7 +33,7 @@ from django.db.models import Exists, OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
 
 from benchmarks import chain, node_runs, selectors
-from benchmarks.choices import FINAL_STATES, RunState, Tool, Trigger, Verdict
+from benchmarks.choices import FINAL_STATES, Pattern, RunState, Tool, Trigger, Verdict
 from benchmarks.models import SLOT_REACH, NodeLock, ProbeRun, SiteAlert
 from benchmarks.probes import runner
 from benchmarks.probes.commands import IPERF3_OMIT_SECONDS
@@ -40,7 +41,7 @@ from benchmarks.probes.interpret import interpret
 from benchmarks.probes.plan import PlannedBatch, PlanNode, plan_batches
 from benchmarks.transports import AsyncTransport, LocalTransport, SSHTarget, SSHTransport
 from billing.models import TrafficSample
-from gpulease_verify import witness
+from gpulease_verify import sweep, witness
 from gpulease_verify.parsers import ParseError, RunFailed
 from gpulease_verify.verdicts import TermsView
 from leases.choices import HEAVY_PROBE_KINDS, HeavyProbePolicy, ProbeKind
@@ -200,10 +201,12 @@ def _save(batches: Sequence[NewBatch]) -> None:
     runs = [run for batch in batches for run in batch.runs]
     ProbeRun.objects.bulk_create(runs, batch_size=1000)
     Through = ProbeRun.nodes.through
+    # A sweep has no node links: it reads every node its lease holds when it runs.
     Through.objects.bulk_create(
         [
             Through(proberun_id=run.pk, node_id=node_id)
             for run in runs
+            if run.pattern != Pattern.SWEEP
             for node_id in run._node_ids  # type: ignore[attr-defined]
         ],
         batch_size=2000,
@@ -674,17 +677,23 @@ def execute_batch(
     if not runs:
         return []
     lease = Lease.objects.get(pk=runs[0].lease_id)
-    links = list(
-        ProbeRun.nodes.through.objects.filter(proberun__in=runs).values_list(
-            "proberun_id", "node_id"
+    if runs[0].pattern == Pattern.SWEEP:
+        # A sweep reads every node the lease holds when it runs; it has no node links.
+        held = selectors.lease_nodes_at([lease.pk], now).get(lease.pk, [])
+        nodes = {node.pk: node for node in held}
+        links = [(run.pk, node.pk) for run in runs for node in held]
+    else:
+        links = list(
+            ProbeRun.nodes.through.objects.filter(proberun__in=runs).values_list(
+                "proberun_id", "node_id"
+            )
         )
-    )
-    nodes = {
-        node.pk: node
-        for node in Node.objects.filter(pk__in={node_id for _, node_id in links}).select_related(
-            "leaf_switch"
-        )
-    }
+        nodes = {
+            node.pk: node
+            for node in Node.objects.filter(
+                pk__in={node_id for _, node_id in links}
+            ).select_related("leaf_switch")
+        }
     heavy = runs[0].kind in HEAVY_PROBE_KINDS
     if heavy:
         try:
@@ -802,14 +811,18 @@ def record_execution(
     run.terms = terms
     run.state = execution.state
     run.error = execution.error
-    if execution.state == RunState.OK and terms is not None:
+    if run.pattern == Pattern.SWEEP and execution.state == RunState.OK:
+        _judge_sweep(run, execution, terms, plan, witnessed)
+    elif execution.state == RunState.OK and terms is not None:
         try:
             result = interpret(
                 tool=run.tool,
                 raw_output=execution.raw_output,
                 terms=terms_view(terms),
                 node=plan.get(run.target),
-                previous_link_down=selectors.previous_link_down_counts(run),
+                previous_link_down=selectors.previous_link_down(run, [run.target]).get(run.target)
+                if run.kind == ProbeKind.LINK
+                else None,
             )
         except RunFailed as error:
             run.state, run.error = RunState.FAILED, str(error)
@@ -869,6 +882,42 @@ def record_execution(
                 linked.run_hash,
             )
     return run
+
+
+def _judge_sweep(
+    run: ProbeRun,
+    execution: runner.Execution,
+    terms: LeaseTerms | None,
+    plan: dict[str, PlanNode],
+    witnessed: telemetry_witness.Witnessed | None,
+) -> None:
+    """A sweep's nodes read one by one (``gpulease_verify.sweep``), each with its own
+    previous link-down counts and, for counters, its switch port's witness; the sweep's
+    state and verdict are theirs combined."""
+    view = terms_view(terms) if terms is not None else None
+    previous = (
+        selectors.previous_link_down(run, [out.node for out in execution.nodes])
+        if run.kind == ProbeKind.LINK
+        else {}
+    )
+    results = []
+    for output in execution.nodes:
+        result = sweep.interpret_node(
+            tool=run.tool,
+            output=output,
+            terms=view,
+            node=plan.get(output.node),
+            previous_link_down=previous.get(output.node),
+        )
+        switch = witnessed.after.get(output.node) if witnessed is not None else None
+        if result.ok and switch is not None and run.kind == ProbeKind.COUNTERS:
+            block = telemetry_witness.counters_block(witnessed.ports[output.node], switch)  # type: ignore[union-attr]
+            result = dataclasses.replace(result, parsed={**result.parsed, witness.KEY: block})
+        results.append(result)
+    judged = sweep.judge(tool=run.tool, results=results, terms=view)
+    run.parsed = sweep.parsed_of(results)
+    run.state, run.verdict, run.rule = judged.state, judged.verdict, judged.rule
+    run.verdict_reason, run.error = judged.reason, judged.error
 
 
 # --- the self-check ------------------------------------------------------------------

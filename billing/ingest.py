@@ -12,6 +12,7 @@ samples.
 
 import logging
 from collections import defaultdict
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -20,7 +21,7 @@ from django.db import transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from benchmarks.choices import RunState, Tool, Trigger, Verdict
+from benchmarks.choices import Pattern, RunState, Tool, Trigger, Verdict
 from benchmarks.models import (
     SLOT_REACH,
     ProbeRun,
@@ -32,13 +33,20 @@ from billing.choices import IncidentState
 from billing.models import HourlyRollup, Incident, IngestCursor, TrafficSample
 from billing.probe_tax import record_sent, sent_of, taxed
 from common.progress import counter
-from gpulease_verify import probe_tax
+from gpulease_verify import probe_tax, sweep
 from gpulease_verify.bundle import hour_start
 from gpulease_verify.health import unavailable_within
 from gpulease_verify.probe_tax import ProbeSend
 from gpulease_verify.samples import classify_sample, link_slot_outcome, telemetry_slot_outcome
 from gpulease_verify.telemetry import PortSample as Sample
-from gpulease_verify.traffic import COUNTER_BITS, max_rate_bps, reading_of, slot_traffic
+from gpulease_verify.traffic import (
+    COUNTER_BITS,
+    READING_REACH,
+    Reading,
+    max_rate_bps,
+    reading_of,
+    slot_traffic,
+)
 from leases.choices import HEAVY_PROBE_KINDS, ProbeKind
 from leases.contract_rules import in_weekly_windows
 from leases.models import Lease, LeaseTerms
@@ -191,44 +199,76 @@ def telemetry_down(*, lease: Lease, hour: datetime) -> dict[tuple[str, str], lis
 
 
 def _counter_runs(lease: Lease):  # type: ignore[no-untyped-def]
+    """The lease's scheduled counters runs that can hold readings: sweeps that are over
+    (their nodes read one by one) and, stored before sweeps, per-node runs that ended ok."""
     return ProbeRun.objects.filter(
-        lease=lease, kind=ProbeKind.COUNTERS, trigger=Trigger.SCHEDULE, state=RunState.OK
-    )
+        lease=lease, kind=ProbeKind.COUNTERS, trigger=Trigger.SCHEDULE
+    ).filter(Q(state=RunState.OK) | Q(pattern=Pattern.SWEEP, finished_at__isnull=False))
+
+
+READ = ("pk", "slot_at", "deadline_at", "pattern", "target", "state", "verdict", "parsed")
+
+
+def _read(rows: Iterable[tuple]) -> Iterator[tuple[int, datetime, datetime, sweep.NodeResult]]:
+    """(run id, slot, deadline, node result) of every node read ok in ``rows`` (values of
+    ``READ``), in the rows' order."""
+    for pk, slot_at, deadline_at, pattern, target, state, verdict, parsed in rows:
+        for result in sweep.node_results(
+            pattern=pattern, target=target, state=state, verdict=verdict, parsed=parsed
+        ):
+            if result.ok:
+                yield pk, slot_at, deadline_at, result
 
 
 def _neighbours(
     lease: Lease, slots: dict[str, datetime], *, before: bool
 ) -> dict[str, tuple[int, datetime]]:
     """Node -> (id, slot) of its counters reading just before (``before``) or just after
-    its slot in ``slots``; nodes with none are left out. One query for every node, over
-    the few hours around the slots (one or two monthly partitions); one more per node
-    only where its neighbour is further away than that."""
+    its slot in ``slots``, at most ``READING_REACH`` away; nodes with none are left out.
+    One query for every node, over the few hours around the slots (one or two monthly
+    partitions); one more per node only where it was not read then, walking on to the
+    reach in the database."""
     if not slots:
         return {}
-    runs = _counter_runs(lease).filter(target__in=list(slots))
+    runs = _counter_runs(lease).filter(Q(pattern=Pattern.SWEEP) | Q(target__in=list(slots)))
     lo, hi = min(slots.values()), max(slots.values())
+
+    def beside(node: str, slot_at: datetime) -> bool:
+        if before:
+            return slots[node] - READING_REACH <= slot_at < slots[node]
+        return slots[node] < slot_at <= slots[node] + READING_REACH
+
     near = (
         runs.filter(slot_at__gte=lo - NEIGHBOUR_SPAN, slot_at__lt=hi)
         if before
         else runs.filter(slot_at__gt=lo, slot_at__lte=hi + NEIGHBOUR_SPAN)
     )
     found: dict[str, tuple[int, datetime]] = {}
-    for pk, target, slot_at in near.order_by("slot_at").values_list("pk", "target", "slot_at"):
-        if before and slot_at < slots[target]:
-            found[target] = (pk, slot_at)  # the latest one before wins
-        elif not before and slot_at > slots[target] and target not in found:
-            found[target] = (pk, slot_at)
-    for target, slot_at in slots.items():
-        if target in found:
+    for pk, slot_at, _deadline, result in _read(near.order_by("slot_at").values_list(*READ)):
+        node = result.node
+        if node not in slots or not beside(node, slot_at):
             continue
+        if before or node not in found:
+            found[node] = (pk, slot_at)  # before: the latest one wins; after: the first
+    for node, slot in slots.items():
+        if node in found:
+            continue
+        # Further away, up to the reach: the run that read the node ok, found in the
+        # database (a sweep's node entry, or a run of the node stored before sweeps).
+        read = Q(pattern=Pattern.SWEEP, **{f"parsed__nodes__{node}__state": sweep.OK})
+        near_node = runs.filter(read | Q(target=node, state=RunState.OK))
         far = (
-            runs.filter(target=target, slot_at__lt=slot_at).order_by("-slot_at")
+            near_node.filter(slot_at__gte=slot - READING_REACH, slot_at__lt=slot).order_by(
+                "-slot_at"
+            )
             if before
-            else runs.filter(target=target, slot_at__gt=slot_at).order_by("slot_at")
+            else near_node.filter(slot_at__gt=slot, slot_at__lte=slot + READING_REACH).order_by(
+                "slot_at"
+            )
         )
         row = far.values_list("pk", "slot_at").first()
         if row is not None:
-            found[target] = row
+            found[node] = row
     return found
 
 
@@ -317,12 +357,8 @@ def traffic_evidence(*, lease: Lease, start: datetime, end: datetime) -> QuerySe
     after) and the heavy probes that ran over its readings' span. An audit bundle's
     stretch of the chain takes them in, so that the verifier rebuilds the samples from the
     runs (``gpulease_verify.traffic.rebuild``)."""
-    read = set(
-        _counter_runs(lease)
-        .filter(slot_at__gte=start, slot_at__lt=end)
-        .values_list("target", flat=True)
-        .distinct()
-    )
+    within = _counter_runs(lease).filter(slot_at__gte=start, slot_at__lt=end)
+    read = {result.node for _pk, _slot, _deadline, result in _read(within.values_list(*READ))}
     before, after = _edges(lease, start, end, read)
     edges = [*before.values(), *after.values()]
     lo = min([start, *(slot for _pk, slot in before.values())])
@@ -340,27 +376,31 @@ def recompute_traffic(*, lease: Lease, start: datetime, end: datetime) -> int:
     interval, spread over the slots it covers, each sample stamped with its slot's start).
     Returns the samples written."""
     runs = _counter_runs(lease)
-    by_node: dict[str, list[ProbeRun]] = defaultdict(list)
-    for run in runs.filter(slot_at__gte=start, slot_at__lte=end).order_by("slot_at"):
-        by_node[run.target].append(run)
+    by_node: dict[str, list[Reading]] = defaultdict(list)
+    window = runs.filter(slot_at__gte=start, slot_at__lte=end).order_by("slot_at")
+    for _pk, slot_at, deadline_at, result in _read(window.values_list(*READ)):
+        by_node[result.node].append(
+            reading_of(result.parsed, slot_at=slot_at, deadline_at=deadline_at)
+        )
     before, after = _edges(lease, start, end, set(by_node))
-    edges = ProbeRun.objects.in_bulk([pk for pk, _slot in (*before.values(), *after.values())])
-    for target in set(by_node) | set(before) | set(after):
-        outside = (edges.get(before.get(target, (0,))[0]), edges.get(after.get(target, (0,))[0]))
-        by_node[target] = [r for r in (outside[0], *by_node[target], outside[1]) if r is not None]
+    wanted = {pk for pk, _slot in (*before.values(), *after.values())}
+    edges: dict[tuple[int, str], Reading] = {
+        (pk, result.node): reading_of(result.parsed, slot_at=slot_at, deadline_at=deadline_at)
+        for pk, slot_at, deadline_at, result in _read(
+            ProbeRun.objects.filter(pk__in=wanted).values_list(*READ)
+        )
+    }
+    for node in set(by_node) | set(before) | set(after):
+        first = edges.get((before[node][0], node)) if node in before else None
+        last = edges.get((after[node][0], node)) if node in after else None
+        by_node[node] = [r for r in (first, *by_node[node], last) if r is not None]
     rates = lease.assignments.filter(node__nic_ports__isnull=False).values_list(
         "node__nic_ports__rate_gbps", flat=True
     )
-    read = [run.slot_at for found in by_node.values() for run in found]
+    read = [reading.at for found in by_node.values() for reading in found]
     probes = probe_sends(lease=lease, start=min(read), end=max(read)) if read else {}
     slots = slot_traffic(
-        {
-            target: [
-                reading_of(run.parsed, slot_at=run.slot_at, deadline_at=run.deadline_at)
-                for run in found
-            ]
-            for target, found in by_node.items()
-        },
+        by_node,
         start=start,
         end=end,
         counter_bits=COUNTER_BITS,
@@ -384,21 +424,53 @@ def recompute_traffic(*, lease: Lease, start: datetime, end: datetime) -> int:
     return len(slots)
 
 
+def _node_results(run: ProbeRun) -> list[sweep.NodeResult]:
+    return sweep.node_results(
+        pattern=run.pattern,
+        target=run.target,
+        state=run.state,
+        verdict=run.verdict,
+        parsed=run.parsed,
+    )
+
+
 # --- incidents ------------------------------------------------------------------------------
 
 
-def _judged_until(run: ProbeRun):  # type: ignore[no-untyped-def]
-    """The judged samples of the run's target up to and including its slot, newest first."""
-    return ProbeRun.objects.filter(
+def _judged_until(run: ProbeRun, node: str, count: int) -> list[tuple[ProbeRun, str]]:
+    """The ``count`` latest judged samples of the run's target up to and including its
+    slot, newest first, as (run, verdict): of a sweep's ``node``, the sweeps in which that
+    node was judged; of any other run, the runs of its target that were."""
+    runs = ProbeRun.objects.filter(
         lease_id=run.lease_id,
         kind=run.kind,
         pattern=run.pattern,
-        target=run.target,
         trigger=Trigger.SCHEDULE,
-        state=RunState.OK,
-        verdict__in=[Verdict.PASS, Verdict.FAIL],
         slot_at__lte=run.slot_at,
     ).order_by("-slot_at")
+    if run.pattern != Pattern.SWEEP:
+        judged = runs.filter(
+            target=run.target, state=RunState.OK, verdict__in=[Verdict.PASS, Verdict.FAIL]
+        )
+        return [(found, found.verdict) for found in judged[:count]]
+    found: list[tuple[ProbeRun, str]] = []
+    # Newest first, within the months the run's reach allows; a node is judged in nearly
+    # every sweep, so this reads about ``count`` rows.
+    for earlier in runs.filter(slot_at__gte=run.slot_at - SLOT_REACH).iterator(chunk_size=16):
+        verdict = _node_verdict(earlier, node)
+        if verdict is not None:
+            found.append((earlier, verdict))
+            if len(found) == count:
+                break
+    return found
+
+
+def _node_verdict(run: ProbeRun, node: str) -> str | None:
+    """The node's verdict in the run when it was judged (pass or fail), else None."""
+    for result in _node_results(run):
+        if result.node == node and result.ok and result.verdict in (Verdict.PASS, Verdict.FAIL):
+            return result.verdict
+    return None
 
 
 def _worse(incident: Incident, run: ProbeRun) -> None:
@@ -412,13 +484,31 @@ def _worse(incident: Incident, run: ProbeRun) -> None:
         incident.worst_latency_us = run.latency_us
 
 
-def track_incident(run: ProbeRun) -> tuple[Incident | None, str]:
-    """Open, extend or close the incident of the run's target. Returns (incident, event)
-    with event "opened", "closed" or ""."""
-    key = {"lease_id": run.lease_id, "kind": run.kind, "pattern": run.pattern, "target": run.target}
+def judged_targets(run: ProbeRun) -> list[tuple[str, str]]:
+    """(target, verdict) of each target a scheduled run judged: a sweep's nodes that were
+    judged, one by one; the target of any other run that ended ok with a verdict. Counters
+    are never judged."""
+    if run.trigger != Trigger.SCHEDULE or run.tool == Tool.COUNTERS:
+        return []
+    if run.pattern == Pattern.SWEEP:
+        return [
+            (result.node, result.verdict)
+            for result in _node_results(run)
+            if result.ok and result.verdict in (Verdict.PASS, Verdict.FAIL)
+        ]
+    if run.state == RunState.OK and run.verdict in (Verdict.PASS, Verdict.FAIL):
+        return [(run.target, run.verdict)]
+    return []
+
+
+def track_incident(run: ProbeRun, target: str, verdict: str) -> tuple[Incident | None, str]:
+    """Open, extend or close the incident of ``target`` (the run's, or one node of a
+    sweep) from the run's ``verdict`` of it. Returns (incident, event) with event
+    "opened", "closed" or ""."""
+    key = {"lease_id": run.lease_id, "kind": run.kind, "pattern": run.pattern, "target": target}
     open_incident = Incident.objects.filter(state=IncidentState.OPEN, **key).first()
     if open_incident is not None:
-        if run.verdict == Verdict.PASS:
+        if verdict == Verdict.PASS:
             open_incident.state = IncidentState.CLOSED
             open_incident.closed_at = run.finished_at or run.slot_at
             open_incident.save()
@@ -430,10 +520,10 @@ def track_incident(run: ProbeRun) -> tuple[Incident | None, str]:
             open_incident.save()
         return open_incident, ""
     needed = run.terms.incident_after_violations if run.terms else 3
-    recent = list(_judged_until(run)[:needed])
-    if len(recent) < needed or any(r.verdict != Verdict.FAIL for r in recent):
+    recent = _judged_until(run, target, needed)
+    if len(recent) < needed or any(said != Verdict.FAIL for _found, said in recent):
         return None, ""
-    first = recent[-1]
+    first = recent[-1][0]
     incident = Incident(
         state=IncidentState.OPEN,
         opened_at=first.slot_at,
@@ -442,10 +532,10 @@ def track_incident(run: ProbeRun) -> tuple[Incident | None, str]:
         terms=run.terms or first.terms,
         **key,
     )
-    for violating in recent:
+    for violating, _said in recent:
         _worse(incident, violating)
     incident.save()
-    incident.runs.set(recent)
+    incident.runs.set([violating for violating, _said in recent])
     return incident, "opened"
 
 
@@ -492,10 +582,13 @@ def ingest(*, limit: int = BATCH, notify: bool = True) -> IngestResult:
             if run.trigger != Trigger.SCHEDULE:
                 continue
             hours.add((run.lease_id, run.kind, hour_of(run.slot_at)))
-            if run.kind == ProbeKind.COUNTERS and run.state == RunState.OK:
+            if run.kind == ProbeKind.COUNTERS:
                 seen_first, seen_last = first_new[run.lease_id], last_new[run.lease_id]
-                seen_first[run.target] = min(seen_first.get(run.target, run.slot_at), run.slot_at)
-                seen_last[run.target] = max(seen_last.get(run.target, run.slot_at), run.slot_at)
+                for node_result in _node_results(run):
+                    if node_result.ok:
+                        node, slot = node_result.node, run.slot_at
+                        seen_first[node] = min(seen_first.get(node, slot), slot)
+                        seen_last[node] = max(seen_last.get(node, slot), slot)
         for lease_id, kind, hour in sorted(hours, key=lambda h: (h[0], h[1], h[2])):
             recompute_hour(lease=leases[lease_id], kind=kind, hour=hour)
         for lease_id in sorted(first_new):
@@ -504,14 +597,6 @@ def ingest(*, limit: int = BATCH, notify: bool = True) -> IngestResult:
                 lease=lease, first=first_new[lease_id], last=last_new[lease_id]
             )
             result.traffic_samples += recompute_traffic(lease=lease, start=start, end=end)
-        judged = [
-            run
-            for run in batch
-            if run.trigger == Trigger.SCHEDULE
-            and run.state == RunState.OK
-            and run.verdict in (Verdict.PASS, Verdict.FAIL)
-            and run.tool != Tool.COUNTERS
-        ]
         # A pass where no incident is open changes nothing: most runs of a healthy fleet
         # skip track_incident's queries.
         open_keys = set(
@@ -519,19 +604,20 @@ def ingest(*, limit: int = BATCH, notify: bool = True) -> IngestResult:
                 "lease_id", "kind", "pattern", "target"
             )
         )
-        for run in sorted(judged, key=lambda r: r.slot_at):
-            key = (run.lease_id, run.kind, run.pattern, run.target)
-            if run.verdict == Verdict.PASS and key not in open_keys:
-                continue
-            incident, event = track_incident(run)
-            if event == "opened":
-                open_keys.add(key)
-            elif event == "closed":
-                open_keys.discard(key)
-            if incident is not None and event:
-                (result.opened if event == "opened" else result.closed).append(incident.pk)
-                if notify:
-                    _notify_after_commit(incident, event)
+        for run in sorted(batch, key=lambda r: r.slot_at):
+            for target, verdict in judged_targets(run):
+                key = (run.lease_id, run.kind, run.pattern, target)
+                if verdict == Verdict.PASS and key not in open_keys:
+                    continue
+                incident, event = track_incident(run, target, verdict)
+                if event == "opened":
+                    open_keys.add(key)
+                elif event == "closed":
+                    open_keys.discard(key)
+                if incident is not None and event:
+                    (result.opened if event == "opened" else result.closed).append(incident.pk)
+                    if notify:
+                        _notify_after_commit(incident, event)
         ProbeRun.objects.filter(
             pk__in=[run.pk for run in batch],
             # the partitions these runs are in, not every month's

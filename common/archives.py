@@ -43,6 +43,7 @@ from common.models import PartitionArchive
 from common.progress import counter
 from gpulease_verify.archive import FORMAT, ArchiveError, read_manifest
 from gpulease_verify.periods import Period
+from gpulease_verify.traffic import READING_REACH
 
 log = logging.getLogger(__name__)
 
@@ -377,12 +378,13 @@ def restore(path: Path, *, now: datetime | None = None) -> PartitionArchive:
 
 @contextmanager
 def readable(
-    start: datetime, end: datetime, *, margin: timedelta = timedelta(days=1)
+    start: datetime, end: datetime, *, margin: timedelta = READING_REACH
 ) -> Iterator[list[str]]:
     """Within the block, the archived months that ``[start - margin, end + margin)``
     touches are back in the tables, from their files; afterwards they are gone again (the
     block runs in a transaction rolled back at its end, so it must not write). Yields the
-    months it loaded."""
+    months it loaded. The default margin is the farthest a node's counter reading can
+    lie outside a period and still close one of its intervals (``READING_REACH``)."""
     wanted = set(
         Period.span(
             Period.containing(start - margin, UTC),

@@ -52,13 +52,13 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from benchmarks.choices import RunState
+from benchmarks.choices import Pattern, RunState
 from benchmarks.models import ProbeRun
 from billing import invoicing
 from billing.choices import FabricIncidentKind, IncidentState
 from billing.ingest import pending_runs
 from billing.models import Incident
-from gpulease_verify import health
+from gpulease_verify import health, sweep
 from leases.choices import LeaseStatus, ProbeKind
 from leases.models import Lease, NicPort, NodeAssignment, Site
 from portal import provider_selectors, selectors
@@ -88,7 +88,8 @@ NORMALISED_COUNTERS = {
         "Number of times the link failed to recover from an error state and went down",
     ),
 }
-# Raw InfiniBand sysfs counters, read as node_exporter reads them (only sysfs sources).
+# Raw InfiniBand sysfs counters, read as node_exporter reads them: those a counters sweep
+# keeps of a port's whole list (gpulease_verify.sweep.KEPT_COUNTERS, the same names).
 RAW_IB_COUNTERS = {
     "symbol_error": (
         "node_infiniband_symbol_error",
@@ -415,29 +416,39 @@ def _port_key(port: dict[str, Any], netdevs: dict[str, tuple[str, str]]) -> tupl
 
 
 def _fabric_metrics(instant: datetime) -> Iterator[Metric]:
-    """The newest counter reading of every node leased now: one query (a subquery per
-    assignment walks the lease's (kind, -slot) index), plus one for the NIC ports."""
-    readings = (
-        NodeAssignment.objects.in_force_at(instant)
-        .filter(lease__status=LeaseStatus.ACTIVE)
-        .annotate(
-            parsed=Subquery(
-                ProbeRun.objects.filter(
-                    lease=OuterRef("lease_id"),
-                    kind=ProbeKind.COUNTERS,
-                    state=RunState.OK,
-                    target=OuterRef("node__hostname"),
-                )
-                .order_by("-slot_at")
-                .values("parsed")[:1]
-            )
+    """The newest counter reading of every node leased now, from its lease's newest
+    counters sweep: one query for the sweeps (a subquery per lease walks its (kind, -slot)
+    index), one for the nodes held, one for their NIC ports."""
+    held = NodeAssignment.objects.in_force_at(instant).filter(lease__status=LeaseStatus.ACTIVE)
+    newest = (
+        ProbeRun.objects.filter(
+            lease=OuterRef("pk"),
+            kind=ProbeKind.COUNTERS,
+            pattern=Pattern.SWEEP,
+            finished_at__isnull=False,
         )
-        .values_list("node_id", "node__hostname", "parsed")
+        .order_by("-slot_at")
+        .values("parsed")[:1]
+    )
+    sweeps = dict(
+        Lease.objects.filter(pk__in=held.values("lease_id"))
+        .annotate(parsed=Subquery(newest))
+        .values_list("pk", "parsed")
     )
     nodes: dict[int, tuple[str, dict[str, Any]]] = {}
-    for node_id, hostname, parsed in readings:
-        if isinstance(parsed, dict):
-            nodes[node_id] = (hostname, parsed)
+    for node_id, hostname, lease_id in held.values_list("node_id", "node__hostname", "lease_id"):
+        read = {
+            result.node: result
+            for result in sweep.node_results(
+                pattern=Pattern.SWEEP,
+                target=sweep.ALL,
+                state="",
+                verdict="",
+                parsed=sweeps.get(lease_id),
+            )
+        }
+        if hostname in read and read[hostname].ok:
+            nodes[node_id] = (hostname, dict(read[hostname].parsed))
     ports: dict[int, dict[str, tuple[str, str]]] = defaultdict(dict)
     rates: list[tuple[str, str, str, int]] = []
     for node_id, hostname, device, number, netdev, gbps in NicPort.objects.filter(
@@ -459,7 +470,7 @@ def _fabric_metrics(instant: datetime) -> Iterator[Metric]:
             key = _port_key(port, ports[node_id])
             if key is None:
                 continue
-            raw = port.get("raw") if parsed.get("source") == "sysfs" else None
+            raw = port.get("raw")
             for name, family in families.items():
                 value = port.get(name) if name in NORMALISED_COUNTERS else (raw or {}).get(name)
                 if isinstance(value, int) and value >= 0 and (hostname, *key, name) not in seen:

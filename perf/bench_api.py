@@ -1,9 +1,9 @@
 """API latency under load: one lease of 8 nodes with a year of 5-minute history, served by
 gunicorn (4 sync workers) and read by 20 concurrent clients on loopback.
 
-The raw rows are generated in SQL (bench_billing's approach): per node a link check and a
-counters reading every 5 minutes, plus a ring of 8 node-pair throughput runs every hour,
-over 365 days (1,752,000 runs and 1,822,080 run-node links). The hourly rollups are built
+The raw rows are generated in SQL (bench_billing's approach): every 5 minutes a link sweep
+and a counters sweep of the lease's nodes, plus a ring of 8 node-pair throughput runs every
+hour, over 365 days (280,320 runs and 140,160 run-node links). The hourly rollups are built
 in SQL from them, so the SLA report reads rollups as it does in production.
 
 Measured, for each endpoint, with a provider-staff token per client:
@@ -62,36 +62,34 @@ lease_nodes AS (
 )
 """
 
-# Per node, every 5 minutes: a link check (all links up) and a counters reading.
+# Every 5 minutes: a link sweep of the lease's nodes (all links up) and a counters sweep.
 NODE_RUNS_SQL = f"""
-WITH {NODES_CTE},
-runs AS (
-    INSERT INTO benchmarks_proberun ({ALL_RUN_COLUMNS})
-    SELECT t.lease_id, kinds.kind, kinds.tool, n.hostname, 'node', gen_random_uuid(),
-           'schedule', s, s + interval '5 minutes', 'ok', 1, s, s + interval '1 second', '',
-           0, '', '', '', false,
-           CASE WHEN kinds.kind = 'counters' THEN jsonb_build_object('ports',
-               jsonb_build_array(jsonb_build_object(
-                   'section', 'counters ens1f0', 'name', 'ens1f0',
-                   'tx_bytes', (extract(epoch FROM s - %(start)s::timestamptz)::bigint / 300)
-                               * 375000000000 + n.k)))
-           ELSE jsonb_build_object('ports', jsonb_build_array(jsonb_build_object(
-                   'name', 'ens1f0', 'link_detected', true, 'speed_mbps', 100000))) END,
-           NULL, NULL, t.id,
-           CASE WHEN kinds.kind = 'link' THEN 'pass' ELSE 'none' END,
-           CASE WHEN kinds.kind = 'link' THEN 'every link up at its rated speed'
-                ELSE 'counters are recorded for metering' END,
-           '', '', %(site)s, '', ''
-    FROM leases_leaseterms t
-    CROSS JOIN lease_nodes n
-    CROSS JOIN (VALUES ('link', 'ethtool'), ('counters', 'counters')) AS kinds (kind, tool)
-    CROSS JOIN generate_series(%(start)s::timestamptz, %(end)s::timestamptz - interval '5 minutes',
-                               interval '5 minutes') AS s
-    WHERE t.lease_id = %(lease)s
-    RETURNING id, target
-)
-INSERT INTO benchmarks_proberun_nodes (proberun_id, node_id)
-SELECT runs.id, n.id FROM runs JOIN lease_nodes n ON n.hostname = runs.target
+WITH {NODES_CTE}
+INSERT INTO benchmarks_proberun ({ALL_RUN_COLUMNS})
+SELECT t.lease_id, kinds.kind, kinds.tool, 'all', 'sweep', gen_random_uuid(),
+       'schedule', s, s + interval '5 minutes', 'ok', 1, s, s + interval '1 second', '',
+       0, '', '', '', false,
+       jsonb_build_object('nodes', (
+           SELECT jsonb_object_agg(n.hostname, CASE WHEN kinds.kind = 'counters'
+               THEN jsonb_build_object('state', 'ok', 'ports', jsonb_build_array(
+                   jsonb_build_object('section', 'counters ens1f0', 'name', 'ens1f0',
+                       'tx_bytes', (extract(epoch FROM s - %(start)s::timestamptz)::bigint
+                                    / 300) * 375000000000 + n.k)))
+               ELSE jsonb_build_object('state', 'ok', 'verdict', 'pass', 'ports',
+                   jsonb_build_array(jsonb_build_object(
+                       'label', 'ens1f0', 'up', true, 'speed_bps', 100000000000))) END)
+           FROM lease_nodes n)),
+       NULL, NULL, t.id,
+       CASE WHEN kinds.kind = 'link' THEN 'pass' ELSE 'none' END,
+       CASE WHEN kinds.kind = 'link'
+            THEN 'every contracted port up at its rate, no link flap (terms v1)'
+            ELSE 'counters are recorded for metering' END,
+       '', '', %(site)s, '', ''
+FROM leases_leaseterms t
+CROSS JOIN (VALUES ('link', 'ethtool'), ('counters', 'counters')) AS kinds (kind, tool)
+CROSS JOIN generate_series(%(start)s::timestamptz, %(end)s::timestamptz - interval '5 minutes',
+                           interval '5 minutes') AS s
+WHERE t.lease_id = %(lease)s
 """
 
 # Every hour: a ring of 8 node pairs (2%% of samples at 40 Gbit/s, the rest at 98).

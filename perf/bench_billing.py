@@ -1,5 +1,6 @@
 """Month-end billing: 100 leases x 8 nodes with a month of 5-minute throughput and counter
-samples (about 14 million probe runs) on PostgreSQL.
+samples (about 8 million probe runs: 7.1 million throughput runs and 0.9 million counters
+sweeps of 8 nodes) on PostgreSQL.
 
 Measured:
 - the month-end run (SLA evaluation and draft invoices for every tenant) from rollups;
@@ -10,8 +11,9 @@ Measured:
 - peak memory of this process.
 
 The raw rows are generated in SQL: per lease a ring of 8 node pairs measured every 5
-minutes (2% of samples at 40 Gbit/s, the rest at 98, against 100 contracted), and per
-node a tx byte counter growing by 375 GB per 5 minutes (10 Gbit/s)."""
+minutes (2% of samples at 40 Gbit/s, the rest at 98, against 100 contracted), and every 5
+minutes a counters sweep of the lease's nodes, each node's tx byte counter growing by 375 GB
+per 5 minutes (10 Gbit/s)."""
 
 import os
 import time
@@ -55,32 +57,42 @@ WHERE l.id = ANY(%(leases)s)
 
 COUNTERS_SQL = f"""
 INSERT INTO benchmarks_proberun ({RUN_COLUMNS})
-SELECT l.id, 'counters', 'counters', 'n' || k, 'node', gen_random_uuid(), 'schedule', s,
+SELECT l.id, 'counters', 'counters', 'all', 'sweep', gen_random_uuid(), 'schedule', s,
        s + interval '5 minutes', 'ok', 1, s, s + interval '1 second', '', 0, '', '',
        false,
-       jsonb_build_object('ports', jsonb_build_array(jsonb_build_object(
-           'section', 'counters ens1f0', 'name', 'ens1f0',
-           'tx_bytes', (extract(epoch FROM s - %(start)s::timestamptz)::bigint / 300)
-                       * 375000000000 + k))),
-       NULL, NULL, t.id, 'none', 'counters are recorded for metering', '', '', %(site)s, '', ''
+       jsonb_build_object('nodes', (
+           SELECT jsonb_object_agg('n' || k, jsonb_build_object('state', 'ok', 'ports',
+               jsonb_build_array(jsonb_build_object(
+                   'section', 'counters ens1f0', 'name', 'ens1f0',
+                   'tx_bytes', (extract(epoch FROM s - %(start)s::timestamptz)::bigint / 300)
+                               * 375000000000 + k))))
+           FROM generate_series(0, {NODES - 1}) AS k)),
+       NULL, NULL, t.id, 'none', 'counters are recorded for metering',
+       '{NODES} node(s) read', '', %(site)s, '', ''
 FROM leases_lease l
 JOIN leases_leaseterms t ON t.lease_id = l.id
-CROSS JOIN generate_series(0, {NODES - 1}) AS k
 CROSS JOIN generate_series(%(start)s::timestamptz, %(end)s::timestamptz - interval '5 minutes',
                            interval '5 minutes') AS s
 WHERE l.id = ANY(%(leases)s)
 """
 
+# Every node's reading in the counters sweeps of the window: its bytes sent, and the one
+# before it.
+READINGS = """
+    SELECT r.lease_id, r.slot_at, (node.value -> 'ports' -> 0 ->> 'tx_bytes')::numeric AS tx,
+           lag((node.value -> 'ports' -> 0 ->> 'tx_bytes')::numeric)
+               OVER (PARTITION BY r.lease_id, node.key ORDER BY r.slot_at) AS previous
+    FROM benchmarks_proberun r CROSS JOIN LATERAL jsonb_each(r.parsed -> 'nodes') AS node
+    WHERE r.kind = 'counters' AND r.slot_at >= %(start)s AND r.slot_at < %(end)s
+"""
+
 # The baseline: one statement over the raw rows, per lease: throughput passes and
 # failures, and the bytes sent (counter deltas between consecutive readings of a node).
-RAW_AGGREGATE_SQL = """
-WITH readings AS (
-    SELECT lease_id, (parsed -> 'ports' -> 0 ->> 'tx_bytes')::numeric AS tx,
-           lag((parsed -> 'ports' -> 0 ->> 'tx_bytes')::numeric)
-               OVER (PARTITION BY lease_id, target ORDER BY slot_at) AS previous
-    FROM benchmarks_proberun
-    WHERE kind = 'counters' AND slot_at >= %(start)s AND slot_at < %(end)s
-),
+RAW_AGGREGATE_SQL = (
+    """
+WITH readings AS ("""
+    + READINGS
+    + """),
 traffic AS (
     SELECT lease_id, sum(tx - previous) AS sent FROM readings
     WHERE previous IS NOT NULL GROUP BY lease_id
@@ -94,6 +106,7 @@ verdicts AS (
 )
 SELECT verdicts.lease_id, passed, failed, sent FROM verdicts JOIN traffic USING (lease_id)
 """
+)
 
 ROLLUP_SQL = """
 INSERT INTO billing_hourlyrollup (lease_id, kind, hour, passed, failed, unknown, excluded,
@@ -108,20 +121,18 @@ WHERE slot_at >= %(start)s AND slot_at < %(end)s
 GROUP BY lease_id, kind, date_trunc('hour', slot_at)
 """
 
-TRAFFIC_SQL = """
+TRAFFIC_SQL = (
+    """
 INSERT INTO billing_trafficsample (lease_id, slot_at, seconds, tx_bytes, nodes, resets, wraps,
     switch_nodes)
 SELECT lease_id, slot_at, 300, sum(tx - previous), count(*), 0, 0, 0
-FROM (
-    SELECT lease_id, slot_at, (parsed -> 'ports' -> 0 ->> 'tx_bytes')::numeric AS tx,
-           lag((parsed -> 'ports' -> 0 ->> 'tx_bytes')::numeric)
-               OVER (PARTITION BY lease_id, target ORDER BY slot_at) AS previous
-    FROM benchmarks_proberun
-    WHERE kind = 'counters' AND slot_at >= %(start)s AND slot_at < %(end)s
-) AS readings
+FROM ("""
+    + READINGS
+    + """) AS readings
 WHERE previous IS NOT NULL
 GROUP BY lease_id, slot_at
 """
+)
 
 
 def build_leases() -> list[int]:

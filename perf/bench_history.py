@@ -85,14 +85,63 @@ def build_fleet(leases: int, start: datetime) -> list[int]:
     return list(Lease.objects.order_by("pk").values_list("pk", flat=True))
 
 
+def node_plan(hostname: str):  # type: ignore[no-untyped-def]
+    """A bench node as the probes plan it: one 100G RoCE port, ens1f0 (perf.bench_dispatcher)."""
+    from benchmarks.probes.plan import PlanNode, PlanPort
+
+    port = PlanPort("mlx5_0", 1, "ens1f0", None, "ethernet", 100)
+    return PlanNode(hostname=hostname, leaf="", gpus=8, ports=(port,))
+
+
+def link_output() -> str:
+    """What the link check prints on a bench node: ethtool of its 100G port (the fixture,
+    which ends before ethtool's last line: "Link detected: yes" added) and its link-down
+    counter, each under its section header."""
+    return (
+        f"### ethtool ens1f0\n{ETHTOOL.rstrip()}\n\tLink detected: yes\n"
+        "### carrier_down_count ens1f0\n0\n"
+    )
+
+
+def sweep_of(*, kind: str, tool: str, outputs: dict[str, str], terms) -> tuple:  # type: ignore[no-untyped-def]
+    """(transcript, parsed JSON, verdict, rule, reason) of a sweep whose nodes printed
+    ``outputs``, as a worker records it (``gpulease_verify.sweep``)."""
+    from benchmarks.probes import commands
+    from gpulease_verify import sweep
+
+    build = commands.counters if kind == "counters" else commands.link_check
+    printed = [
+        sweep.NodeOutput(name, "ok", build(node_plan(name)), 0, "", text)
+        for name, text in sorted(outputs.items())
+    ]
+    previous = {"ens1f0": 0} if kind == "link" else None
+    results = [
+        sweep.interpret_node(
+            tool=tool,
+            output=out,
+            terms=terms,
+            node=node_plan(out.node),
+            previous_link_down=previous,
+        )
+        for out in printed
+    ]
+    judged = sweep.judge(tool=tool, results=results, terms=terms)
+    parsed = json.dumps(sweep.parsed_of(results))
+    return sweep.transcript(printed), parsed, judged.verdict, judged.rule, judged.reason
+
+
 def sample_day(results: dict) -> None:
-    """One day of the whole fleet, every run with its outputs, through the content store."""
+    """One day of the whole fleet, every run with its outputs, through the content store:
+    per lease and slot a link sweep and a counters sweep of its 8 nodes, and every hour a
+    ring of iperf3 pairs."""
     from django.db import connection
 
     from benchmarks.models import outputs
+    from gpulease_verify.verdicts import TermsView
     from leases.models import LeaseTerms, NodeAssignment
 
     terms = dict(LeaseTerms.objects.values_list("lease_id", "pk"))
+    view = TermsView(1, 100, 95, None, None)  # type: ignore[arg-type]
     held = list(
         NodeAssignment.objects.order_by("lease_id", "node__hostname").values_list(
             "lease_id", "node_id", "node__hostname", "node__leaf_switch__fabric__site_id"
@@ -101,20 +150,16 @@ def sample_day(results: dict) -> None:
     by_lease: dict[int, list[tuple[int, str, int]]] = {}
     for lease_id, node_id, hostname, site_id in held:
         by_lease.setdefault(lease_id, []).append((node_id, hostname, site_id))
-    link_parsed = json.dumps(
-        {
-            "ports": [
-                {
-                    "label": "ens1f0",
-                    "up": True,
-                    "speed_bps": 1e11,
-                    "expected_bps": 1e11,
-                    "link_down_count": 0,
-                    "previous_link_down_count": 0,
-                }
-            ]
-        }
-    )
+    # A healthy lease's link sweep prints the same every 5 minutes: one per lease.
+    link_sweeps = {
+        lease_id: sweep_of(
+            kind="link",
+            tool="ethtool",
+            outputs={name: link_output() for _id, name, _site in nodes},
+            terms=view,
+        )
+        for lease_id, nodes in by_lease.items()
+    }
     columns = (
         "id, lease_id, kind, tool, target, pattern, batch, trigger, slot_at, deadline_at, "
         "site_id, terms_id, state, attempts, started_at, finished_at, ingested_at, command, "
@@ -125,6 +170,7 @@ def sample_day(results: dict) -> None:
     links: list[tuple[int, int]] = []
     chain: dict[int, int] = {}
     kinds: dict[str, int] = {"link": 0, "counters": 0, "throughput": 0}
+    readings: dict[str, int] = {"link": 0, "counters": 0, "throughput": 0}
 
     with connection.cursor() as cursor:
         cursor.execute("SELECT nextval('benchmarks_proberun_id_seq')")
@@ -192,56 +238,25 @@ def sample_day(results: dict) -> None:
             for step in range(288):
                 slot = SAMPLE_DAY + timedelta(minutes=5 * step)
                 for lease_id, nodes in by_lease.items():
-                    for node_id, hostname, site_id in nodes:
-                        copy.write_row(
-                            row(
-                                lease_id,
-                                "link",
-                                "ethtool",
-                                hostname,
-                                "node",
-                                slot,
-                                site_id,
-                                ETHTOOL,
-                                link_parsed,
-                                None,
-                                "pass",
-                                "every port up at its contracted rate (terms v1)",
-                                "ens1f0 up at 100 Gb/s",
-                                "ethtool ens1f0; cat /sys/class/net/ens1f0/carrier_changes",
-                            )
-                        )
-                        links.append((next_id, node_id))
+                    site_id = nodes[0][2]
+                    raw, parsed, verdict, rule, reason = link_sweeps[lease_id]
+                    copy.write_row(
+                        row(lease_id, "link", "ethtool", "all", "sweep", slot, site_id, raw,
+                            parsed, None, verdict, rule, reason, "")
+                    )  # fmt: skip
+                    counters = {}
+                    for node_id, hostname, _site in nodes:
                         tx = (step + 1) * 375_000_000_000 + node_id * 7919
-                        copy.write_row(
-                            row(
-                                lease_id,
-                                "counters",
-                                "counters",
-                                hostname,
-                                "node",
-                                slot,
-                                site_id,
-                                counters_text(tx, tx - tx // 37),
-                                json.dumps(
-                                    {
-                                        "ports": [
-                                            {
-                                                "section": "counters ens1f0",
-                                                "name": "ens1f0",
-                                                "tx_bytes": tx,
-                                            }
-                                        ]
-                                    }
-                                ),
-                                None,
-                                "none",
-                                "counters are recorded for metering",
-                                "",
-                                "grep -H . /sys/class/net/ens1f0/statistics/*",
-                            )
-                        )
-                        links.append((next_id, node_id))
+                        counters[hostname] = counters_text(tx, tx - tx // 37)
+                    raw, parsed, verdict, rule, reason = sweep_of(
+                        kind="counters", tool="counters", outputs=counters, terms=view
+                    )
+                    copy.write_row(
+                        row(lease_id, "counters", "counters", "all", "sweep", slot, site_id, raw,
+                            parsed, None, verdict, rule, reason, "")
+                    )  # fmt: skip
+                    readings["link"] += len(nodes)
+                    readings["counters"] += len(nodes)
                     if step % 12 == 0:
                         for index, (node_id, hostname, site_id) in enumerate(nodes):
                             peer = nodes[(index + 1) % len(nodes)]
@@ -265,6 +280,7 @@ def sample_day(results: dict) -> None:
                                 )
                             )
                             links += [(next_id, node_id), (next_id, peer[0])]
+                            readings["throughput"] += 1
         results["sample_generate_runs_s"] = round(time.perf_counter() - started, 1)
         cursor.execute("SELECT setval('benchmarks_proberun_id_seq', %s)", [next_id])
         with timer(results, "sample_store_outputs_s"):
@@ -291,41 +307,61 @@ def sample_day(results: dict) -> None:
             "WHERE indrelid = 'benchmarks_proberun_p2026_11'::regclass"
         )
         index_bytes = int(cursor.fetchone()[0])
+        # A distinct output's whole row in the store (tuple, line pointer, its share of the
+        # primary key's index), by the kind of the runs that name it.
         cursor.execute(
-            "SELECT kind, count(*), sum(length(o.data)) FROM benchmarks_rawoutput o JOIN "
-            "(SELECT DISTINCT kind, raw_sha256 FROM benchmarks_proberun_p2026_11) r "
+            "SELECT kind, count(*), sum(pg_column_size(o.*) + 4) FROM benchmarks_rawoutput o "
+            "JOIN (SELECT DISTINCT kind, raw_sha256 FROM benchmarks_proberun_p2026_11) r "
             "ON r.raw_sha256 = o.sha256 GROUP BY kind"
         )
         blob_rows = {kind: (distinct, int(total)) for kind, distinct, total in cursor.fetchall()}
+        cursor.execute(
+            "SELECT pg_relation_size(indexrelid) FROM pg_index "
+            "WHERE indrelid = 'benchmarks_rawoutput'::regclass AND indisprimary"
+        )
+        store_index = int(cursor.fetchone()[0])
         cursor.execute("SELECT sum(length(data)), sum(size), count(*) FROM benchmarks_rawoutput")
         packed, plain, distinct = cursor.fetchone()
     per_run_index = index_bytes / runs
     per_link_through = through / len(links)
+    per_store_key = store_index / distinct
     per_kind = {}
     for kind, count in kinds.items():
-        distinct_of, packed_of = blob_rows.get(kind, (0, 0))
-        blob_share = (packed_of / count) if distinct_of else 0
-        # a row: its tuple (median) + the 4-byte line pointer, its share of the indexes, its
-        # node links, and its share of the distinct outputs it names
-        node_links = 2 if kind == "throughput" else 1
+        distinct_of, stored_of = blob_rows.get(kind, (0, 0))
+        node_links = 2 if kind == "throughput" else 0
+        # a run: its tuple (median) + the 4-byte line pointer, its share of the indexes, its
+        # node links, and its share of the distinct outputs it names (their rows and keys)
+        run_bytes = (
+            heap_median[kind]
+            + 4
+            + per_run_index
+            + per_link_through * node_links
+            + (stored_of + per_store_key * distinct_of) / count
+        )
+        # what one node's reading costs: a sweep holds every node of its lease
+        per_reading = run_bytes * count / readings[kind]
         per_kind[kind] = {
             "runs": count,
+            "node_readings": readings[kind],
             "distinct_outputs": distinct_of,
             "median_row_bytes": round(heap_median[kind] + 4),
             "index_bytes": round(per_run_index),
             "node_link_bytes": round(per_link_through * node_links),
-            "output_bytes": round(blob_share),
-            "median_stored_bytes": round(
-                heap_median[kind] + 4 + per_run_index + per_link_through * node_links + blob_share
-            ),
+            "output_bytes": round((stored_of + per_store_key * distinct_of) / count),
+            "median_stored_bytes": round(run_bytes),
+            "stored_bytes_per_node_reading": round(per_reading),
         }
     results["sample"] = {
         "nodes": sum(len(nodes) for nodes in by_lease.values()),
         "runs": runs,
+        "node_readings": sum(readings.values()),
         "partition_bytes": partition,
         "node_link_bytes": through,
         "output_store_bytes": store,
         "bytes_per_run_all_in": round((partition + through + store) / runs),
+        "bytes_per_node_reading_all_in": round(
+            (partition + through + store) / sum(readings.values())
+        ),
         "distinct_outputs": distinct,
         "outputs_plain_bytes": int(plain),
         "outputs_zstd_bytes": int(packed),
@@ -342,22 +378,35 @@ INSERT INTO benchmarks_proberun (lease_id, kind, tool, target, pattern, batch, t
     slot_at, deadline_at, site_id, terms_id, state, attempts, started_at, finished_at,
     ingested_at, command, exit_code, raw_sha256, stderr_sha256, output_truncated, parsed,
     measured_bps, verdict, rule, verdict_reason, error, chain_index, prev_hash, run_hash)
-SELECT a.lease_id, kind, CASE kind WHEN 'link' THEN 'ethtool' ELSE 'counters' END, n.hostname,
-       'node',
+WITH held AS (
+    SELECT a.lease_id, n.id AS node_id, n.hostname
+    FROM leases_nodeassignment a JOIN leases_node n ON n.id = a.node_id
+),
+leases AS (
+    SELECT lease_id, jsonb_build_object('nodes', jsonb_object_agg(hostname,
+               %(link_node)s::jsonb)) AS link_parsed, count(*) AS nodes
+    FROM held GROUP BY lease_id
+)
+SELECT l.lease_id, kind, CASE kind WHEN 'link' THEN 'ethtool' ELSE 'counters' END, 'all',
+       'sweep',
        gen_random_uuid(), 'schedule', s, s + interval '5 minutes', %(site)s, t.id, 'ok', 1,
        s + interval '1 second', s + interval '3 seconds', s + interval '3 seconds', '', 0,
        CASE kind WHEN 'link' THEN %(link)s ELSE %(counters)s END, '', false,
-       CASE kind WHEN 'link' THEN %(link_parsed)s::jsonb
-            ELSE jsonb_build_object('ports', jsonb_build_array(jsonb_build_object(
-                'section', 'counters ens1f0', 'name', 'ens1f0',
-                'tx_bytes', (extract(epoch FROM s)::bigint / 300) * 375000000000 + n.id))) END,
+       CASE kind WHEN 'link' THEN l.link_parsed
+            ELSE (SELECT jsonb_build_object('nodes', jsonb_object_agg(h.hostname,
+                      jsonb_build_object('state', 'ok', 'ports', jsonb_build_array(
+                          jsonb_build_object('section', 'counters ens1f0', 'name', 'ens1f0',
+                              'tx_bytes', (extract(epoch FROM s)::bigint / 300) * 375000000000
+                                          + h.node_id)))))
+                  FROM held h WHERE h.lease_id = l.lease_id) END,
        NULL, CASE kind WHEN 'link' THEN 'pass' ELSE 'none' END,
-       CASE kind WHEN 'link' THEN 'every port up at its contracted rate (terms v1)'
-            ELSE 'counters are recorded for metering' END, '', '', NULL,
+       CASE kind WHEN 'link' THEN 'every contracted port up at its rate, no link flap (terms v1)'
+            ELSE 'counters are recorded for metering' END,
+       CASE kind WHEN 'link' THEN l.nodes || ' node(s), ' || l.nodes || ' port(s) up at their rate'
+            ELSE l.nodes || ' node(s) read' END, '', NULL,
        md5(random()::text) || md5(random()::text), md5(random()::text) || md5(random()::text)
-FROM leases_nodeassignment a
-JOIN leases_node n ON n.id = a.node_id
-JOIN leases_leaseterms t ON t.lease_id = a.lease_id
+FROM leases l
+JOIN leases_leaseterms t ON t.lease_id = l.lease_id
 CROSS JOIN (VALUES ('link'), ('counters')) AS kinds(kind)
 CROSS JOIN generate_series(%(start)s::timestamptz, %(end)s::timestamptz - interval '5 minutes',
                            interval '5 minutes') AS s
@@ -450,16 +499,21 @@ def ingest_rate(lease_id: int) -> dict:
     from billing import ingest
 
     day = datetime(2026, 10, 15, tzinfo=SHANGHAI)
-    ProbeRun.objects.filter(
+    runs = ProbeRun.objects.filter(
         lease_id=lease_id, slot_at__gte=day, slot_at__lt=day + timedelta(days=1)
-    ).update(ingested_at=None, sent_bytes=None)
+    )
+    runs.update(ingested_at=None, sent_bytes=None)
+    # A sweep is every node's reading of its slot: NODES of them.
+    readings = runs.exclude(pattern="sweep").count() + NODES * runs.filter(pattern="sweep").count()
     started = time.perf_counter()
     result = ingest.ingest_all(notify=False)
     elapsed = time.perf_counter() - started
     return {
         "runs": result.runs,
+        "node_readings": readings,
         "seconds": round(elapsed, 2),
         "runs_per_second": round(result.runs / elapsed, 1),
+        "node_readings_per_second": round(readings / elapsed, 1),
         "hours_recomputed": result.hours,
         "traffic_samples_recomputed": result.traffic_samples,
     }
@@ -505,7 +559,9 @@ def main() -> dict:
             target="a>b",
             nodes=["a", "b"],
         )["a"],
-        "link_parsed": json.dumps({"ports": [{"label": "ens1f0", "up": True}]}),
+        "link_node": json.dumps(
+            {"state": "ok", "verdict": "pass", "ports": [{"label": "ens1f0", "up": True}]}
+        ),
     }
     with connection.cursor() as cursor:
         with timer(results, "generate_one_month_s"):

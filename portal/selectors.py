@@ -22,7 +22,7 @@ from billing.probe_tax import ProbeTax, probe_tax_of
 from billing.reports import billed_window
 from common.dbfunctions import EpochHour
 from common.instants import WRITE_YEARS
-from gpulease_verify import calculations
+from gpulease_verify import calculations, sweep
 from gpulease_verify.calculations import CreditResult
 from gpulease_verify.periods import Period, PeriodError
 from leases.choices import LeaseStatus, LinkLayer, ProbeKind
@@ -462,24 +462,28 @@ def link_timeline(
     mute: dict[str, set[int]] = defaultdict(set)
     ports_down: dict[tuple[str, str], set[int]] = defaultdict(set)
     port_names: dict[str, set[str]] = defaultdict(set)
-    for target, slot_at, verdict, state, parsed in (
+    for pattern, target, slot_at, verdict, state, parsed in (
         ProbeRun.objects.visible_to(user)
         .filter(lease=lease, kind=ProbeKind.LINK, slot_at__gte=start, slot_at__lt=instant)
         .filter(NOT_PASSED)
-        .values_list("target", "slot_at", "verdict", "state", "parsed")
+        .values_list("pattern", "target", "slot_at", "verdict", "state", "parsed")
     ):
         hour = int(slot_at.timestamp()) // 3600 * 3600
-        if state != RunState.OK:
-            mute[target].add(hour)
-            continue
-        if verdict != Verdict.FAIL:
-            continue
-        down[target].add(hour)
-        for port in (parsed or {}).get("ports", []):
-            label = str(port.get("label"))
-            port_names[target].add(label)
-            if not port.get("up"):
-                ports_down[(target, label)].add(hour)
+        for result in sweep.node_results(
+            pattern=pattern, target=target, state=state, verdict=verdict, parsed=parsed
+        ):
+            node = result.node
+            if not result.ok:
+                mute[node].add(hour)
+                continue
+            if result.verdict != Verdict.FAIL:
+                continue
+            down[node].add(hour)
+            for port in result.parsed.get("ports", []):
+                label = str(port.get("label"))
+                port_names[node].add(label)
+                if not port.get("up"):
+                    ports_down[(node, label)].add(hour)
     hostnames = set(
         NodeAssignment.objects.visible_to(user)
         .filter(lease=lease, assigned_from__lt=instant)

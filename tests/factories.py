@@ -206,6 +206,74 @@ def make_run(
     return run
 
 
+def make_sweep(
+    lease,
+    *,
+    kind="link",
+    slot=None,
+    outputs=None,
+    failures=None,
+    trigger="schedule",
+    cadence_s=300,
+    finished=None,
+):  # type: ignore[no-untyped-def]
+    """A link or counters sweep as a worker records it: what each node printed
+    (``outputs``, hostname -> text; ``failures``, hostname -> (state, error) for a node
+    that gave nothing) goes through the probes' own recording
+    (``benchmarks.services.record_execution``), so its parsed result, verdict, flap
+    detection and chain link are the real ones. Every node the lease holds at ``slot``
+    must be in one of the two."""
+    from datetime import timedelta
+
+    from benchmarks import selectors, services
+    from benchmarks.models import ProbeRun
+    from benchmarks.probes import commands, runner
+    from benchmarks.probes.plan import NODE_TOOLS
+    from gpulease_verify import sweep
+
+    slot = slot or at("2026-11-02 10:00")
+    nodes = selectors.lease_nodes_at([lease.pk], slot).get(lease.pk, [])
+    plan = selectors.plan_nodes(nodes, selectors.ports_of(nodes))
+    outputs, failures = outputs or {}, failures or {}
+    assert set(outputs) | set(failures) == set(plan), (sorted(plan), outputs, failures)
+    infiniband = any(p.link_layer == "infiniband" for n in plan.values() for p in n.ports)
+    terms = lease.terms.filter(effective_from__lte=slot).order_by("-effective_from").first()
+    started = slot + timedelta(seconds=5)
+    run = ProbeRun.objects.create(
+        lease=lease,
+        kind=kind,
+        tool=NODE_TOOLS[kind][0 if infiniband else 1],
+        target=sweep.ALL,
+        pattern="sweep",
+        trigger=trigger,
+        slot_at=slot,
+        deadline_at=slot + timedelta(seconds=cadence_s),
+        site=nodes[0].leaf_switch.fabric.site,
+        terms=terms,
+        state="running",
+        attempts=1,
+        started_at=started,
+    )
+    build = commands.counters if kind == "counters" else commands.link_check
+    printed = [
+        sweep.NodeOutput(name, "ok", build(plan[name]), 0, "", text)
+        for name, text in outputs.items()
+    ] + [
+        sweep.NodeOutput(name, state, "", None, error)
+        for name, (state, error) in failures.items()
+    ]
+    execution = runner.Execution(
+        raw_output=sweep.transcript(printed),
+        exit_code=0 if outputs else None,
+        started_at=started,
+        finished_at=finished or slot + timedelta(seconds=20),
+        nodes=sorted(printed, key=lambda out: out.node),
+    )
+    return services.record_execution(
+        run=run, execution=execution, terms=terms, plan=plan, hostnames=sorted(plan)
+    )
+
+
 def _link_port(up):  # type: ignore[no-untyped-def]
     """A parsed ethtool port as the link check stores it: up at 100 Gbit/s, or down."""
     return {

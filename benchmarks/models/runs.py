@@ -7,6 +7,7 @@ from django.utils.translation import gettext_lazy as _
 from benchmarks.choices import Pattern, RunState, Tool, Trigger, Verdict
 from benchmarks.models.outputs import StoredTexts
 from common.querysets import TenantScopedQuerySet
+from gpulease_verify import sweep
 from leases.choices import ProbeKind
 from leases.contract_rules import MAX_CADENCE_S
 from leases.models import Lease, LeaseTerms, Node, Site
@@ -189,6 +190,25 @@ class ProbeRun(StoredTexts, models.Model):
     @stderr.setter
     def stderr(self, text: str) -> None:
         self._write("stderr", text, hash_empty=False)
+
+    def results(self) -> list[sweep.NodeResult]:
+        """Each node's result in a node-level run: a sweep's nodes, or the one node of a
+        run stored before sweeps (``gpulease_verify.sweep.node_results``)."""
+        return sweep.node_results(
+            pattern=self.pattern,
+            target=self.target,
+            state=self.state,
+            verdict=self.verdict,
+            parsed=self.parsed,
+            error=self.error,
+        )
+
+    def hostnames(self) -> list[str]:
+        """The nodes the run covers, by hostname: a sweep's, those it read (none before it
+        ran); any other's, its node links (prefetch ``nodes`` when listing many)."""
+        if self.pattern == Pattern.SWEEP:
+            return sweep.hostnames(self.parsed)
+        return sorted(node.hostname for node in self.nodes.all())
 
     @property
     def duration_s(self) -> float | None:

@@ -28,7 +28,7 @@ class PlannedRun:
 
     @property
     def target(self) -> str:
-        if self.pattern == Pattern.ALL_NODES:
+        if self.pattern in (Pattern.ALL_NODES, Pattern.SWEEP):
             return "all"
         return ">".join(self.nodes)
 
@@ -83,8 +83,10 @@ def _pair_tools(kind: str, technology: str) -> list[str]:
     return [Tool.IB_WRITE_LAT] if rdma else [Tool.PING]
 
 
-# A node-level kind's tool: (on a node with an InfiniBand port, on any other node). The
-# set-based dispatcher (benchmarks.node_runs) picks by the same table.
+# A node-level kind's tool: (for a lease with an InfiniBand port, for any other). A
+# node-level kind is one sweep of every node (``gpulease_verify.sweep``); each node's check
+# reads all of its ports whatever the tool's name says. The set-based dispatcher
+# (benchmarks.node_runs) picks by the same table.
 NODE_TOOLS: dict[str, tuple[str, str]] = {
     ProbeKind.LINK: (Tool.IBSTATUS, Tool.ETHTOOL),
     ProbeKind.COUNTERS: (Tool.COUNTERS, Tool.COUNTERS),
@@ -94,13 +96,12 @@ NODE_TOOLS: dict[str, tuple[str, str]] = {
 def plan_batches(*, kind: str, nodes: Sequence[PlanNode], technology: str) -> list[PlannedBatch]:
     nodes = sorted(nodes, key=lambda node: node.hostname)
     if kind in NODE_TOOLS:
-        batches = []
-        for node in nodes:
-            infiniband = any(port.link_layer == LinkLayer.INFINIBAND for port in node.ports)
-            tool = NODE_TOOLS[kind][0 if infiniband else 1]
-            run = PlannedRun(kind, tool, Pattern.NODE, (node.hostname,))
-            batches.append(PlannedBatch(kind, Pattern.NODE, (run,)))
-        return batches
+        if not nodes:
+            return []
+        infiniband = any(p.link_layer == LinkLayer.INFINIBAND for n in nodes for p in n.ports)
+        tool = NODE_TOOLS[kind][0 if infiniband else 1]
+        run = PlannedRun(kind, tool, Pattern.SWEEP, tuple(node.hostname for node in nodes))
+        return [PlannedBatch(kind, Pattern.SWEEP, (run,))]
     if kind == ProbeKind.COLLECTIVE:
         if len(nodes) < 2:
             return []

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from benchmarks.choices import RunState, Tool
+from benchmarks.choices import Pattern, RunState, Tool
 from benchmarks.probes import commands
 from benchmarks.probes.arguments import UnsafeValue
 from benchmarks.probes.plan import PlannedRun, PlanNode
@@ -25,6 +25,7 @@ from benchmarks.transports import (
     HostKeyRejected,
     TransportError,
 )
+from gpulease_verify import sweep
 
 NODE_CHECK_TIMEOUT_S = 60.0
 SERVER_READY_TIMEOUT_S = 10.0
@@ -55,6 +56,8 @@ class Execution:
     started_at: datetime = field(default_factory=lambda: datetime.now(UTC))
     finished_at: datetime | None = None
     seconds: float = 0.0
+    # A sweep's nodes, each as its transcript records it (``raw_output`` is the transcript).
+    nodes: list[sweep.NodeOutput] = field(default_factory=list)
 
 
 class _Connections:
@@ -143,7 +146,9 @@ async def _run_one(
     execution = Execution()
     started = time.monotonic()
     try:
-        if run.tool in (Tool.ETHTOOL, Tool.IBSTATUS, Tool.COUNTERS):
+        if run.pattern == Pattern.SWEEP:
+            await _sweep(execution, run, nodes, connections, options)
+        elif run.tool in (Tool.ETHTOOL, Tool.IBSTATUS, Tool.COUNTERS):
             await _node_check(execution, run, index, nodes, connections, options)
         elif run.tool == Tool.ALL_REDUCE_PERF:
             execution.command = planned_commands(run, index, nodes, options).client
@@ -214,6 +219,42 @@ async def _node_check(execution, run, index, nodes, connections, options) -> Non
         # A section may fail (a tool missing) while others printed: parsing decides.
         execution.state = RunState.OK
         execution.error = ""
+
+
+def node_checks(run: PlannedRun) -> list[PlannedRun]:
+    """A sweep's checks, one per node (each node's command reads all of its ports)."""
+    return [PlannedRun(run.kind, run.tool, Pattern.NODE, (name,)) for name in run.nodes]
+
+
+async def _sweep(execution, run, nodes, connections, options) -> None:  # type: ignore[no-untyped-def]
+    """Every node's check at once, each on its own; the transcript is the raw output."""
+
+    async def one(single: PlannedRun) -> tuple[sweep.NodeOutput, bool]:
+        hostname = single.nodes[0]
+        node = Execution()
+        try:
+            await _node_check(node, single, 0, nodes, connections, options)
+        except TransportError as error:
+            _failure(node, error)
+        except UnsafeValue as error:
+            node.state, node.error = RunState.FAILED, str(error)
+        output = sweep.NodeOutput(
+            node=hostname,
+            state=node.state,
+            command=node.command,
+            exit_code=node.exit_code,
+            error=node.error,
+            stdout=node.raw_output,
+            stderr=node.stderr,
+        )
+        return output, node.truncated
+
+    done = await asyncio.gather(*(one(single) for single in node_checks(run)))
+    execution.nodes = [output for output, _truncated in done]
+    execution.raw_output = sweep.transcript(execution.nodes)
+    execution.truncated = any(truncated for _output, truncated in done)
+    codes = [output.exit_code for output in execution.nodes if output.exit_code is not None]
+    execution.exit_code = next((code for code in codes if code != 0), codes[0] if codes else None)
 
 
 async def _pair(execution, run, index, nodes, connections, options, barrier) -> None:  # type: ignore[no-untyped-def]

@@ -53,7 +53,7 @@ def _run_entry(
         "prev_hash": run.prev_hash,
         "run_hash": run.run_hash,
         "content": content,
-        "nodes": sorted(node.hostname for node in run.nodes.all()),
+        "nodes": run.hostnames(),
         "raw_url": f"/api/v1/probe-runs/{run.pk}/raw/",
         "in_period": start <= run.slot_at < end,
         "sla": {"counted": counted, "outcome": outcome if counted else None},

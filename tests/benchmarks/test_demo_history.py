@@ -8,6 +8,7 @@ from benchmarks.demo_history import load_history
 from benchmarks.models import ProbeRun, RawOutput
 from benchmarks.models.outputs import load_texts
 from billing.models import HourlyRollup, Incident
+from gpulease_verify import sweep
 from leases.demo import load_demo
 from leases.models import Lease
 
@@ -24,11 +25,30 @@ def test_demo_history_is_judged_chained_ingested_and_loaded_once():
         assert ProbeRun.objects.filter(lease=lease, kind="throughput").exists(), lease
         assert chain.verify_lease(lease_id=lease.pk) == [], lease
         assert HourlyRollup.objects.filter(lease=lease, kind="link").exists(), lease
-    # Every raw output says what it is, and is stored once per distinct text.
+    # Every raw output says what it is (a sweep's, each node's part of its transcript),
+    # and is stored once per distinct text.
     runs = list(ProbeRun.objects.all())
     load_texts(runs)
-    assert all(run.raw_output.startswith("gpulease demo: synthetic") for run in runs)
+    sweeps = [run for run in runs if run.pattern == "sweep"]
+    assert {run.kind for run in sweeps} == {"link", "counters"}
+    for run in runs:
+        texts = (
+            [out.stdout for out in sweep.read_transcript(run.raw_output)]
+            if run.pattern == "sweep"
+            else [run.raw_output]
+        )
+        assert texts and all(text.startswith("gpulease demo: synthetic") for text in texts), run
     assert RawOutput.objects.count() == len({run.raw_sha256 for run in runs})
+    # A healthy lease's link sweep prints the same every time: one text a lease.
+    link_texts = {(run.lease_id, run.raw_sha256) for run in sweeps if run.kind == "link"}
+    assert len(link_texts) == len(demo_leases)
+    # Each node's output parses as the probe's own: every node of every link sweep passed.
+    assert {
+        (result.state, result.verdict)
+        for run in sweeps
+        if run.kind == "link"
+        for result in run.results()
+    } == {("ok", "pass")}
     # The last eight hours of LX-2026-001's first pair are below the threshold (42 % of the
     # contract): the one incident open now. ZY-2026-001's first pair dipped to 38 % for two
     # days last month (its history reaches back to it, whatever `days` says): closed.

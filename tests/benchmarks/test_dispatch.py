@@ -30,28 +30,30 @@ def active_lease(nodes=2, site=None, **terms):
 
 def test_first_cycle_runs_acceptance_and_every_due_slot_once():
     lease = active_lease(technology="ethernet")
+    nodes = sorted(lease.assignments.values_list("node__hostname", flat=True))
     first = services.dispatch_due(now=NOW, enqueue=False)
     runs = ProbeRun.objects.filter(lease=lease)
     acceptance = runs.filter(trigger=Trigger.ACCEPTANCE)
-    # 2 nodes: link x2, counters x2, throughput 1 ring pair, latency 1, collective 1.
-    assert sorted(acceptance.values_list("kind", flat=True)) == [
-        "collective",
-        "counters",
-        "counters",
-        "latency",
-        "link",
-        "link",
-        "throughput",
+    # 2 nodes: one sweep of both for link and for counters, throughput 1 ring pair,
+    # latency 1, collective 1.
+    assert sorted(acceptance.values_list("kind", "pattern", "target")) == [
+        ("collective", "all_nodes", "all"),
+        ("counters", "sweep", "all"),
+        ("latency", "ring", f"{nodes[0]}>{nodes[1]}"),
+        ("link", "sweep", "all"),
+        ("throughput", "ring", f"{nodes[0]}>{nodes[1]}"),
     ]
+    # A sweep has no node links: it reads the nodes its lease holds when it runs.
+    assert not ProbeRun.nodes.through.objects.filter(proberun__pattern="sweep").exists()
     scheduled = runs.filter(trigger=Trigger.SCHEDULE)
-    assert scheduled.count() == 7
+    assert scheduled.count() == 5
     # Slots align on the cadence: the 5-minute checks at 10:00, the hourly ones at 10:00,
     # the daily collective at 08:00 Shanghai (00:00 UTC).
     slots = dict(scheduled.values_list("kind", "slot_at").distinct())
     assert slots["link"] == at("2026-11-29 10:00")
     assert slots["throughput"] == at("2026-11-29 10:00")
     assert slots["collective"] == at("2026-11-29 08:00")
-    assert first.runs == 14
+    assert first.runs == 10
 
     again = services.dispatch_due(now=NOW + timedelta(seconds=50), enqueue=False)
     assert again.runs == 0
@@ -60,7 +62,7 @@ def test_first_cycle_runs_acceptance_and_every_due_slot_once():
     assert sorted(
         set(ProbeRun.objects.filter(slot_at=at("2026-11-29 10:05")).values_list("kind", flat=True))
     ) == ["counters", "link"]
-    assert later.runs == 4
+    assert later.runs == 2
 
 
 def test_lab_hosts_without_gpus_skip_the_collective_with_a_reason():
@@ -207,16 +209,22 @@ def test_operators_can_ask_for_a_run_now_from_the_admin(client, django_capture_o
 
 def test_node_level_runs_made_in_sql_are_those_the_orm_would_make():
     """The set-based insert (PostgreSQL) and the ORM path (SQLite) make the same runs:
-    one per node held, ibstatus on a node with an InfiniBand port, ethtool otherwise,
-    each in its own batch, linked to its node, on its node's site."""
+    one sweep of every node held per kind, ibstatus where a node has an InfiniBand port,
+    ethtool otherwise, each in its own batch, on its first node's site, no node links;
+    a lease holding no node gets none."""
     from benchmarks import node_runs
 
     lease = active_lease(nodes=3, technology="ethernet")
     infiniband = lease.assignments.order_by("node__hostname").first().node
+    ethernet = active_lease(nodes=2, site=SiteFactory(code="gz"), technology="ethernet")
+    empty = active_lease(nodes=1, site=SiteFactory(code="dg"))
+    empty.assignments.update(assigned_until=NOW - timedelta(hours=1))
     infiniband.nic_ports.update(link_layer="infiniband")
-    terms = lease.terms.get()
     due = [
-        node_runs.Due(lease.pk, kind, NOW, NOW + timedelta(minutes=5), Trigger.SCHEDULE, terms.pk)
+        node_runs.Due(
+            item.pk, kind, NOW, NOW + timedelta(minutes=5), Trigger.SCHEDULE, item.terms.get().pk
+        )
+        for item in (lease, ethernet, empty)
         for kind in ("link", "counters")
     ]
 
@@ -225,24 +233,31 @@ def test_node_level_runs_made_in_sql_are_those_the_orm_would_make():
         runs = ProbeRun.objects.filter(batch__in=[batch for batch, _ in batches])
         found = sorted(
             (
+                run.lease_id,
                 run.kind,
                 run.tool,
                 run.target,
                 run.pattern,
                 run.state,
                 run.site_id,
-                tuple(run.nodes.values_list("hostname", flat=True)),
+                run.nodes.count(),
             )
             for run in runs
         )
-        assert len({batch for batch, _ in batches}) == len(batches) == 6
+        assert len({batch for batch, _ in batches}) == len(batches) == 4
         runs.delete()
         return found
 
     in_sql = made(node_runs._create_in_sql) if connection.vendor == "postgresql" else None
     with_orm = made(node_runs._create_with_orm)
     assert in_sql is None or in_sql == with_orm
-    tools = {(kind, target): tool for kind, tool, target, *_ in with_orm}
-    assert tools[("link", infiniband.hostname)] == "ibstatus"
-    assert sorted(tools.values()).count("ethtool") == 2
-    assert sorted(tools.values()).count("counters") == 3
+    site = infiniband.leaf_switch.fabric.site_id
+    other = ethernet.assignments.first().node.leaf_switch.fabric.site_id
+    assert with_orm == sorted(
+        [
+            (lease.pk, "counters", "counters", "all", "sweep", "scheduled", site, 0),
+            (lease.pk, "link", "ibstatus", "all", "sweep", "scheduled", site, 0),
+            (ethernet.pk, "counters", "counters", "all", "sweep", "scheduled", other, 0),
+            (ethernet.pk, "link", "ethtool", "all", "sweep", "scheduled", other, 0),
+        ]
+    )

@@ -13,6 +13,7 @@ from django.core.management import call_command
 from benchmarks import netlab, services
 from benchmarks.choices import Pattern, RunState
 from benchmarks.models import ProbeRun
+from gpulease_verify import sweep
 from tests.benchmarks.conftest import execute
 
 pytestmark = pytest.mark.lab
@@ -81,23 +82,43 @@ def test_a_link_shaped_to_40_percent_fails_with_the_measured_figure(lab, lab_lea
 def test_link_checks_pass_and_a_host_with_sshd_stopped_is_unreachable(lab, lab_lease, capsys):
     netlab.stop_sshd(lab.state_dir, "lab-h3")
     try:
-        runs = {run["target"]: run for run in run_probes("link", capsys)}
+        (run,) = run_probes("link", capsys)
     finally:
         netlab.start_sshd(lab.state_dir, "lab-h3")
-    assert runs["lab-h3"]["state"] == "unreachable"
-    assert runs["lab-h3"]["verdict"] == "none"
-    assert runs["lab-h3"]["error"]
+    # One sweep of the lease's four nodes, each checked on its own.
+    assert (run["pattern"], run["target"]) == ("sweep", "all")
+    assert run["nodes"] == ["lab-h1", "lab-h2", "lab-h3", "lab-h4"]
+    nodes = run["by_node"]
+    assert nodes["lab-h3"]["state"] == "unreachable"
+    assert nodes["lab-h3"]["verdict"] == "none"
+    assert nodes["lab-h3"]["error"]
     for name in ("lab-h1", "lab-h2", "lab-h4"):
-        assert (runs[name]["state"], runs[name]["verdict"]) == ("ok", "pass"), runs[name]
+        assert (nodes[name]["state"], nodes[name]["verdict"]) == ("ok", "pass"), nodes[name]
+    # No node failed and one could not be read: the slot measured nothing (and a worker
+    # would try it again while attempts remain).
+    assert (run["state"], run["verdict"]) == ("unreachable", "none")
+    assert run["error"] == f"lab-h3: unreachable: {nodes['lab-h3']['error']}"
+    # The transcript keeps each node's command and output; lab-h3's part is empty.
+    outputs = {
+        out.node: out
+        for out in sweep.read_transcript(ProbeRun.objects.get(pk=run["id"]).raw_output)
+    }
+    assert "ethtool data0" in outputs["lab-h1"].command
+    assert "### ethtool data0" in outputs["lab-h1"].stdout
+    assert (outputs["lab-h3"].state, outputs["lab-h3"].stdout) == ("unreachable", "")
 
 
 @pytest.mark.django_db
 def test_a_changed_host_key_is_refused_and_recorded(lab, lab_lease):
     netlab.rotate_host_key(lab.state_dir, "lab-h4")  # the database still pins the old key
-    run = execute(lab_lease, "link", "lab-h4", Pattern.NODE)
+    run = execute(lab_lease, "link", "all", Pattern.SWEEP)
+    node = {result.node: result for result in run.results()}["lab-h4"]
+    assert node.state == RunState.FAILED
+    assert node.error.startswith("host key changed")
     assert run.state == RunState.FAILED
-    assert run.error.startswith("host key changed")
-    assert run.raw_output == ""
+    outputs = {out.node: out for out in sweep.read_transcript(run.raw_output)}
+    assert outputs["lab-h4"].stdout == ""
+    assert outputs["lab-h1"].stdout
 
 
 @pytest.mark.django_db
@@ -117,11 +138,15 @@ def test_a_hung_probe_times_out_and_is_recorded(lab, lab_lease, settings):
 
 @pytest.mark.django_db
 def test_counters_and_latency_record_real_figures(lab_lease, capsys):
-    counters = run_probes("counters", capsys)
-    assert {run["state"] for run in counters} == {"ok"}
-    parsed = ProbeRun.objects.get(pk=counters[0]["id"]).parsed
-    (port,) = parsed["ports"]
+    (counters,) = run_probes("counters", capsys)
+    assert counters["state"] == "ok"
+    assert {node["state"] for node in counters["by_node"].values()} == {"ok"}
+    parsed = ProbeRun.objects.get(pk=counters["id"]).parsed
+    assert sorted(parsed["nodes"]) == ["lab-h1", "lab-h2", "lab-h3", "lab-h4"]
+    (port,) = parsed["nodes"]["lab-h2"]["ports"]
     assert port["interface"] == "data0" and port["rx_bytes"] > 0
+    # The kernel's full list of counters stays in the raw output, not in the parsed result.
+    assert "raw" not in port
     latency = run_probes("latency", capsys)
     assert {run["state"] for run in latency} == {"ok"}
     assert all(0 < run["latency_us"] < 5000 for run in latency)

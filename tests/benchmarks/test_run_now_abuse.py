@@ -162,10 +162,10 @@ def test_a_second_request_while_runs_are_pending_gets_the_same_runs_back():
     )
     assert not first.already_pending and again.already_pending
     assert again.batches == first.batches and again.runs == first.runs
-    # 2 nodes on Ethernet: link 2, counters 2, throughput 1 (iperf3), latency 1 (ping),
-    # collective 1.
-    assert first.runs == 7
-    assert ProbeRun.objects.filter(lease=lease).exclude(trigger=Trigger.SCHEDULE).count() == 7
+    # 2 nodes on Ethernet: a link sweep and a counters sweep of both, throughput 1
+    # (iperf3), latency 1 (ping), collective 1.
+    assert first.runs == 5
+    assert ProbeRun.objects.filter(lease=lease).exclude(trigger=Trigger.SCHEDULE).count() == 5
 
 
 @pytest.mark.django_db(transaction=True)
@@ -220,4 +220,4 @@ def test_the_admin_portals_run_now_gets_pending_runs_back_too(client):
     assert "its earlier run-now runs are still pending; nothing new queued" in (
         again.content.decode()
     )
-    assert ProbeRun.objects.filter(lease=lease, trigger=Trigger.MANUAL).count() == 7
+    assert ProbeRun.objects.filter(lease=lease, trigger=Trigger.MANUAL).count() == 5

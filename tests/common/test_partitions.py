@@ -226,7 +226,7 @@ def test_reads_by_run_time_bound_the_slot_and_skip_older_months(november):
     # run), never June to September.
     partitions.ensure(now=at("2026-06-15 00:00"), ahead=8)
     check = ProbeRun.objects.filter(lease=november, kind="link").order_by("slot_at").last()
-    previous = scanned_by(lambda: selectors.previous_link_down_counts(check))
+    previous = scanned_by(lambda: selectors.previous_link_down(check, [check.target]))
     assert previous and previous <= {"p2026_10", "p2026_11"}, previous
     arriving = scanned_by(lambda: check_results_arriving(now=at("2026-11-20 12:00")))
     assert arriving and not arriving & {"p2026_06", "p2026_07", "p2026_08", "p2026_09"}, arriving

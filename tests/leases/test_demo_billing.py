@@ -10,6 +10,7 @@ generator's parameters, hour by hour, not by calling the generator or the billin
 """
 
 import re
+from collections import defaultdict
 from datetime import UTC, datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal
 from itertools import pairwise
@@ -24,6 +25,7 @@ from benchmarks.models.outputs import load_texts
 from billing import invoicing
 from billing.choices import InvoiceStatus, LineKind
 from billing.models import CreditNote, Invoice, TrafficSample
+from gpulease_verify import sweep
 from leases.demo import GOODWILL_REASON, DemoInvoices, load_demo, load_invoices
 from leases.models import Lease, NicPort, Tenant
 
@@ -103,8 +105,12 @@ def test_the_per_gb_lease_bills_the_bytes_its_counters_moved(demo):
     assert runs.filter(chain_index__isnull=True).count() == 0
     assert chain.verify_lease(lease_id=lease.pk) == []
     sample = runs.order_by("slot_at").first()
-    assert sample is not None and "NIC statistics:" in sample.raw_output
-    assert "# ethtool -S ens1f0np0" in sample.raw_output and "ethtool -S" in sample.command
+    assert sample is not None and sample.pattern == "sweep"
+    outputs = sweep.read_transcript(sample.raw_output)
+    assert [out.node for out in outputs] == nodes
+    for out in outputs:
+        assert "NIC statistics:" in out.stdout and "# ethtool -S ens1f0np0" in out.stdout
+        assert "ethtool -S" in out.command
 
 
 def _tx_phy(raw: str) -> list[int]:
@@ -117,14 +123,18 @@ def test_this_months_traffic_is_the_counter_deltas_read_from_the_raw_output(demo
     lease = Lease.objects.get(reference="LX-2026-001")
     november = OCTOBER_END
     expected = 0
-    for node in lease.assignments.values_list("node__hostname", flat=True):
-        runs = list(
-            ProbeRun.objects.filter(
-                lease=lease, kind="counters", trigger="schedule", target=node
-            ).order_by("slot_at")
+    runs = list(
+        ProbeRun.objects.filter(lease=lease, kind="counters", trigger="schedule").order_by(
+            "slot_at"
         )
-        load_texts(runs)
-        readings = [(run.slot_at, run.raw_output) for run in runs]
+    )
+    load_texts(runs)
+    printed = defaultdict(list)  # node -> (slot, what it printed), in slot order
+    for run in runs:
+        for out in sweep.read_transcript(run.raw_output):
+            printed[out.node].append((run.slot_at, out.stdout))
+    for node in lease.assignments.values_list("node__hostname", flat=True):
+        readings = printed[node]
         for (slot, before), (_next, after) in pairwise(readings):
             if slot < november:
                 continue

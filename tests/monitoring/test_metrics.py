@@ -22,6 +22,7 @@ from tests.factories import (
     at,
     make_lease,
     make_run,
+    make_sweep,
 )
 from tests.portal.support import active
 
@@ -39,7 +40,7 @@ def _pinned_clock(monkeypatch):
 
 def lease_with_runs(reference, *, failing=(), hours=20):
     """An active lease of two nodes (one RoCE port each) with hourly throughput runs up to
-    NOW (those in ``failing`` at 40 Gbit/s), and one counter reading per node."""
+    NOW (those in ``failing`` at 40 Gbit/s), and one counters sweep of both."""
     leaf = SwitchFactory()
     nodes = [NodeFactory(hostname=f"{reference.lower()}-n{i}", leaf_switch=leaf) for i in (1, 2)]
     for node in nodes:
@@ -59,31 +60,18 @@ def lease_with_runs(reference, *, failing=(), hours=20):
             target=pair,
             nodes=nodes,
         )
-    for index, node in enumerate(nodes):
-        make_run(
-            lease,
-            kind="counters",
-            slot=NOW - timedelta(minutes=10),
-            verdict="none",
-            target=node.hostname,
-            nodes=[node],
-            parsed={
-                "source": "ethtool",
-                "ports": [
-                    {
-                        "name": "ens1f0np0",
-                        "interface": "ens1f0np0",
-                        "device": None,
-                        "port": None,
-                        "rx_bytes": 1000 + index,
-                        "tx_bytes": 2000 + index,
-                        "rx_errors": 0,
-                        "link_downed": 1,
-                        "raw": {},
-                    }
-                ],
-            },
-        )
+    # One counters sweep, as ethtool -S prints an mlx5 port's counters on each node.
+    make_sweep(
+        lease,
+        kind="counters",
+        slot=NOW - timedelta(minutes=10),
+        outputs={
+            node.hostname: "### counters ens1f0np0\n# ethtool -S ens1f0np0\nNIC statistics:\n"
+            f"     rx_bytes_phy: {1000 + index}\n     tx_bytes_phy: {2000 + index}\n"
+            f"     rx_crc_errors_phy: 0\n     link_down_events_phy: {index}\n"
+            for index, node in enumerate(nodes)
+        },
+    )
     return lease
 
 
@@ -211,29 +199,30 @@ def test_infiniband_sysfs_counters_keep_their_device_and_port():
     node = NodeFactory(hostname="ib-1")
     NicPortFactory(node=node, device="mlx5_3", port_number=1, link_layer=LinkLayer.INFINIBAND)
     lease = active(make_lease(reference="IB", nodes=[node]))
-    make_run(
+    # What `grep -H . /sys/class/infiniband/mlx5_3/ports/1/counters/*` prints (the format of
+    # counters/sysfs_ib_counters_mlx5.txt), the data counters in 4-octet units.
+    base = "/sys/class/infiniband/mlx5_3/ports/1/counters"
+    counters = {
+        "port_rcv_data": 10,
+        "port_xmit_data": 20,
+        "port_rcv_errors": 2,
+        "symbol_error": 7,
+        "link_error_recovery": 3,
+        "link_downed": 0,
+        "VL15_dropped": 5,
+    }
+    make_sweep(
         lease,
         kind="counters",
         slot=NOW - timedelta(minutes=5),
-        verdict="none",
-        target="ib-1",
-        nodes=[node],
-        parsed={
-            "source": "sysfs",
-            "ports": [
-                {
-                    "device": "mlx5_3",
-                    "port": 1,
-                    "interface": None,
-                    "rx_bytes": 4 * 10,
-                    "tx_bytes": 4 * 20,
-                    "rx_errors": 2,
-                    "link_downed": 0,
-                    "raw": {"port_rcv_data": 10, "symbol_error": 7, "link_error_recovery": 3},
-                }
-            ],
+        outputs={
+            "ib-1": "### counters mlx5_3:1\n"
+            + "".join(f"{base}/{name}:{count}\n" for name, count in counters.items())
         },
     )
+    # The sweep keeps the counters node_exporter exports, not the port's whole list.
+    (port,) = ProbeRun.objects.get(lease=lease).parsed["nodes"]["ib-1"]["ports"]
+    assert port["raw"] == {"symbol_error": 7, "link_error_recovery": 3}
     exported = families(metrics.exposition())
     assert value(exported["node_infiniband_port_data_received_bytes_total"], node="ib-1") == 40
     assert value(exported["node_infiniband_symbol_error_total"], device="mlx5_3", port="1") == 7
@@ -270,7 +259,7 @@ def test_a_scrape_reads_a_constant_number_of_queries(django_assert_num_queries):
     lease_with_runs("A-ONE", failing={0, 1, 2})
     ingest_all(notify=False)
     metrics.exposition()  # the credit at risk is cached for METRICS_CREDIT_CACHE_S
-    with django_assert_num_queries(15) as few:
+    with django_assert_num_queries(16) as few:
         metrics.exposition()
     for index in range(4):
         lease_with_runs(f"MORE-{index}", failing={index})

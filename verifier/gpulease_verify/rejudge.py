@@ -39,7 +39,7 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
-from gpulease_verify import chain, verdicts, witness
+from gpulease_verify import chain, sweep, verdicts, witness
 from gpulease_verify.canonical import canonical_json, number_text
 from gpulease_verify.canonical import parse_instant as _at
 from gpulease_verify.interpret import (
@@ -114,6 +114,9 @@ class Rejudge:
 
     def run(self, entry: Mapping[str, Any]) -> None:
         content = entry["content"]
+        if content["pattern"] == sweep.SWEEP:
+            self.sweep(entry)
+            return
         if content["state"] != "ok":
             if content["verdict"] != verdicts.Verdict.NONE:
                 self.mismatches.append(
@@ -195,6 +198,94 @@ class Rejudge:
             return None
         return None
 
+    def sweep(self, entry: Mapping[str, Any]) -> None:
+        """A sweep (``gpulease_verify.sweep``): each node judged again from its parsed
+        ports, the sweep's state, verdict, rule, reason and error from theirs; with raw
+        output, each node's part of the transcript re-parsed."""
+        content = entry["content"]
+        if not content.get("parsed"):
+            if content["verdict"] != verdicts.Verdict.NONE:
+                self.mismatches.append(
+                    f"{name(entry)}: the bundle says {content['verdict']}, but the sweep "
+                    "holds no node's result to judge"
+                )
+            self.raw(entry, None)
+            return
+        terms = None
+        if content["tool"] != COUNTERS:
+            version = content.get("terms_version")
+            if version is None or int(version) not in self.terms:
+                return  # the chain check names a run judged by terms the bundle lacks
+            terms = terms_view(self.terms[int(version)])
+        stated = sweep.results_of(content)
+        judged = [sweep.judge_node(result, terms) for result in stated]
+        for said, again in zip(stated, judged, strict=True):
+            if said.verdict != again.verdict:
+                self.mismatches.append(
+                    f"{name(entry)}: the bundle says node {said.node} {said.verdict}, its "
+                    f"parsed ports give {again.verdict}: {again.reason}"
+                )
+        given = sweep.judge(tool=content["tool"], results=judged, terms=terms)
+        for field in ("state", "verdict", "rule", "error"):
+            if content.get(field) != getattr(given, field):
+                self.mismatches.append(
+                    f"{name(entry)}: the bundle's {field} is {content.get(field)!r}, its "
+                    f"nodes' results give {getattr(given, field)!r}"
+                )
+        if content.get("verdict_reason") != given.reason:
+            self.mismatches.append(
+                f"{name(entry)}: the bundle's reason is {content.get('verdict_reason')!r}, "
+                f"its nodes' results give {given.reason!r}"
+            )
+        self.raw(entry, terms)
+
+    def raw_sweep(self, entry: Mapping[str, Any], terms: verdicts.TermsView | None) -> None:
+        """Each node's part of a sweep's transcript parsed again, against its entry."""
+        content = entry["content"]
+        try:
+            outputs = sweep.read_transcript(entry["raw_output"])
+        except ParseError as error:
+            self.mismatches.append(f"{name(entry)}: its raw output is not a transcript: {error}")
+            return
+        stated = json.loads(content["parsed"]).get("nodes", {}) if content.get("parsed") else {}
+        if {out.node for out in outputs} != set(stated):
+            self.mismatches.append(
+                f"{name(entry)}: its transcript names nodes {sorted(o.node for o in outputs)}, "
+                f"its parsed result {sorted(stated)}"
+            )
+            return
+        for output in outputs:
+            if output.node not in self.nodes:
+                self.mismatches.append(
+                    f"{name(entry)}: the bundle carries no ports of node {output.node} "
+                    "to re-read its part of the raw output with"
+                )
+                continue
+            said = stated[output.node]
+            previous = {
+                port["label"]: port["previous_link_down_count"]
+                for port in said.get("ports", [])
+                if isinstance(said, Mapping)
+                if isinstance(port, Mapping) and port.get("previous_link_down_count") is not None
+            }
+            again = sweep.entry(
+                sweep.interpret_node(
+                    tool=content["tool"],
+                    output=output,
+                    terms=terms,
+                    node=plan_node(output.node, self.nodes[output.node]),
+                    previous_link_down=previous,
+                )
+            )
+            # The switch-side witness is gpulease's own reading, not the node's output.
+            kept = witness.without_witness(said) if isinstance(said, Mapping) else said
+            if canonical_json(kept) != canonical_json(again):
+                self.mismatches.append(
+                    f"{name(entry)}: node {output.node}'s result differs from its output "
+                    f"re-parsed: the bundle says {_short(canonical_json(kept))}, re-parsed "
+                    f"{_short(canonical_json(again))}"
+                )
+
     def missing(self, entry: Mapping[str, Any], what: str) -> None:
         if entry["content"]["verdict"] != verdicts.Verdict.NONE:
             self.mismatches.append(
@@ -239,6 +330,9 @@ class Rejudge:
         stderr_digest = hashlib.sha256(stderr.encode("utf-8")).hexdigest() if stderr else ""
         if stderr_digest != content.get("stderr_sha256", ""):
             self.mismatches.append(f"{name(entry)}: its stderr does not hash to stderr_sha256")
+        if content["pattern"] == sweep.SWEEP:
+            self.raw_sweep(entry, terms)
+            return
         if content["state"] != "ok" or content.get("parsed") is None:
             return
         node = None
@@ -307,6 +401,12 @@ def judge_again(content: Mapping[str, Any], terms: verdicts.TermsView) -> verdic
     rules ``Rejudge`` re-judges runs with: no verdict (empty rule and reason) for a run that
     did not end ok, a counters run, or one that carries no figure to judge. None when the
     figures alone cannot decide (a link check parsed before ports carried their rate)."""
+    if content["pattern"] == sweep.SWEEP:
+        if content["state"] != "ok" or content["tool"] == COUNTERS or not content.get("parsed"):
+            return NO_VERDICT
+        judged = [sweep.judge_node(result, terms) for result in sweep.results_of(content)]
+        given = sweep.judge(tool=content["tool"], results=judged, terms=terms)
+        return verdicts.Judgement(given.verdict, given.rule, given.reason)
     if content["state"] != "ok" or content["tool"] == COUNTERS:
         return NO_VERDICT
     checker = Rejudge({})

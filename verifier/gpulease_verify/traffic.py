@@ -19,15 +19,21 @@ month boundaries fall on that grid whenever the cadence divides the zone's UTC o
 
 A node's rate is its own interval's: a node whose reading of a slot is missing gives each
 slot of its longer interval its average rate over that interval. A node contributes
-nothing before its first reading or after its latest one (no interval covers those slots).
+nothing before its first reading or after its latest one (no interval covers those slots),
+nor between two readings more than ``READING_REACH`` (three days, a long weekend) apart:
+a node that could not be read for longer starts again from its next reading, and what it
+sent meanwhile is not billed (the provider's probes could not see it, so the tenant is not
+charged for it). It bounds how far ingest looks for a node's neighbouring reading, and so
+which runs an audit bundle needs to rebuild its samples.
 
 **The probe tax.** The bytes gpulease's own heavy probes sent (``gpulease_verify.probe_tax``)
 are taken away from the sending node's share of each slot their run's time covers, pro
 rata by time, never below zero: they are kept out of per-GB and 95th-percentile metering.
 
-**A node's reading** (``reading_of``) is a scheduled counters run that ended ``ok``: its
-switch port's octets received where the run read the witness (as IDCs meter at their
-switches), else the node's own bytes sent per port. ``billing.ingest`` builds the stored
+**A node's reading** (``reading_of``) is a node read ``ok`` in a scheduled counters sweep
+(or, stored before sweeps, a counters run of the node that ended ``ok``): its switch
+port's octets received where the run read the witness (as IDCs meter at their switches),
+else the node's own bytes sent per port. ``billing.ingest`` builds the stored
 samples with these rules, and ``rebuild`` rebuilds them from an audit bundle's chained runs
 so that the verifier recomputes per-GB and 95th-percentile lines from evidence, not from
 the samples the bundle states.
@@ -43,7 +49,7 @@ from datetime import datetime, timedelta
 from itertools import pairwise
 from typing import Any
 
-from gpulease_verify import probe_tax, witness
+from gpulease_verify import probe_tax, sweep, witness
 from gpulease_verify.calculations import DeltaKind, counter_deltas
 from gpulease_verify.canonical import parse_instant
 from gpulease_verify.parsers import ParseError
@@ -58,6 +64,8 @@ SWITCH_PORT = "switch:"
 # IF-MIB's ifHC counters are all 64 bits wide.
 COUNTER_BITS = 64
 COUNTERS, SCHEDULE = "counters", "schedule"  # the run kind and trigger of a reading
+# Two readings of a node further apart than this are not an interval (module docstring).
+READING_REACH = timedelta(days=3)
 # The fastest port a lease's nodes have, in Gbit/s, when none states its rate: what tells
 # a counter reset from a wrap (``counter_deltas``).
 DEFAULT_RATE_GBPS = 400
@@ -169,6 +177,8 @@ def slot_traffic(
     for node, readings in readings_by_node.items():
         sent = (probes or {}).get(node, ())
         for before, after in pairwise(readings):
+            if after.at - before.at > READING_REACH:
+                continue
             total, resets, wraps, counted = 0, 0, 0, False
             for port, value in after.ports.items():
                 if port not in before.ports:
@@ -274,7 +284,7 @@ def _sends(entry: Mapping[str, Any], parsed: Any, rebuilt: Rebuilt) -> list[Prob
 
 def rebuild(bundle: Mapping[str, Any]) -> Rebuilt:
     """The samples of the bundle's period from its runs alone: each node's scheduled
-    counters readings that ended ``ok`` (with its readings just outside the period, which
+    counters readings read ``ok`` (with its readings just outside the period, which
     the bundle's stretch of the chain takes in), less the bytes of its finished heavy
     probes, at the fastest port rate of the lease's assigned nodes."""
     start, end = (parse_instant(bundle["period"][key]) for key in ("start", "end"))
@@ -283,18 +293,21 @@ def rebuild(bundle: Mapping[str, Any]) -> Rebuilt:
     sends: list[ProbeSend] = []
     for entry in bundle.get("runs", []):
         content = entry["content"]
+        if content["kind"] == COUNTERS and content["trigger"] == SCHEDULE:
+            for result in sweep.results_of(content):
+                if result.ok:
+                    readings[result.node].append(
+                        reading_of(
+                            result.parsed,
+                            slot_at=parse_instant(content["slot_at"]),
+                            deadline_at=parse_instant(content["deadline_at"]),
+                        )
+                    )
+            continue
         if content["state"] != probe_tax.OK:
             continue
         parsed = json.loads(content["parsed"]) if content["parsed"] else None
-        if content["kind"] == COUNTERS and content["trigger"] == SCHEDULE:
-            readings[content["target"]].append(
-                reading_of(
-                    parsed,
-                    slot_at=parse_instant(content["slot_at"]),
-                    deadline_at=parse_instant(content["deadline_at"]),
-                )
-            )
-        elif (
+        if (
             content["kind"] in probe_tax.HEAVY_KINDS
             and content["started_at"]
             and content["finished_at"]

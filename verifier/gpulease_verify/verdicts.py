@@ -68,8 +68,12 @@ class PortState:
     previous_link_down_count: int | None
 
 
+def link_rule(terms: TermsView) -> str:
+    return f"every contracted port up at its rate, no link flap (terms v{terms.version})"
+
+
 def link(*, ports: list[PortState], terms: TermsView) -> Judgement:
-    rule = f"every contracted port up at its rate, no link flap (terms v{terms.version})"
+    rule = link_rule(terms)
     if not ports:
         return Judgement(Verdict.FAIL, rule, "no contracted port was found on the node")
     problems = []

@@ -5,7 +5,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from benchmarks import services
-from benchmarks.choices import Trigger
+from benchmarks.choices import Pattern, Trigger
 from benchmarks.models import ProbeRun
 from gpulease_verify.units import format_bps
 from leases.choices import ProbeKind
@@ -75,9 +75,18 @@ def run_summary(run: ProbeRun) -> dict[str, Any]:
         "tool": run.tool,
         "pattern": run.pattern,
         "target": run.target,
-        "nodes": run.target.split(">")
-        if ">" in run.target
-        else sorted(run.nodes.values_list("hostname", flat=True)),
+        "nodes": run.target.split(">") if ">" in run.target else run.hostnames(),
+        # A sweep's nodes one by one: what each showed.
+        **(
+            {
+                "by_node": {
+                    r.node: {"state": r.state, "verdict": r.verdict, "error": r.error}
+                    for r in run.results()
+                }
+            }
+            if run.pattern == Pattern.SWEEP
+            else {}
+        ),
         "state": run.state,
         "verdict": run.verdict,
         "measured_bps": run.measured_bps,

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.choices import Tool
+from benchmarks.choices import Pattern, Tool
 from benchmarks.probes import arguments, commands, runner
 from benchmarks.probes.plan import PlanNode, PlanPort, plan_batches
 from benchmarks.transports import CommandResult, LocalTransport
@@ -108,18 +108,25 @@ def cluster(field: str, value: str) -> dict[str, PlanNode]:
 
 
 def planned_runs(field: str):
-    """Every run of every kind on every technology, planned for the placeholder cluster; a
-    hostile cluster reuses this plan with its node name swapped in, so that a name sorting
-    differently cannot reorder it."""
+    """Every run of every kind on every technology, planned for the placeholder cluster (a
+    sweep as the node checks it runs); a hostile cluster reuses this plan with its node
+    name swapped in, so that a name sorting differently cannot reorder it."""
     nodes = cluster(field, PLACEHOLDER)
     for technology in Technology:
         for kind in ProbeKind:
             for batch in plan_batches(kind=kind, nodes=list(nodes.values()), technology=technology):
-                yield from enumerate(batch.runs)
+                for index, run in enumerate(batch.runs):
+                    if run.pattern == Pattern.SWEEP:
+                        yield from ((index, check) for check in runner.node_checks(run))
+                    else:
+                        yield index, run
 
 
 def test_the_plan_covers_every_tool():
-    assert {run.tool for _, run in planned_runs("data address")} == set(Tool)
+    # The cluster has an InfiniBand port, so its link sweep is ibstatus's; node "a" has
+    # none, and its link check runs ethtool (REACHES: the interface name reaches ethtool).
+    assert {run.tool for _, run in planned_runs("data address")} == set(Tool) - {Tool.ETHTOOL}
+    assert any("ethtool data0" in line for line in lines(built("data address", PLACEHOLDER)))
 
 
 def built(field: str, value: str) -> list[tuple[str, str]]:
@@ -399,7 +406,7 @@ def test_a_name_the_kernel_allows_is_built_quoted():
 
 
 def test_the_runner_records_a_refusal_and_connects_to_nothing():
-    nodes = {"a": plan_node("a", netdev="eth0 reboot"), "b": plan_node("b")}
+    nodes = {"a": plan_node("a", netdev="eth0 reboot")}
     batch = plan_batches(kind=ProbeKind.LINK, nodes=list(nodes.values()), technology="roce")[0]
 
     def connect(hostname):
@@ -408,8 +415,10 @@ def test_the_runner_records_a_refusal_and_connects_to_nothing():
     [execution] = asyncio.run(
         runner.run_batch(runs=batch.runs, nodes=nodes, connect=connect, options=runner.Options())
     )
-    assert (execution.state, execution.command) == ("failed", "")
-    assert execution.error == (
+    # The sweep ran; its one node's check was refused before anything connected.
+    [node] = execution.nodes
+    assert (node.node, node.state, node.command, node.stdout) == ("a", "failed", "", "")
+    assert node.error == (
         "refusing to build the command: interface name 'eth0 reboot' has ' '; '/', ':', '%' "
         "and whitespace are refused"
     )

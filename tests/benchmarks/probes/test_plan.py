@@ -62,9 +62,13 @@ def test_rdma_fabrics_also_measure_with_perftest():
     assert [r.tool for b in latency for r in b.runs] == ["ib_write_lat"]
 
 
-def test_node_checks_are_per_node_and_not_exclusive():
-    batches = plan_batches(kind="link", nodes=lab(), technology="ethernet")
-    assert [b.runs[0].target for b in batches] == ["lab-h1", "lab-h2", "lab-h3", "lab-h4"]
-    assert not any(b.exclusive for b in batches)
+def test_node_checks_are_one_sweep_of_every_node_and_not_exclusive():
+    for kind, tool in (("link", "ethtool"), ("counters", "counters")):
+        [batch] = plan_batches(kind=kind, nodes=lab(), technology="ethernet")
+        [run] = batch.runs
+        assert (run.tool, run.pattern, run.target) == (tool, "sweep", "all")
+        assert run.nodes == ("lab-h1", "lab-h2", "lab-h3", "lab-h4")
+        assert not batch.exclusive
+    assert plan_batches(kind="link", nodes=[], technology="ethernet") == []
     collective = plan_batches(kind="collective", nodes=lab(), technology="ethernet")
     assert [r.target for r in collective[0].runs] == ["all"]

@@ -109,7 +109,6 @@ class ProbeRunFilterSet(filters.FilterSet):
         model = ProbeRun
         fields = ["lease", "kind", "state", "trigger", "verdict", "node", "batch", "slot_at"]
 
-
     def involving(self, queryset, name, value):  # type: ignore[no-untyped-def]
         linked = ProbeRun.nodes.through.objects.filter(proberun_id=OuterRef("pk"), node_id=value)
         held = NodeAssignment.objects.filter(

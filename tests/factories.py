@@ -259,8 +259,7 @@ def make_sweep(
         sweep.NodeOutput(name, "ok", build(plan[name]), 0, "", text)
         for name, text in outputs.items()
     ] + [
-        sweep.NodeOutput(name, state, "", None, error)
-        for name, (state, error) in failures.items()
+        sweep.NodeOutput(name, state, "", None, error) for name, (state, error) in failures.items()
     ]
     execution = runner.Execution(
         raw_output=sweep.transcript(printed),

@@ -900,6 +900,7 @@ def _judge_sweep(
         if run.kind == ProbeKind.LINK
         else {}
     )
+    ports, read = (witnessed.ports, witnessed.after) if witnessed is not None else ({}, {})
     results = []
     for output in execution.nodes:
         result = sweep.interpret_node(
@@ -909,9 +910,9 @@ def _judge_sweep(
             node=plan.get(output.node),
             previous_link_down=previous.get(output.node),
         )
-        switch = witnessed.after.get(output.node) if witnessed is not None else None
+        switch = read.get(output.node)
         if result.ok and switch is not None and run.kind == ProbeKind.COUNTERS:
-            block = telemetry_witness.counters_block(witnessed.ports[output.node], switch)  # type: ignore[union-attr]
+            block = telemetry_witness.counters_block(ports[output.node], switch)
             result = dataclasses.replace(result, parsed={**result.parsed, witness.KEY: block})
         results.append(result)
     judged = sweep.judge(tool=run.tool, results=results, terms=view)

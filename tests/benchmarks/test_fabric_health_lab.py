@@ -44,7 +44,7 @@ def test_three_flaps_between_two_link_checks_open_an_incident_and_the_hold_down_
     lab, lab_lease, capsys
 ):
     # A scheduled link check (an SLA sample: its slot is an hour, as run-now slots are).
-    first_check = execute(lab_lease, "link", "lab-h2", Pattern.NODE, trigger=Trigger.SCHEDULE)
+    first_check = execute(lab_lease, "link", "all", Pattern.SWEEP, trigger=Trigger.SCHEDULE)
     assert first_check.verdict == Verdict.PASS
     start = timezone.now()
     first = telemetry.poll(now=start)
@@ -56,9 +56,9 @@ def test_three_flaps_between_two_link_checks_open_an_incident_and_the_hold_down_
         assert polled.nodes == 4 and not polled.failed, polled
     # The next link check finds the link up; its down counter says it went down 3 times,
     # not when: one failed sample, and an incident needs 3 in a row.
-    check = execute(lab_lease, "link", "lab-h2", Pattern.NODE)
+    check = execute(lab_lease, "link", "all", Pattern.SWEEP)
     assert check.verdict == Verdict.FAIL
-    assert check.verdict_reason == "data0 went down 3 time(s) since the last check"
+    assert check.verdict_reason == "lab-h2: data0 went down 3 time(s) since the last check"
     ingest_all(notify=False)
     assert not Incident.objects.filter(lease=lab_lease, kind="link").exists()
     # The check passed, but telemetry heard the flaps inside its slot: its 60 minutes
@@ -205,11 +205,11 @@ def test_a_forged_throughput_is_caught_by_the_switch_within_one_cycle_and_earns_
 def test_traffic_is_metered_at_the_switch_port_and_probe_bytes_are_not_billed(
     lab, lab_lease, settings
 ):
-    """Two counters runs of lab-h1 around 40 MB of the tenant's own traffic and one of
-    gpulease's throughput probes from lab-h1: the traffic sample is what h1's switch port
-    received between the two readings less the probe's bytes, says it was metered at the
-    switch, and the probe is in the lease's probe-tax ledger."""
-    first = execute(lab_lease, "counters", "lab-h1", Pattern.NODE, trigger=Trigger.SCHEDULE)
+    """Two counters sweeps around 40 MB of the tenant's own traffic from lab-h1 and one of
+    gpulease's throughput probes from lab-h1: the traffic sample is what the nodes' switch
+    ports received between the two readings less the probe's bytes, says it was metered at
+    the switch, and the probe is in the lease's probe-tax ledger."""
+    first = execute(lab_lease, "counters", "all", Pattern.SWEEP, trigger=Trigger.SCHEDULE)
     probe = execute(lab_lease, "throughput", "lab-h1>lab-h2")
     assert probe.state == RunState.OK
     h1, h2 = lab.host("lab-h1"), lab.host("lab-h2")
@@ -227,10 +227,19 @@ def test_traffic_is_metered_at_the_switch_port_and_probe_bytes_are_not_billed(
     )  # fmt: skip
     server.wait(timeout=10)
     time.sleep(settings.WITNESS_SETTLE_S)  # the switch's counters catch up
-    second = execute(lab_lease, "counters", "lab-h1", Pattern.NODE, trigger=Trigger.SCHEDULE)
-    before, after = first.parsed["witness"], second.parsed["witness"]
-    assert (before["switch"], before["port"]) == ("leaf1", "h1-data")
-    switch_bytes = after["in_octets"] - before["in_octets"]
+    second = execute(lab_lease, "counters", "all", Pattern.SWEEP, trigger=Trigger.SCHEDULE)
+    # Each node of the sweeps with its switch port's own count beside its own counters.
+    before, after = first.parsed["nodes"], second.parsed["nodes"]
+    assert sorted(before) == sorted(after) == ["lab-h1", "lab-h2", "lab-h3", "lab-h4"]
+    assert (before["lab-h1"]["witness"]["switch"], before["lab-h1"]["witness"]["port"]) == (
+        "leaf1",
+        "h1-data",
+    )
+    moved = {
+        name: after[name]["witness"]["in_octets"] - before[name]["witness"]["in_octets"]
+        for name in after
+    }
+    switch_bytes = moved["lab-h1"]
 
     period = str(Period.containing(first.slot_at, "Asia/Shanghai"))
     [taxed] = probe_tax.probe_tax_of(lease=lab_lease, period=period).runs
@@ -240,13 +249,16 @@ def test_traffic_is_metered_at_the_switch_port_and_probe_bytes_are_not_billed(
     ingest_all(notify=False)
     samples = TrafficSample.objects.filter(lease=lab_lease)
     billed = sum(int(sample.tx_bytes) for sample in samples)
-    assert billed == switch_bytes - probe_bytes
-    # That is the tenant's transfer (iperf3 -n ends once it has written 40 MiB and drops
-    # what was still unsent) and the probe's own frame headers, never the probe's payload.
-    assert 30 * 10**6 <= billed <= 45 * 10**6
-    assert {(sample.nodes, sample.switch_nodes) for sample in samples} == {(1, 1)}
+    assert billed == sum(moved.values()) - probe_bytes
+    # lab-h1's share is the tenant's transfer (iperf3 -n ends once it has written 40 MiB
+    # and drops what was still unsent) and the probe's own frame headers, never the
+    # probe's payload; the other nodes sent little more than acknowledgements.
+    assert 30 * 10**6 <= switch_bytes - probe_bytes <= 45 * 10**6
+    assert sum(moved.values()) - switch_bytes < 10 * 10**6
+    assert {(sample.nodes, sample.switch_nodes) for sample in samples} == {(4, 4)}
     window = Segment(
         start=first.slot_at, end=second.slot_at + timedelta(hours=1), terms=first.terms
     )
     facts = _sample_facts(lab_lease, window)
-    assert (facts["metered_from"], facts["switch_node_slots"]) == ("switch counters", 1)
+    # One slot, each of the four nodes metered at its switch port.
+    assert (facts["metered_from"], facts["switch_node_slots"]) == ("switch counters", 4)

@@ -24,8 +24,9 @@ from tests.benchmarks.test_probes_celery import celery_lab, wait_for  # noqa: F4
 pytestmark = [pytest.mark.lab, pytest.mark.django_db(transaction=True)]
 
 NODES = 4  # the lab's hosts
-KINDS = ("link", "counters")  # one run (and one batch) per node each
-ROUNDS = 4  # acceptance, the schedule, two run-nows: 4 x 4 nodes x 2 kinds = 32 runs
+KINDS = ("link", "counters")  # one sweep of the 4 nodes (one run, one batch) each
+# acceptance, the schedule, fourteen run-nows: 16 x 2 kinds = 32 runs, 128 node checks
+ROUNDS = 16
 VOLLEY = 10  # billing.ingest tasks sent at once
 
 # Celery's INFO lines: "[... INFO/ForkPoolWorker-2] Task billing.ingest[<id>] succeeded
@@ -83,11 +84,11 @@ def test_probe_and_billing_workers_on_their_own_queues_process_each_run_once(
     # queue by the site's queue name, every billing.ingest to the billing queue by route.
     services.request_runs(lease=lease, kinds=KINDS, trigger=Trigger.ACCEPTANCE)
     dispatched = services.dispatch_due()
-    assert (dispatched.batches, dispatched.runs) == (NODES * len(KINDS), NODES * len(KINDS))
+    assert (dispatched.batches, dispatched.runs) == (len(KINDS), len(KINDS))
     for _ in range(ROUNDS - 2):
         services.request_runs(lease=lease, kinds=KINDS)
     runs = ProbeRun.objects.filter(lease=lease)
-    total = ROUNDS * NODES * len(KINDS)
+    total = ROUNDS * len(KINDS)
     assert runs.count() == total == 32
     assert runs.values("batch").distinct().count() == total  # one run per batch
 
@@ -140,15 +141,18 @@ def test_probe_and_billing_workers_on_their_own_queues_process_each_run_once(
     assert (cursor.finished_at, cursor.run_id) == (last.finished_at, last.pk)
     assert pending_since() is None
 
-    # Each scheduled run counted once in the hourly rollups: 4 per kind, one hour.
+    # Each scheduled sweep counted once in the hourly rollups: one per kind, one hour,
+    # every node of the link sweep up.
     for kind in KINDS:
         rollups = HourlyRollup.objects.filter(lease=lease, kind=kind)
         counted = rollups.aggregate(
             n=Sum(F("passed") + F("failed") + F("unknown") + F("excluded") + F("informational"))
         )["n"]
         samples = runs.filter(kind=kind, trigger=Trigger.SCHEDULE, state__in=FINAL).count()
-        assert (rollups.count(), counted, samples) == (1, NODES, NODES), kind
-    assert HourlyRollup.objects.get(lease=lease, kind="link").passed == NODES
+        assert (rollups.count(), counted, samples) == (1, 1, 1), kind
+    assert HourlyRollup.objects.get(lease=lease, kind="link").passed == 1
+    [swept] = runs.filter(kind="link", trigger=Trigger.SCHEDULE)
+    assert len(swept.results()) == NODES and {r.verdict for r in swept.results()} == {"pass"}
 
     # Each worker ran only its own queue's tasks, by its log and by its own counters.
     assert {name for _p, name, *_ in probe_lines} == {"benchmarks.execute_batch"}

@@ -234,6 +234,17 @@ def _enqueue_node_runs_after_commit(batches: Sequence[tuple[uuid.UUID, str]]) ->
         )
 
 
+@dataclass(frozen=True)
+class Cadences:
+    """What the dispatcher reads of every terms version: when it took effect and how
+    often each kind runs."""
+
+    pk: int
+    lease_id: int
+    effective_from: datetime
+    probe_cadence_s: dict[str, int]
+
+
 @dataclass
 class DispatchResult:
     leases: int = 0
@@ -249,63 +260,77 @@ def dispatch_due(*, now: datetime | None = None, enqueue: bool = True) -> Dispat
     due and not yet created, for every active lease, in a fixed number of queries."""
     now = now or timezone.now()
     result = DispatchResult(missed=mark_missed(now=now))
-    # Each lease's latest recent traffic sample, read with the leases.
-    latest_sample = TrafficSample.objects.filter(
-        lease=OuterRef("pk"), slot_at__gte=now - BUSY_SAMPLE_AGE, seconds__gt=0
-    ).order_by("-slot_at")
-    leases = list(
+    lease_ids = list(
         Lease.objects.active()
         .filter(probes_enabled=True, starts_at__lte=now)
         .filter(Q(ends_at__isnull=True) | Q(ends_at__gt=now))
-        .select_related("tenant")
-        .annotate(
-            latest_tx_bytes=Subquery(latest_sample.values("tx_bytes")[:1]),
-            latest_tx_seconds=Subquery(latest_sample.values("seconds")[:1]),
-        )
+        .values_list("pk", flat=True)
     )
-    if not leases:
+    if not lease_ids:
         return result
-    lease_ids = [lease.pk for lease in leases]
-    timelines: dict[int, list[LeaseTerms]] = {lease_id: [] for lease_id in lease_ids}
-    for terms in LeaseTerms.objects.filter(lease_id__in=lease_ids):
-        timelines[terms.lease_id].append(terms)
-    latest, accepted = _latest_slots(lease_ids, now, max_cadence(timelines))
+    # Every lease's versions as far as "what is due" reads them; the whole rows only of the
+    # leases with a kind due that is not node-level (below).
+    timelines: dict[int, list[Cadences]] = {lease_id: [] for lease_id in lease_ids}
+    for row in LeaseTerms.objects.filter(lease_id__in=lease_ids).values_list(
+        "pk", "lease_id", "effective_from", "probe_cadence_s"
+    ):
+        timelines[row[1]].append(Cadences(*row))
+    latest, accepted = _latest_slots(lease_ids, now, max_cadences(timelines))
 
-    # What is due: node-level kinds (a run per node) go to one set-based insert, which
+    # What is due: node-level kinds (a sweep per lease) go to one set-based insert, which
     # reads the nodes itself; only leases with another kind due load their nodes here.
     per_node: list[node_runs.Due] = []
     other: dict[int, list[tuple[str, datetime, datetime, str]]] = defaultdict(list)
-    terms_of: dict[int, LeaseTerms] = {}
-    for lease in leases:
-        current = TermsTimeline(timelines[lease.pk]).at(now)
+    terms_of: dict[int, int] = {}
+    for lease_id in lease_ids:
+        current = TermsTimeline(timelines[lease_id]).at(now)
         if current is None:
             continue
-        terms_of[lease.pk] = current
+        terms_of[lease_id] = current.pk
         due: list[tuple[str, datetime, datetime, str]] = []
-        if lease.pk not in accepted:
+        if lease_id not in accepted:
             # The acceptance run: every kind, once, when the lease first goes live.
             due += [(k, now, now + MANUAL_DEADLINE, Trigger.ACCEPTANCE) for k in ProbeKind.values]
         for kind, cadence in current.probe_cadence_s.items():
             slot = slot_start(now, cadence)
-            if latest.get((lease.pk, kind)) is not None and latest[(lease.pk, kind)] >= slot:
+            if latest.get((lease_id, kind)) is not None and latest[(lease_id, kind)] >= slot:
                 continue
             due.append((kind, slot, slot + timedelta(seconds=cadence), Trigger.SCHEDULE))
         for kind, slot_at, deadline_at, trigger in due:
             if kind in node_runs.NODE_KINDS:
                 per_node.append(
-                    node_runs.Due(lease.pk, kind, slot_at, deadline_at, trigger, current.pk)
+                    node_runs.Due(lease_id, kind, slot_at, deadline_at, trigger, current.pk)
                 )
             else:
-                other[lease.pk].append((kind, slot_at, deadline_at, trigger))
+                other[lease_id].append((kind, slot_at, deadline_at, trigger))
 
+    # The leases with another kind due: with their tenant and latest recent traffic sample
+    # (whether they are busy), and their terms in force, in two queries.
+    latest_sample = TrafficSample.objects.filter(
+        lease=OuterRef("pk"), slot_at__gte=now - BUSY_SAMPLE_AGE, seconds__gt=0
+    ).order_by("-slot_at")
+    by_pk = (
+        {
+            lease.pk: lease
+            for lease in Lease.objects.filter(pk__in=list(other))
+            .select_related("tenant")
+            .annotate(
+                latest_tx_bytes=Subquery(latest_sample.values("tx_bytes")[:1]),
+                latest_tx_seconds=Subquery(latest_sample.values("seconds")[:1]),
+            )
+        }
+        if other
+        else {}
+    )
+    in_force_of = LeaseTerms.objects.in_bulk([terms_of[lease_id] for lease_id in other])
     held = selectors.lease_nodes_at(other, now)
     ports_by_node: dict[int, list] = defaultdict(list)
     for port in selectors.ports_of(node for nodes in held.values() for node in nodes):
         ports_by_node[port.node_id].append(port)
     batches: list[NewBatch] = []
-    by_pk = {lease.pk: lease for lease in leases}
     for lease_id, due in other.items():
-        lease, in_force, nodes = by_pk[lease_id], terms_of[lease_id], held.get(lease_id, [])
+        lease, nodes = by_pk[lease_id], held.get(lease_id, [])
+        in_force = in_force_of[terms_of[lease_id]]
         if not nodes:
             continue
         plan = selectors.plan_nodes(nodes, [p for n in nodes for p in ports_by_node[n.pk]])
@@ -353,11 +378,11 @@ def dispatch_due(*, now: datetime | None = None, enqueue: bool = True) -> Dispat
 
 
 def _latest_slots(
-    lease_ids: list[int], now: datetime, cadence_s: int
+    lease_ids: list[int], now: datetime, cadence_s: dict[str, int]
 ) -> tuple[dict[tuple[int, str], datetime], set[int]]:
     """Each lease's latest scheduled slot per kind (one index probe per lease and kind,
-    in the partitions of the last ``cadence_s``), and the leases that had their acceptance
-    run: one query."""
+    in the partitions of that kind's longest cadence up to now: never the months made
+    ahead), and the leases that had their acceptance run: one query."""
 
     def last(kind: str) -> Subquery:
         return Subquery(
@@ -365,13 +390,14 @@ def _latest_slots(
                 lease=OuterRef("pk"),
                 kind=kind,
                 trigger=Trigger.SCHEDULE,
-                slot_at__gte=now - timedelta(seconds=cadence_s),
+                slot_at__gte=now - timedelta(seconds=cadence_s[kind]),
+                slot_at__lte=now,  # a slot starts at or before the instant it is made
             )
             .order_by("-slot_at")
             .values("slot_at")[:1]
         )
 
-    kinds = ProbeKind.values
+    kinds = [kind for kind in ProbeKind.values if kind in cadence_s]
     rows = list(
         Lease.objects.filter(pk__in=lease_ids)
         .annotate(
@@ -391,14 +417,14 @@ def _latest_slots(
     return latest, {pk for pk, accepted, *_slots in rows if accepted}
 
 
-def max_cadence(timelines: dict[int, list[LeaseTerms]]) -> int:
-    cadences = [
-        seconds
-        for versions in timelines.values()
-        for terms in versions
-        for seconds in terms.probe_cadence_s.values()
-    ]
-    return max(cadences, default=3600)
+def max_cadences(timelines: dict[int, list[Cadences]]) -> dict[str, int]:
+    """Kind -> its longest cadence in any terms version of the leases."""
+    longest: dict[str, int] = {}
+    for versions in timelines.values():
+        for terms in versions:
+            for kind, seconds in terms.probe_cadence_s.items():
+                longest[kind] = max(longest.get(kind, 0), seconds)
+    return longest
 
 
 def request_runs(

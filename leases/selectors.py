@@ -1,8 +1,9 @@
 """Reads of lease data. Views and other apps read through these, never raw managers."""
 
 from bisect import bisect_right
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import datetime
+from typing import Generic, Protocol, TypeVar
 
 from django.db.models import QuerySet
 from django.utils.translation import gettext as _
@@ -18,23 +19,34 @@ def terms_in_force(*, lease: Lease, at: datetime) -> LeaseTerms | None:
     return LeaseTerms.objects.in_force(lease.pk, at)
 
 
-class TermsTimeline:
+class Effective(Protocol):
+    """A terms version as far as "in force at t" reads it (a LeaseTerms, or a lighter
+    row of it: the dispatcher's)."""
+
+    @property
+    def effective_from(self) -> datetime: ...
+
+
+Version = TypeVar("Version", bound=Effective)
+
+
+class TermsTimeline(Generic[Version]):
     """All versions of a lease's terms, for answering "in force at t" for many samples
     without a query each."""
 
-    def __init__(self, versions: Sequence[LeaseTerms]):
+    def __init__(self, versions: Sequence[Version]):
         self._versions = sorted(versions, key=lambda terms: terms.effective_from)
         self._starts = [terms.effective_from for terms in self._versions]
 
     @classmethod
-    def for_lease(cls, lease: Lease) -> "TermsTimeline":
-        return cls(list(LeaseTerms.objects.filter(lease=lease)))
+    def for_lease(cls, lease: Lease) -> "TermsTimeline[LeaseTerms]":
+        return TermsTimeline(list(LeaseTerms.objects.filter(lease=lease)))
 
-    def at(self, instant: datetime) -> LeaseTerms | None:
+    def at(self, instant: datetime) -> Version | None:
         index = bisect_right(self._starts, instant)
         return self._versions[index - 1] if index else None
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
+    def __iter__(self) -> Iterator[Version]:
         return iter(self._versions)
 
 

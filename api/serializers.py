@@ -22,7 +22,7 @@ from benchmarks.choices import Pattern
 from benchmarks.models import ProbeRun
 from billing.choices import CreditNoteKind
 from billing.models import CreditNote, CreditNoteLine, Incident, Invoice, InvoiceLine
-from gpulease_verify import sweep
+from common.dbfunctions import SweptNodes
 from gpulease_verify.periods import PATTERN as PERIOD_PATTERN
 from gpulease_verify.periods import Period, PeriodError
 from leases.choices import ProbeKind
@@ -414,13 +414,17 @@ class ProbeRunSerializer(serializers.ModelSerializer):
             nodes[run_id].append(hostname)
         sweeps = [row for row in rows if row["pattern"] == Pattern.SWEEP]
         if sweeps:
-            for run_id, parsed in ProbeRun.objects.filter(
-                pk__in=[row["id"] for row in sweeps],
-                # the partitions the page's runs are in
-                slot_at__gte=min(row["slot_at"] for row in sweeps),
-                slot_at__lte=max(row["slot_at"] for row in sweeps),
-            ).values_list("pk", "parsed"):
-                nodes[run_id] = sweep.hostnames(parsed)
+            for run_id, hostnames in (
+                ProbeRun.objects.filter(
+                    pk__in=[row["id"] for row in sweeps],
+                    # the partitions the page's runs are in
+                    slot_at__gte=min(row["slot_at"] for row in sweeps),
+                    slot_at__lte=max(row["slot_at"] for row in sweeps),
+                )
+                .annotate(hostnames=SweptNodes("parsed"))
+                .values_list("pk", "hostnames")
+            ):
+                nodes[run_id] = hostnames
         zone = timezone.get_current_timezone()
         sentinel = str(cls._RAW_URL_SENTINEL)
         raw_path = reverse("api:proberun-raw", kwargs={"pk": cls._RAW_URL_SENTINEL})

@@ -424,16 +424,6 @@ def recompute_traffic(*, lease: Lease, start: datetime, end: datetime) -> int:
     return len(slots)
 
 
-def _node_results(run: ProbeRun) -> list[sweep.NodeResult]:
-    return sweep.node_results(
-        pattern=run.pattern,
-        target=run.target,
-        state=run.state,
-        verdict=run.verdict,
-        parsed=run.parsed,
-    )
-
-
 # --- incidents ------------------------------------------------------------------------------
 
 
@@ -467,7 +457,7 @@ def _judged_until(run: ProbeRun, node: str, count: int) -> list[tuple[ProbeRun, 
 
 def _node_verdict(run: ProbeRun, node: str) -> str | None:
     """The node's verdict in the run when it was judged (pass or fail), else None."""
-    for result in _node_results(run):
+    for result in run.results():
         if result.node == node and result.ok and result.verdict in (Verdict.PASS, Verdict.FAIL):
             return result.verdict
     return None
@@ -493,7 +483,7 @@ def judged_targets(run: ProbeRun) -> list[tuple[str, str]]:
     if run.pattern == Pattern.SWEEP:
         return [
             (result.node, result.verdict)
-            for result in _node_results(run)
+            for result in run.results()
             if result.ok and result.verdict in (Verdict.PASS, Verdict.FAIL)
         ]
     if run.state == RunState.OK and run.verdict in (Verdict.PASS, Verdict.FAIL):
@@ -584,7 +574,7 @@ def ingest(*, limit: int = BATCH, notify: bool = True) -> IngestResult:
             hours.add((run.lease_id, run.kind, hour_of(run.slot_at)))
             if run.kind == ProbeKind.COUNTERS:
                 seen_first, seen_last = first_new[run.lease_id], last_new[run.lease_id]
-                for node_result in _node_results(run):
+                for node_result in run.results():
                     if node_result.ok:
                         node, slot = node_result.node, run.slot_at
                         seen_first[node] = min(seen_first.get(node, slot), slot)

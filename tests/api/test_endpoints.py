@@ -10,7 +10,7 @@ import pytest
 from benchmarks.models import ProbeRun
 from leases.choices import Role
 from leases.models import LeaseEvent
-from tests.factories import NicPortFactory, NodeFactory, at, make_run
+from tests.factories import NicPortFactory, NodeFactory, at, make_run, make_sweep
 
 pytestmark = pytest.mark.django_db
 
@@ -170,6 +170,41 @@ def test_cursor_pagination_reaches_a_deep_page(world, client_for):
     assert back["results"]
 
 
+# What the counters probe prints for a port (netdev statistics, as the kernel names them).
+COUNTERS = "### counters eth0\n/sys/class/net/eth0/statistics/tx_bytes:{tx}\n"
+
+
+def test_a_node_filters_the_runs_it_took_part_in_and_its_leases_sweeps(world, client_for):
+    lease, (n1, n2) = world.alpha.lease, world.alpha.nodes
+    both = make_sweep(
+        lease,
+        kind="counters",
+        slot=at("2026-11-12 00:30"),
+        outputs={
+            node.hostname: "### counters eth0\n/sys/class/net/eth0/statistics/tx_bytes:5\n"
+            for node in (n1, n2)
+        },
+    )
+    # n2 leaves the lease; the sweep after that reads n1 alone and is not n2's.
+    lease.assignments.filter(node=n2).update(assigned_until=at("2026-11-12 01:00"))
+    alone = make_sweep(
+        lease,
+        kind="counters",
+        slot=at("2026-11-12 01:30"),
+        outputs={n1.hostname: COUNTERS.format(tx=9)},
+    )
+    client = client_for(world.alpha.members[Role.VIEWER])
+
+    def ids(node):  # type: ignore[no-untyped-def]
+        rows = client.get("/api/v1/probe-runs/", {"node": node.pk, "kind": "counters"}).json()
+        return sorted(row["id"] for row in rows["results"])
+
+    assert ids(n1) == sorted([both.pk, alone.pk])
+    assert ids(n2) == [both.pk]
+    # Another tenant's node matches none of this tenant's runs, and theirs stay unseen.
+    assert ids(world.beta.nodes[0]) == []
+
+
 def test_the_list_writes_each_run_as_the_serializer_would(world, client_for):
     """The list's fast path (plain rows) and the serializer agree field for field,
     including a run without terms, a running run (no finish) and the nodes' order."""
@@ -179,6 +214,14 @@ def test_the_list_writes_each_run_as_the_serializer_would(world, client_for):
 
     lease, nodes = world.alpha.lease, world.alpha.nodes
     make_run(lease, slot=at("2026-11-12 00:00"), measured_bps=97_500_000_000, nodes=nodes[::-1])
+    # A counters sweep of both nodes, one of them not read: its nodes are those it read.
+    swept = make_sweep(
+        lease,
+        kind="counters",
+        slot=at("2026-11-12 00:30"),
+        outputs={"alpha-n2": COUNTERS.format(tx=5)},
+        failures={"alpha-n1": ("unreachable", "connection refused")},
+    )
     running = make_run(lease, kind="link", slot=at("2026-11-12 01:00"), nodes=[nodes[0]])
     ProbeRun.objects.filter(pk=running.pk).update(state="running", finished_at=None, terms=None)
     listed = client_for(world.staff).get("/api/v1/probe-runs/", {"lease": lease.pk}).json()
@@ -190,6 +233,9 @@ def test_the_list_writes_each_run_as_the_serializer_would(world, client_for):
     first = listed["results"][0]
     assert first["state"] == "running" and first["finished_at"] is None
     assert first["duration_s"] is None and first["terms_version"] is None
+    [sweep_row] = [row for row in listed["results"] if row["id"] == swept.pk]
+    assert (sweep_row["pattern"], sweep_row["target"]) == ("sweep", "all")
+    assert sweep_row["nodes"] == ["alpha-n1", "alpha-n2"]
 
 
 LISTS = [

@@ -53,7 +53,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from benchmarks.choices import Pattern, RunState
-from benchmarks.models import ProbeRun
+from benchmarks.models import SLOT_REACH, ProbeRun
 from billing import invoicing
 from billing.choices import FabricIncidentKind, IncidentState
 from billing.ingest import pending_runs
@@ -426,6 +426,9 @@ def _fabric_metrics(instant: datetime) -> Iterator[Metric]:
             kind=ProbeKind.COUNTERS,
             pattern=Pattern.SWEEP,
             finished_at__isnull=False,
+            # the months a current reading can be in, not every month held or made ahead
+            slot_at__gte=instant - SLOT_REACH,
+            slot_at__lte=instant,
         )
         .order_by("-slot_at")
         .values("parsed")[:1]

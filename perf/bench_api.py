@@ -51,7 +51,11 @@ DEEP_PAGES = int(os.environ.get("BENCH_API_DEEP_PAGES", "200"))
 TARGET_P95_MS = 100
 ROOT = Path(__file__).resolve().parent.parent
 
-ALL_RUN_COLUMNS = RUN_COLUMNS  # bench_billing lists the chain columns too
+# bench_billing's columns (the chain's and ingested_at), and the probe bytes ingest records
+ALL_RUN_COLUMNS = f"{RUN_COLUMNS}, sent_bytes"
+# Each throughput run printed a real iperf3 report (stored once in the content store), and
+# ingest recorded what its client sent by it (billing.probe_tax.record_sent).
+IPERF3 = (ROOT / "tests/benchmarks/fixtures/iperf3/tcp_3.12_P4_loopback.json").read_text()
 
 # The lease's nodes in hostname order, numbered 0..7; the ring pairs node k with k + 1.
 NODES_CTE = """
@@ -68,7 +72,7 @@ WITH {NODES_CTE}
 INSERT INTO benchmarks_proberun ({ALL_RUN_COLUMNS})
 SELECT t.lease_id, kinds.kind, kinds.tool, 'all', 'sweep', gen_random_uuid(),
        'schedule', s, s + interval '5 minutes', 'ok', 1, s, s + interval '1 second', '',
-       0, '', '', '', false,
+       0, '', '', false,
        jsonb_build_object('nodes', (
            SELECT jsonb_object_agg(n.hostname, CASE WHEN kinds.kind = 'counters'
                THEN jsonb_build_object('state', 'ok', 'ports', jsonb_build_array(
@@ -84,7 +88,7 @@ SELECT t.lease_id, kinds.kind, kinds.tool, 'all', 'sweep', gen_random_uuid(),
        CASE WHEN kinds.kind = 'link'
             THEN 'every contracted port up at its rate, no link flap (terms v1)'
             ELSE 'counters are recorded for metering' END,
-       '', '', %(site)s, '', ''
+       '', '', %(site)s, '', '', s + interval '1 minute', NULL
 FROM leases_leaseterms t
 CROSS JOIN (VALUES ('link', 'ethtool'), ('counters', 'counters')) AS kinds (kind, tool)
 CROSS JOIN generate_series(%(start)s::timestamptz, %(end)s::timestamptz - interval '5 minutes',
@@ -99,9 +103,10 @@ runs AS (
     INSERT INTO benchmarks_proberun ({ALL_RUN_COLUMNS})
     SELECT t.lease_id, 'throughput', 'iperf3', a.hostname || '>' || b.hostname, 'ring',
            gen_random_uuid(), 'schedule', s, s + interval '5 minutes', 'ok',
-           1, s, s + interval '11 seconds', '', 0, '', '', '', false, NULL,
+           1, s, s + interval '11 seconds', '', 0, %(iperf3)s, '', false, NULL,
            bps, NULL, t.id, CASE WHEN bps >= 95000000000 THEN 'pass' ELSE 'fail' END,
-           'throughput >= 95%% of 100 Gbps contracted (terms v1)', '', '', %(site)s, '', ''
+           'throughput >= 95%% of 100 Gbps contracted (terms v1)', '', '', %(site)s, '', '',
+           s + interval '1 minute', jsonb_build_object(a.hostname, %(iperf3_sent)s::bigint)
     FROM leases_leaseterms t
     CROSS JOIN lease_nodes a
     JOIN lease_nodes b ON b.k = (a.k + 1) %% {NODES}
@@ -146,16 +151,33 @@ def build_lease() -> int:
 def build_data(results: dict) -> int:
     from django.db import connection
 
+    from benchmarks.models import outputs
+    from common import partitions
+    from gpulease_verify import probe_tax
     from leases.models import Site
 
     harness.flush()
+    # The year's months in partitions of their own, as beat makes them ahead of time.
+    partitions.ensure(now=START, ahead=13)
     with harness.timer(results, "build_lease_s"):
         lease_id = build_lease()
+    outputs.store([IPERF3])
+    sent = probe_tax.bytes_sent(
+        tool="iperf3",
+        state="ok",
+        parsed={"parsed": True},  # a run that parsed; its bytes come from the text
+        raw_output=IPERF3,
+        command="",
+        target="a>b",
+        nodes=["a", "b"],
+    )
     params = {
         "start": START,
         "end": END,
         "lease": lease_id,
         "site": Site.objects.get(code="bench").pk,
+        "iperf3": outputs.digest(IPERF3),
+        "iperf3_sent": sent["a"],
     }
     with connection.cursor() as cursor:
         with harness.timer(results, "generate_raw_rows_s"):
@@ -230,6 +252,11 @@ def start_gunicorn(port: int) -> subprocess.Popen:
         "--log-level",
         "warning",
     ]
+    # Production settings refuse to start without the provider's keys: the local ones,
+    # made once if missing (config.keys), as the compose stack's volume holds them.
+    from config import keys
+
+    keys.create()
     return subprocess.Popen(command, cwd=ROOT, env=env)
 
 
@@ -397,7 +424,8 @@ def explain(lease_id: int, deep_path: str) -> dict:
     }
     plans: dict = {}
     for label, (viewset, action, path, kwargs) in cases.items():
-        view = viewset.as_view({"get": action})
+        # with the action's own options (its query parameters), as the router builds it
+        view = viewset.as_view({"get": action}, **getattr(getattr(viewset, action), "kwargs", {}))
         request = RequestFactory().get(path, HTTP_HOST="127.0.0.1")
         request.user = user
         response, queries = harness.captured_queries(

@@ -5,7 +5,11 @@ Per run whose start lies in the month (tenant's clock): the bytes each node sent
 seconds it ran (``finished_at - started_at``) and what those bytes would have cost at the
 price per GB of the terms the run ran under (Decimal, half-up to 0.01; none when the terms
 name no price per GB). Heavy probes deferred because the lease was busy are counted too:
-they never ran, so they cost nothing and are never counted against the provider."""
+they never ran, so they cost nothing and are never counted against the provider.
+
+The totals are added up in the database, per price (a month of a lease's heavy probes is
+thousands of runs); the runs are listed whole for the API and the report, and only the
+first few on the lease page."""
 
 from __future__ import annotations
 
@@ -16,16 +20,19 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
+from django.db.models import BooleanField, Count, ExpressionWrapper, Q, Sum
+
 from benchmarks.choices import RunState
-from benchmarks.models import SLOT_REACH, ProbeRun
+from benchmarks.models import ProbeRun, slot_reach
 from benchmarks.models.outputs import load_texts
+from common.dbfunctions import JsonValuesSum, WholeSeconds
 from gpulease_verify import probe_tax
 from gpulease_verify.calculations import traffic_charge
 from gpulease_verify.canonical import iso_utc
 from gpulease_verify.parsers import ParseError
 from gpulease_verify.periods import Period
 from leases.choices import HEAVY_PROBE_KINDS, ProbeKind
-from leases.models import Lease
+from leases.models import Lease, LeaseTerms
 
 log = logging.getLogger(__name__)
 
@@ -68,33 +75,51 @@ class TaxedRun:
         return sum(self.bytes_by_node.values())
 
 
+@dataclass(frozen=True)
+class PriceTotals:
+    """The ledger's runs taxed at one price per GB (None: their terms name none)."""
+
+    price_per_gb: Decimal | None
+    runs: int
+    bytes: int
+    seconds: int
+
+
 @dataclass
 class ProbeTax:
     lease: Lease
     period: str
+    # every run of the month, or its first ones (``probe_tax_of(listed=...)``)
     runs: list[TaxedRun] = field(default_factory=list)
+    totals: list[PriceTotals] = field(default_factory=list)  # of every run, by price
     deferred: int = 0
 
     @property
+    def count(self) -> int:
+        return sum(group.runs for group in self.totals)
+
+    @property
     def bytes(self) -> int:
-        return sum(item.bytes for item in self.runs)
+        return sum(group.bytes for group in self.totals)
 
     @property
     def seconds(self) -> int:
-        return sum(item.seconds for item in self.runs)
+        return sum(group.seconds for group in self.totals)
 
     @property
     def cost(self) -> Decimal | None:
         """Per price: the bytes of its runs together x the price, half-up to 0.01 (as the
         invoice rounds traffic), added up."""
-        by_price: dict[Decimal, int] = {}
-        for item in self.runs:
-            if item.price_per_gb is not None:
-                by_price[item.price_per_gb] = by_price.get(item.price_per_gb, 0) + item.bytes
-        if not by_price:
+        priced = [group for group in self.totals if group.price_per_gb is not None]
+        if not priced:
             return None
-        charges = (traffic_charge(total_bytes=b, price_per_gb=p) for p, b in by_price.items())
+        charges = (traffic_charge(total_bytes=g.bytes, price_per_gb=g.price_per_gb) for g in priced)
         return sum(charges, ZERO)
+
+    @property
+    def unlisted(self) -> int:
+        """Runs counted in the totals but not listed in ``runs``."""
+        return self.count - len(self.runs)
 
     @property
     def gigabytes(self) -> Decimal:
@@ -191,33 +216,69 @@ def sent_of(rows: Iterable[tuple[int, datetime, Sent | None]]) -> dict[int, Sent
     return found
 
 
-def probe_tax_of(*, lease: Lease, period: str) -> ProbeTax:
-    """The lease's probe tax in ``period`` (module docstring): two queries of plain rows,
-    and three more when some of its runs have not been ingested yet."""
+def probe_tax_of(*, lease: Lease, period: str, listed: int | None = None) -> ProbeTax:
+    """The lease's probe tax in ``period`` (module docstring), listing every run or the
+    first ``listed``. Four queries (the lease's cadences, the totals by price, the listed
+    runs, the deferred count); where ingest has not read some runs yet, one more for them
+    and three to read their outputs, which are not stored (readers do not write).
+
+    A run counts when it sent bytes: ingest records ``{}`` for an output it cannot read,
+    and such a run is neither counted nor listed."""
     start, end = Period.parse(period).bounds(lease.tenant.time_zone)
-    ledger = ProbeTax(lease=lease, period=period)
-    rows = list(
-        ProbeRun.objects.filter(
-            lease=lease,
-            kind__in=HEAVY_PROBE_KINDS,
-            state=RunState.OK,
-            started_at__gte=start,
-            started_at__lt=end,
-            finished_at__isnull=False,
-            # a run starts before its slot's deadline: this bounds the partitions read
-            slot_at__gte=start - SLOT_REACH,
-            slot_at__lt=end,
+    runs = ProbeRun.objects.filter(
+        lease=lease,
+        kind__in=HEAVY_PROBE_KINDS,
+        state=RunState.OK,
+        started_at__gte=start,
+        started_at__lt=end,
+        finished_at__isnull=False,
+        # a heavy run starts before its slot's deadline, at most its cadence after it:
+        # this bounds the partitions and the index range read
+        slot_at__gte=start - slot_reach(_longest_heavy_cadence(lease)),
+        slot_at__lt=end,
+    ).exclude(sent_bytes={})  # ingest records {} for an output it cannot read
+
+    totals: dict[Decimal | None, tuple[int, int, int]] = {}  # price -> runs, bytes, seconds
+
+    def add(price: Decimal | None, runs: int, sent: int, seconds: int) -> None:
+        before = totals.get(price, (0, 0, 0))
+        totals[price] = (before[0] + runs, before[1] + sent, before[2] + seconds)
+
+    unread = False
+    for price, pending, count, sent, seconds in (
+        runs.order_by()
+        .annotate(
+            pending=ExpressionWrapper(Q(sent_bytes__isnull=True), output_field=BooleanField())
         )
-        .order_by("started_at", "pk")
-        .values_list(*LEDGER_COLUMNS)
-    )
-    sent_by = sent_of((pk, slot, sent) for pk, *_, sent, _per_gb, slot in rows)
-    for pk, kind, tool, target, trigger, started, finished, _sent, price, _slot in rows:
-        sent = sent_by.get(pk, {})
-        if sent:
-            ledger.runs.append(
-                TaxedRun(pk, kind, tool, target, trigger, started, finished, sent, _price(price))
-            )
+        .values("terms__price_per_gb", "pending")
+        .annotate(
+            count=Count("pk"),
+            bytes=Sum(JsonValuesSum("sent_bytes")),
+            seconds=Sum(WholeSeconds("finished_at", "started_at")),
+        )
+        .values_list("terms__price_per_gb", "pending", "count", "bytes", "seconds")
+    ):
+        if pending:
+            unread = True
+            continue
+        add(_price(price), count, int(sent), seconds)
+    # node -> bytes of the runs ingest has not read yet, read from their outputs now
+    read_now: dict[int, Sent] = {}
+    if unread:
+        pending_rows = list(runs.filter(sent_bytes__isnull=True).values_list(*LEDGER_COLUMNS))
+        read_now = _read_all([(row[0], row[-1]) for row in pending_rows])
+        for row in pending_rows:
+            item = _taxed_run(row, read_now.get(row[0], {}))
+            if item is not None:
+                add(item.price_per_gb, 1, item.bytes, item.seconds)
+
+    ledger = ProbeTax(lease=lease, period=period)
+    ledger.totals = [PriceTotals(price, *figures) for price, figures in totals.items()]
+    listing = runs.order_by("started_at", "pk").values_list(*LEDGER_COLUMNS)
+    for row in listing if listed is None else listing[:listed]:
+        item = _taxed_run(row, row[7] if row[7] is not None else read_now.get(row[0], {}))
+        if item is not None:
+            ledger.runs.append(item)
     ledger.deferred = ProbeRun.objects.filter(
         lease=lease,
         kind__in=HEAVY_PROBE_KINDS,
@@ -227,6 +288,29 @@ def probe_tax_of(*, lease: Lease, period: str) -> ProbeTax:
         slot_at__lt=end,
     ).count()
     return ledger
+
+
+def _longest_heavy_cadence(lease: Lease) -> int:
+    """The longest cadence of a heavy kind in any of the lease's terms versions (s)."""
+    versions = LeaseTerms.objects.filter(lease=lease).values_list("probe_cadence_s", flat=True)
+    return max(
+        (
+            seconds
+            for cadences in versions
+            for kind, seconds in (cadences or {}).items()
+            if kind in HEAVY_PROBE_KINDS
+        ),
+        default=0,
+    )
+
+
+def _taxed_run(row: tuple, sent: Sent) -> TaxedRun | None:
+    """A ledger entry from a row of ``LEDGER_COLUMNS`` and the bytes its nodes sent; None
+    when they sent none."""
+    pk, kind, tool, target, trigger, started, finished, _recorded, price, _slot = row
+    if not sent:
+        return None
+    return TaxedRun(pk, kind, tool, target, trigger, started, finished, sent, _price(price))
 
 
 def _money(value: Decimal | None) -> str | None:
@@ -257,7 +341,7 @@ def document(ledger: ProbeTax) -> dict[str, Any]:
             for item in ledger.runs
         ],
         "totals": {
-            "runs": len(ledger.runs),
+            "runs": ledger.count,
             "bytes": ledger.bytes,
             "seconds": ledger.seconds,
             "cost_cny": _money(ledger.cost),

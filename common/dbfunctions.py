@@ -1,6 +1,6 @@
 """Database functions the ORM lacks."""
 
-from django.db.models import Func, IntegerField, JSONField
+from django.db.models import BigIntegerField, Func, IntegerField, JSONField
 
 
 class EpochHour(Func):
@@ -42,5 +42,41 @@ class SweptNodes(Func):
                 "(SELECT coalesce(json_group_array(key), '[]') FROM "
                 "(SELECT key FROM json_each(%(expressions)s, '$.nodes') ORDER BY key))"
             ),
+            **extra,
+        )
+
+
+class JsonValuesSum(Func):
+    """The sum of a JSON object's values (numbers), 0 for an empty object: a run's probe
+    bytes over its nodes (``sent_bytes``), added up in the database."""
+
+    output_field = BigIntegerField()
+    template = "(SELECT coalesce(sum(v.value::bigint), 0) FROM jsonb_each_text(%(expressions)s) v)"
+
+    def as_sqlite(self, compiler, connection, **extra):  # type: ignore[no-untyped-def]
+        return self.as_sql(
+            compiler,
+            connection,
+            template="(SELECT coalesce(sum(v.value), 0) FROM json_each(%(expressions)s) v)",
+            **extra,
+        )
+
+
+class WholeSeconds(Func):
+    """``max(0, int((end - start).total_seconds()))`` of two timestamps, in the database:
+    whole seconds, the fraction dropped, never below zero."""
+
+    arity = 2
+    output_field = BigIntegerField()
+    arg_joiner = " - "
+    template = "GREATEST(0, FLOOR(EXTRACT(EPOCH FROM (%(expressions)s))))::bigint"
+
+    def as_sqlite(self, compiler, connection, **extra):  # type: ignore[no-untyped-def]
+        # django_timestamp_diff: Django's own SQLite function, the exact microseconds.
+        return self.as_sql(
+            compiler,
+            connection,
+            arg_joiner=", ",
+            template="MAX(0, django_timestamp_diff(%(expressions)s) / 1000000)",
             **extra,
         )

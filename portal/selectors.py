@@ -581,5 +581,5 @@ PROBE_TAX_ROWS = 10
 def probe_tax(*, lease: Lease, period: str) -> ProbeTax:
     """The lease's probe tax in ``period`` (billing.probe_tax): its own heavy probes'
     bytes and seconds, kept out of metering. The user reached ``lease`` through
-    ``visible_to``."""
-    return probe_tax_of(lease=lease, period=period)
+    ``visible_to``. The totals count every run; the first ``PROBE_TAX_ROWS`` are listed."""
+    return probe_tax_of(lease=lease, period=period, listed=PROBE_TAX_ROWS)

@@ -7,7 +7,7 @@ from benchmarks.models.rejudgements import (
     effective_verdict,
     with_effective_judgement,
 )
-from benchmarks.models.runs import NOT_PASSED, SLOT_REACH, ProbeRun
+from benchmarks.models.runs import NOT_PASSED, SLOT_REACH, ProbeRun, slot_reach
 
 __all__ = [
     "NOT_PASSED",
@@ -19,5 +19,6 @@ __all__ = [
     "SiteAlert",
     "effective_terms_id",
     "effective_verdict",
+    "slot_reach",
     "with_effective_judgement",
 ]

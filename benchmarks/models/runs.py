@@ -17,10 +17,16 @@ from leases.models import Lease, LeaseTerms, Node, Site
 # (the portal's link state timeline over a year of 5-minute checks).
 NOT_PASSED = models.Q(verdict=Verdict.FAIL) | ~models.Q(state=RunState.OK)
 
-# How long before a run started or finished its slot can lie: its cadence (its deadline),
-# and a day for the run itself. A query by run time bounds slot_at with it, so that it
-# reads the monthly partitions such runs can be in, not every month held.
-SLOT_REACH = timedelta(seconds=MAX_CADENCE_S, days=1)
+
+def slot_reach(cadence_s: int) -> timedelta:
+    """How long before a run started or finished its slot can lie, for runs of at most
+    this cadence: the cadence (its deadline), and a day for the run itself (which also
+    covers an on-demand run's hour). A query by run time bounds slot_at with it, so that it
+    reads the monthly partitions such runs can be in, not every month held."""
+    return timedelta(seconds=cadence_s, days=1)
+
+
+SLOT_REACH = slot_reach(MAX_CADENCE_S)  # for a run of any cadence
 
 
 class ProbeRunQuerySet(TenantScopedQuerySet):

@@ -239,8 +239,9 @@ def test_ingest_reads_a_probes_bytes_once_and_the_ledger_reads_that_figure(
     django_assert_num_queries,
 ):
     # Before ingest the ledger reads the run's output (2,154,299,392 B from n1, as above);
-    # ingest stores that figure on the run, and from then on the ledger is two queries and
-    # no output: deleting the stored text changes nothing it says.
+    # ingest stores that figure on the run, and from then on the ledger is four queries
+    # (totals, runs not ingested, listing, deferred) and no output: deleting the stored
+    # text changes nothing it says.
     lease = _lease(billing_mode=BillingMode.PER_GB, price_per_gb=D("0.5000"))
     run = _iperf3(lease, "2026-11-02 10:06")
     before = probe_tax_of(lease=lease, period=NOVEMBER)
@@ -251,12 +252,62 @@ def test_ingest_reads_a_probes_bytes_once_and_the_ledger_reads_that_figure(
     run.refresh_from_db()
     assert run.sent_bytes == {"n1": IPERF3_BYTES}
     outputs.RawOutput.objects.all().delete()
-    with django_assert_num_queries(2):
+    with django_assert_num_queries(4):
         after = probe_tax_of(lease=lease, period=NOVEMBER)
     assert [(i.run_id, i.bytes_by_node, i.seconds) for i in after.runs] == [
         (run.pk, {"n1": IPERF3_BYTES}, 15)
     ]
     assert after.cost == before.cost == D("1.08")
+
+
+def test_the_ledgers_totals_are_its_runs_added_up_in_the_database_whatever_it_lists(
+    django_assert_num_queries,
+):
+    # Twelve iperf3 runs of 2,154,299,392 B each: eight under v1 at ¥0.50/GB, four under
+    # v2 (from 20 November) at ¥0.30/GB. Each ran 14.5 s (10:06:05.7 to 10:06:20.2): 14
+    # whole seconds. One more under v1 printed garbage (ingest records {}: not counted),
+    # and the last one of v2 has not been ingested yet (read from its output now).
+    # v1: 8 x 2,154,299,392 = 17,234,395,136 B x ¥0.50/GB = 8.617197568 -> ¥8.62
+    # v2: 4 x 2,154,299,392 =  8,617,197,568 B x ¥0.30/GB = 2.5851592704 -> ¥2.59
+    lease = _lease(billing_mode=BillingMode.PER_GB, price_per_gb=D("0.5000"))
+    with time_machine.travel(at("2026-11-10 00:00"), tick=False):
+        services.amend_terms(
+            lease=lease,
+            effective_from=at("2026-11-20 00:00"),
+            changes={"price_per_gb": D("0.3000")},
+            reason="price cut",
+        )
+    days = [2, 3, 4, 5, 6, 7, 8, 9, 21, 22, 23, 24]
+    runs = [_iperf3(lease, f"2026-11-{day:02d} 10:06") for day in days]
+    garbled = _iperf3(lease, "2026-11-10 10:06")
+    for run in [*runs, garbled]:
+        slot = run.slot_at
+        ProbeRun.objects.filter(pk=run.pk).update(
+            started_at=slot + timedelta(seconds=5.7), finished_at=slot + timedelta(seconds=20.2)
+        )
+    outputs.store(["not json"])
+    ProbeRun.objects.filter(pk=garbled.pk).update(
+        raw_sha256=hashlib.sha256(b"not json").hexdigest(), parsed=None
+    )
+    ProbeRun.objects.filter(pk=runs[-1].pk).update(ingested_at=AFTER_NOVEMBER)  # not read
+    ingest_all(notify=False)
+    ProbeRun.objects.filter(pk=runs[-1].pk).update(sent_bytes=None)
+
+    whole = probe_tax_of(lease=lease, period=NOVEMBER)
+    assert [item.run_id for item in whole.runs] == [run.pk for run in runs]
+    assert {item.seconds for item in whole.runs} == {14}
+    assert (whole.count, whole.bytes, whole.seconds) == (12, 12 * IPERF3_BYTES, 12 * 14)
+    assert whole.bytes == sum(item.bytes for item in whole.runs)
+    assert whole.cost == D("8.62") + D("2.59")
+    with django_assert_num_queries(4 + 1 + 3):  # and the one run not ingested, read whole
+        page = probe_tax_of(lease=lease, period=NOVEMBER, listed=10)
+    assert page.runs == whole.runs[:10] and page.unlisted == 2
+    assert (page.count, page.bytes, page.seconds, page.cost) == (
+        whole.count,
+        whole.bytes,
+        whole.seconds,
+        whole.cost,
+    )
 
 
 def test_a_probe_whose_output_cannot_be_read_records_no_bytes_and_is_left_out():

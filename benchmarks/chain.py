@@ -125,8 +125,12 @@ def link_pending(*, lease_id: int, now: datetime | None = None) -> list[ProbeRun
     Idempotent: a second call finds nothing to do."""
     now = now or timezone.now()
     with transaction.atomic():
-        # The lease row is the lock: one appender per chain at a time.
-        Lease.objects.select_for_update().filter(pk=lease_id).values_list("pk").first()
+        # The lease row is the lock: one appender per chain at a time. FOR NO KEY UPDATE,
+        # not FOR UPDATE: a plain FOR UPDATE also blocks the key-share lock that another
+        # transaction's foreign keys to the lease take at its commit, so an ingest that
+        # holds one of these runs would wait for this appender while it waits for the run:
+        # a deadlock (seen between two workers).
+        Lease.objects.select_for_update(no_key=True).filter(pk=lease_id).values_list("pk").first()
         pending = list(_final_unlinked(lease_id, now))
         if not pending:
             return []
@@ -257,7 +261,13 @@ def link_telemetry(batches: list[tuple[TelemetryBatch, dict[str, Any]]]) -> None
         return
     lease_ids = [batch.lease_id for batch, _ in batches]
     with transaction.atomic():
-        list(Lease.objects.select_for_update().filter(pk__in=lease_ids).values_list("pk"))
+        # FOR NO KEY UPDATE, as in link_pending.
+        list(
+            Lease.objects.select_for_update(no_key=True)
+            .filter(pk__in=lease_ids)
+            .order_by("pk")
+            .values_list("pk")
+        )
         heads = chain_heads(lease_ids)
         for batch, content in batches:
             index, prev = heads[batch.lease_id]

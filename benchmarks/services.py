@@ -501,7 +501,8 @@ def run_now(
     requests at once queue one set of runs."""
     now = now or timezone.now()
     with transaction.atomic():
-        Lease.objects.select_for_update().filter(pk=lease.pk).values_list("pk").first()
+        # NO KEY: this lock must not hold up other transactions' foreign keys to the lease.
+        Lease.objects.select_for_update(no_key=True).filter(pk=lease.pk).values_list("pk").first()
         pending = selectors.pending_on_demand_batches(
             lease_id=lease.pk, now=now, live_claims_after=now - stale_claim_after()
         )

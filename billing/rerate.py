@@ -261,8 +261,10 @@ def rerate(
         # Ingest's lock first (the order ingest and `bill --dry-run` take them in): an
         # ingest running meanwhile would rebuild these hours from the old verdicts.
         IngestCursor.objects.select_for_update().get_or_create(name=CURSOR)
-        tenant = Tenant.objects.select_for_update().get(pk=lease.tenant_id)
-        lease = Lease.objects.select_for_update().select_related("tenant").get(pk=lease.pk)
+        tenant = Tenant.objects.select_for_update(no_key=True).get(pk=lease.tenant_id)
+        lease = (
+            Lease.objects.select_for_update(no_key=True).select_related("tenant").get(pk=lease.pk)
+        )
         result = RerateResult(lease=lease, start=start, end=end)
         _refuse_unacknowledged(lease, start, end)
         chain.link_pending(lease_id=lease.pk, now=now)

@@ -162,7 +162,7 @@ def issue_invoice(
     unless ``force`` with a ``reason`` (both recorded on the invoice)."""
     now = now or timezone.now()
     # The tenant row first, as drafting takes it: the two never wait on each other crosswise.
-    Tenant.objects.select_for_update().get(pk=invoice.tenant_id)
+    Tenant.objects.select_for_update(no_key=True).get(pk=invoice.tenant_id)
     locked = Invoice.objects.select_for_update().select_related("tenant").get(pk=invoice.pk)
     if locked.status != InvoiceStatus.DRAFT:
         raise LifecycleError(

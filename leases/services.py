@@ -154,7 +154,7 @@ def assign_node(
     assigned_until: datetime | None = None,
     actor: Any = None,
 ) -> NodeAssignment:
-    lease = Lease.objects.select_for_update().get(pk=lease.pk)
+    lease = Lease.objects.select_for_update(no_key=True).get(pk=lease.pk)
     start = assigned_from or lease.starts_at
     end = assigned_until if assigned_until is not None else lease.ends_at
     ensure_lease_open(lease)
@@ -322,7 +322,7 @@ def propose_retroactive_amendment(
 ) -> TermsAmendment:
     """Store an amendment taking effect in the past, pending: not in force and not in the
     chain until a tenant admin of the lease's tenant acknowledges it."""
-    lease = Lease.objects.select_for_update().get(pk=lease.pk)
+    lease = Lease.objects.select_for_update(no_key=True).get(pk=lease.pk)
     validate_retroactive_amendment(
         lease=lease, effective_from=effective_from, changes=changes, reason=reason
     )
@@ -350,7 +350,7 @@ def acknowledge_amendment(*, amendment: TermsAmendment, user: Any, reason: str) 
     """A tenant admin of the lease's tenant acknowledges a retroactive amendment: it becomes
     the lease's next terms version, in force from its effective_from, linked into the
     chain with who acknowledged it, when and why."""
-    lease = Lease.objects.select_for_update().get(pk=amendment.lease_id)
+    lease = Lease.objects.select_for_update(no_key=True).get(pk=amendment.lease_id)
     amendment = TermsAmendment.objects.select_for_update().get(pk=amendment.pk)
     if amendment.status != TermsAmendment.Status.PENDING:
         raise ValidationError(
@@ -409,7 +409,7 @@ def transition_lease(
     *, lease: Lease, to: str, actor: Any = None, at: datetime | None = None
 ) -> Lease:
     """Move a lease to another status, if that move is allowed; see LEASE_TRANSITIONS."""
-    lease = Lease.objects.select_for_update().get(pk=lease.pk)
+    lease = Lease.objects.select_for_update(no_key=True).get(pk=lease.pk)
     if to not in LEASE_TRANSITIONS[lease.status]:
         raise ValidationError(
             _("Lease %(lease)s is %(status)s and cannot become %(to)s.")
@@ -503,7 +503,7 @@ def add_terms_version(*, terms: LeaseTerms, actor: Any = None, **detail: Any) ->
 def _add_version(
     terms: LeaseTerms, *, actor: Any, acknowledged: bool, detail: dict[str, Any]
 ) -> LeaseTerms:
-    lease = Lease.objects.select_for_update().get(pk=terms.lease_id)
+    lease = Lease.objects.select_for_update(no_key=True).get(pk=terms.lease_id)
     validate_new_terms_version(
         lease=lease,
         effective_from=terms.effective_from,

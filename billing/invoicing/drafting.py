@@ -68,7 +68,7 @@ def draft_invoice(*, tenant: Tenant, period: str, now: datetime | None = None) -
     check_period(period)
     now = now or timezone.now()
     # One drafter per tenant at a time: the tenant row is the lock.
-    tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)
+    tenant = Tenant.objects.select_for_update(no_key=True).get(pk=tenant.pk)
     start, end = Period.parse(period).bounds(tenant.time_zone)
     if start > now:
         raise ValidationError(

@@ -1,12 +1,17 @@
 """From finished runs to rollups, traffic samples and incidents, with hand-checked counts."""
 
+import threading
+import time
 from datetime import timedelta
 from decimal import Decimal
 
 import pytest
+from django.db import connection, transaction
 
+from benchmarks import chain
 from billing import ingest, sla
 from billing.models import HourlyRollup, Incident, TrafficSample
+from tests.conftest import require
 from tests.factories import NodeFactory, at, make_lease, make_run
 
 pytestmark = pytest.mark.django_db
@@ -213,3 +218,57 @@ def test_a_run_that_commits_after_a_later_one_was_read_is_still_ingested(lease):
     assert (rollup.passed, rollup.failed) == (1, 1)
     read = ProbeRun.objects.filter(pk__in=[a.pk, b.pk]).values_list("ingested_at", flat=True)
     assert None not in set(read)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_ingest_and_a_chain_append_of_the_same_run_at_once_both_commit(lease):
+    """Two workers at once: ingest has marked a run read (and written rows that name the
+    lease) but not committed; the chain appender locks the lease and waits for that run.
+    At its commit, ingest's foreign keys take a key-share lock on the lease row: the
+    appender's lock must not block it, or the two wait for each other (PostgreSQL calls
+    it a deadlock and aborts one: seen in CI between two Celery workers)."""
+    require(connection.vendor == "postgresql", "row locks are PostgreSQL's")
+    run = make_run(lease, slot=HOUR, measured_bps=98 * 10**9)
+    ingest_holds_the_run, appender_waits = threading.Event(), threading.Event()
+    errors: list[BaseException] = []
+
+    def ingest_then_commit_late() -> None:
+        try:
+            with transaction.atomic():
+                assert ingest.ingest(notify=False).runs == 1
+                ingest_holds_the_run.set()
+                assert appender_waits.wait(10), "the appender never waited for the run"
+        except BaseException as error:  # reported below
+            errors.append(error)
+        finally:
+            connection.close()
+
+    def append() -> None:
+        try:
+            assert ingest_holds_the_run.wait(10)
+            chain.link_pending(lease_id=lease.pk)
+        except BaseException as error:  # reported below
+            errors.append(error)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=ingest_then_commit_late), threading.Thread(target=append)]
+    for thread in threads:
+        thread.start()
+    assert ingest_holds_the_run.wait(10)
+    with connection.cursor() as cursor:  # the appender is waiting for the run's row lock
+        for _ in range(100):
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity"
+                " WHERE wait_event_type = 'Lock' AND datname = current_database()"
+            )
+            if cursor.fetchone()[0]:
+                appender_waits.set()
+                break
+            time.sleep(0.1)
+    for thread in threads:
+        thread.join(30)
+    assert errors == []
+    run.refresh_from_db()
+    assert run.ingested_at is not None and run.chain_index is not None
+    assert HourlyRollup.objects.filter(lease=lease).count() == 1

@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from benchmarks.choices import FINAL_STATES, RunState
 from benchmarks.models import ProbeRun, Rejudgement
+from common.locks import locking
 from gpulease_verify import chain as chain_rules
 from gpulease_verify.canonical import CANONICAL, canonical_json, iso_utc, number_text
 from gpulease_verify.chain import (
@@ -130,7 +131,7 @@ def link_pending(*, lease_id: int, now: datetime | None = None) -> list[ProbeRun
         # transaction's foreign keys to the lease take at its commit, so an ingest that
         # holds one of these runs would wait for this appender while it waits for the run:
         # a deadlock (seen between two workers).
-        Lease.objects.select_for_update(no_key=True).filter(pk=lease_id).values_list("pk").first()
+        locking(Lease.objects).filter(pk=lease_id).values_list("pk").first()
         pending = list(_final_unlinked(lease_id, now))
         if not pending:
             return []
@@ -262,12 +263,7 @@ def link_telemetry(batches: list[tuple[TelemetryBatch, dict[str, Any]]]) -> None
     lease_ids = [batch.lease_id for batch, _ in batches]
     with transaction.atomic():
         # FOR NO KEY UPDATE, as in link_pending.
-        list(
-            Lease.objects.select_for_update(no_key=True)
-            .filter(pk__in=lease_ids)
-            .order_by("pk")
-            .values_list("pk")
-        )
+        list(locking(Lease.objects).filter(pk__in=lease_ids).order_by("pk").values_list("pk"))
         heads = chain_heads(lease_ids)
         for batch, content in batches:
             index, prev = heads[batch.lease_id]

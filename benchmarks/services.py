@@ -41,6 +41,7 @@ from benchmarks.probes.interpret import interpret
 from benchmarks.probes.plan import PlannedBatch, PlanNode, plan_batches
 from benchmarks.transports import AsyncTransport, LocalTransport, SSHTarget, SSHTransport
 from billing.models import TrafficSample
+from common.locks import locking
 from gpulease_verify import sweep, witness
 from gpulease_verify.parsers import ParseError, RunFailed
 from gpulease_verify.verdicts import TermsView
@@ -502,7 +503,7 @@ def run_now(
     now = now or timezone.now()
     with transaction.atomic():
         # NO KEY: this lock must not hold up other transactions' foreign keys to the lease.
-        Lease.objects.select_for_update(no_key=True).filter(pk=lease.pk).values_list("pk").first()
+        locking(Lease.objects).filter(pk=lease.pk).values_list("pk").first()
         pending = selectors.pending_on_demand_batches(
             lease_id=lease.pk, now=now, live_claims_after=now - stale_claim_after()
         )
@@ -623,7 +624,7 @@ def _claim(batch: uuid.UUID, now: datetime) -> list[ProbeRun]:
     worker holds some, so a redelivered task comes back instead of dropping them."""
     held_until = None
     with transaction.atomic():
-        runs = list(ProbeRun.objects.select_for_update().filter(batch=batch).order_by("pk"))
+        runs = list(locking(ProbeRun.objects).filter(batch=batch).order_by("pk"))
         claimable, late = [], []
         for run in runs:
             if run.state in FINAL_STATES:

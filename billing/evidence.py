@@ -44,6 +44,7 @@ from billing.models import (
     Incident,
     Invoice,
 )
+from common.locks import locking
 from common.querysets import is_provider_staff
 from gpulease_verify.money import FEN
 from gpulease_verify.parsers import ParseError, RunFailed, parse_perftest
@@ -343,7 +344,7 @@ def open_dispute(
 
 
 def _locked_open(dispute: Dispute) -> Dispute:
-    locked = Dispute.objects.select_for_update().select_related("lease__tenant").get(pk=dispute.pk)
+    locked = locking(Dispute.objects).select_related("lease__tenant").get(pk=dispute.pk)
     if locked.state != DisputeState.OPEN:
         raise ValidationError(
             _("Dispute #%(id)s is already %(state)s.")

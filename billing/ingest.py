@@ -32,6 +32,7 @@ from benchmarks.models import (
 from billing.choices import IncidentState
 from billing.models import HourlyRollup, Incident, IngestCursor, TrafficSample
 from billing.probe_tax import record_sent, sent_of, taxed
+from common.locks import locking
 from common.progress import counter
 from gpulease_verify import probe_tax, sweep
 from gpulease_verify.bundle import hour_start
@@ -550,7 +551,7 @@ def ingest(*, limit: int = BATCH, notify: bool = True) -> IngestResult:
     result = IngestResult()
     with transaction.atomic():
         # One ingest at a time: the cursor row is the lock (and says how far it read).
-        cursor, _ = IngestCursor.objects.select_for_update().get_or_create(name=CURSOR)
+        cursor, _ = locking(IngestCursor.objects).get_or_create(name=CURSOR)
         runs = pending_runs().order_by("finished_at", "pk")
         batch = list(runs.select_related("lease__tenant", "terms")[:limit])
         if not batch:

@@ -47,6 +47,7 @@ from billing import invoicing, services
 from billing.choices import InvoiceStatus, LineKind
 from billing.ingest import CURSOR, hour_of, recompute_hour
 from billing.models import IngestCursor, Invoice
+from common.locks import locking
 from common.progress import progress
 from gpulease_verify.canonical import iso_utc
 from gpulease_verify.periods import Period
@@ -260,11 +261,9 @@ def rerate(
         # The tenant row first, as drafting and issuing take it; then the chain's lock.
         # Ingest's lock first (the order ingest and `bill --dry-run` take them in): an
         # ingest running meanwhile would rebuild these hours from the old verdicts.
-        IngestCursor.objects.select_for_update().get_or_create(name=CURSOR)
-        tenant = Tenant.objects.select_for_update(no_key=True).get(pk=lease.tenant_id)
-        lease = (
-            Lease.objects.select_for_update(no_key=True).select_related("tenant").get(pk=lease.pk)
-        )
+        locking(IngestCursor.objects).get_or_create(name=CURSOR)
+        tenant = locking(Tenant.objects).get(pk=lease.tenant_id)
+        lease = locking(Lease.objects).select_related("tenant").get(pk=lease.pk)
         result = RerateResult(lease=lease, start=start, end=end)
         _refuse_unacknowledged(lease, start, end)
         chain.link_pending(lease_id=lease.pk, now=now)

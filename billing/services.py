@@ -7,7 +7,7 @@ the year of issue (``PREFIX-YYYY-NNNNNN``), the issue date in the tenant's zone,
 date (issue date + ``INVOICE_PAYMENT_TERMS_DAYS``) and both identities as they stand;
 from then on the invoice never changes. A correction is a credit note (红字发票) with its
 own number (``PREFIX-CN-YYYY-NNNNNN``). Numbers come from a counter row per (series,
-seller, year) taken under ``select_for_update``, in the issuing transaction: two issuers
+seller, year) locked (``common.locks``) in the issuing transaction: two issuers
 wait for each other, and a rolled-back issue gives its number back with it, so the
 series has no gap and no number is ever used twice.
 """
@@ -40,6 +40,7 @@ from billing.models import (
     Invoice,
     InvoiceLine,
 )
+from common.locks import locking
 from gpulease_verify.calculations import invoice_totals_by_rate
 from gpulease_verify.money import FEN
 from gpulease_verify.periods import Period
@@ -70,7 +71,7 @@ def next_number(*, series: str, seller_tax_id: str, year: int) -> str:
         [DocumentCounter(series=series, seller_tax_id=seller_tax_id, year=year)],
         ignore_conflicts=True,
     )
-    counter = DocumentCounter.objects.select_for_update().get(
+    counter = locking(DocumentCounter.objects).get(
         series=series, seller_tax_id=seller_tax_id, year=year
     )
     counter.last += 1
@@ -162,8 +163,8 @@ def issue_invoice(
     unless ``force`` with a ``reason`` (both recorded on the invoice)."""
     now = now or timezone.now()
     # The tenant row first, as drafting takes it: the two never wait on each other crosswise.
-    Tenant.objects.select_for_update(no_key=True).get(pk=invoice.tenant_id)
-    locked = Invoice.objects.select_for_update().select_related("tenant").get(pk=invoice.pk)
+    locking(Tenant.objects).get(pk=invoice.tenant_id)
+    locked = locking(Invoice.objects).select_related("tenant").get(pk=invoice.pk)
     if locked.status != InvoiceStatus.DRAFT:
         raise LifecycleError(
             _("Invoice %(invoice)s is %(status)s; only a draft can be issued.")
@@ -214,7 +215,7 @@ def mark_paid(
     (default: today there), not before the issue date and not after today; a day before
     today is stored as its first instant there, today as now."""
     now = now or timezone.now()
-    locked = Invoice.objects.select_for_update().select_related("tenant").get(pk=invoice.pk)
+    locked = locking(Invoice.objects).select_related("tenant").get(pk=invoice.pk)
     if locked.status != InvoiceStatus.ISSUED:
         raise LifecycleError(
             _("Invoice %(invoice)s is %(status)s; only an issued invoice can be paid.")
@@ -253,7 +254,7 @@ def void_invoice(*, invoice: Invoice, reason: str, now: datetime | None = None) 
     and issued again. Refused once paid, once a credit note references it, and once
     another invoice carries adjustments to it (voiding would count them twice)."""
     text = _reason(reason, _("void an invoice"))
-    locked = Invoice.objects.select_for_update().select_related("tenant").get(pk=invoice.pk)
+    locked = locking(Invoice.objects).select_related("tenant").get(pk=invoice.pk)
     if locked.status != InvoiceStatus.ISSUED:
         raise LifecycleError(
             _("Invoice %(invoice)s is %(status)s; only an issued, unpaid invoice can be voided.")
@@ -380,7 +381,7 @@ def create_credit_note(
     if kind not in CreditNoteKind.values:
         raise ValidationError({"kind": _("Unknown credit note kind %(kind)r.") % {"kind": kind}})
     now = now or timezone.now()
-    locked = Invoice.objects.select_for_update().select_related("tenant").get(pk=invoice.pk)
+    locked = locking(Invoice.objects).select_related("tenant").get(pk=invoice.pk)
     if locked.status not in (InvoiceStatus.ISSUED, InvoiceStatus.PAID):
         raise LifecycleError(
             _("Invoice %(invoice)s is %(status)s; credit notes correct issued invoices only.")

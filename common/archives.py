@@ -39,6 +39,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from common import partitions
+from common.locks import locking
 from common.models import PartitionArchive
 from common.progress import counter
 from gpulease_verify.archive import FORMAT, ArchiveError, read_manifest
@@ -357,7 +358,7 @@ def restore(path: Path, *, now: datetime | None = None) -> PartitionArchive:
         with open(path, "rb") as done:
             digest = hashlib.file_digest(done, "sha256").hexdigest()
         record = (
-            PartitionArchive.objects.select_for_update()
+            locking(PartitionArchive.objects)
             .filter(month=manifest["month"], restored_at__isnull=True)
             .first()
         )

@@ -14,6 +14,7 @@ from django.utils.formats import date_format
 from django.utils.translation import gettext as _
 
 from benchmarks.chain import link_terms
+from common.locks import locking
 from gpulease_verify.terms import is_retroactive
 from leases import validators
 from leases.choices import LEASE_TRANSITIONS, LeaseStatus, NodeStatus, Role, SwitchRole
@@ -154,13 +155,13 @@ def assign_node(
     assigned_until: datetime | None = None,
     actor: Any = None,
 ) -> NodeAssignment:
-    lease = Lease.objects.select_for_update(no_key=True).get(pk=lease.pk)
+    lease = locking(Lease.objects).get(pk=lease.pk)
     start = assigned_from or lease.starts_at
     end = assigned_until if assigned_until is not None else lease.ends_at
     ensure_lease_open(lease)
     validate_assignment_period(lease=lease, node=node, start=start, end=end)
     # Lock the node so two concurrent assignments of it queue up behind each other.
-    Node.objects.select_for_update().filter(pk=node.pk).first()
+    locking(Node.objects).filter(pk=node.pk).first()
     ensure_node_free(node=node, start=start, end=end)
     assignment = NodeAssignment(lease=lease, node=node, assigned_from=start, assigned_until=end)
     try:
@@ -187,7 +188,7 @@ def assign_node(
 def release_node(*, assignment: NodeAssignment, at: datetime, actor: Any = None) -> None:
     """End an assignment at ``at`` (read back from the database: the caller's copy may
     carry an edited end already)."""
-    locked = NodeAssignment.objects.select_for_update().get(pk=assignment.pk)
+    locked = locking(NodeAssignment.objects).get(pk=assignment.pk)
     validate_release(assignment=locked, at=at)
     locked.assigned_until = assignment.assigned_until = at
     locked.save(update_fields=["assigned_until", "updated_at"])
@@ -322,7 +323,7 @@ def propose_retroactive_amendment(
 ) -> TermsAmendment:
     """Store an amendment taking effect in the past, pending: not in force and not in the
     chain until a tenant admin of the lease's tenant acknowledges it."""
-    lease = Lease.objects.select_for_update(no_key=True).get(pk=lease.pk)
+    lease = locking(Lease.objects).get(pk=lease.pk)
     validate_retroactive_amendment(
         lease=lease, effective_from=effective_from, changes=changes, reason=reason
     )
@@ -350,8 +351,8 @@ def acknowledge_amendment(*, amendment: TermsAmendment, user: Any, reason: str) 
     """A tenant admin of the lease's tenant acknowledges a retroactive amendment: it becomes
     the lease's next terms version, in force from its effective_from, linked into the
     chain with who acknowledged it, when and why."""
-    lease = Lease.objects.select_for_update(no_key=True).get(pk=amendment.lease_id)
-    amendment = TermsAmendment.objects.select_for_update().get(pk=amendment.pk)
+    lease = locking(Lease.objects).get(pk=amendment.lease_id)
+    amendment = locking(TermsAmendment.objects).get(pk=amendment.pk)
     if amendment.status != TermsAmendment.Status.PENDING:
         raise ValidationError(
             _("This amendment was already acknowledged: it is terms v%(v)s.")
@@ -409,7 +410,7 @@ def transition_lease(
     *, lease: Lease, to: str, actor: Any = None, at: datetime | None = None
 ) -> Lease:
     """Move a lease to another status, if that move is allowed; see LEASE_TRANSITIONS."""
-    lease = Lease.objects.select_for_update(no_key=True).get(pk=lease.pk)
+    lease = locking(Lease.objects).get(pk=lease.pk)
     if to not in LEASE_TRANSITIONS[lease.status]:
         raise ValidationError(
             _("Lease %(lease)s is %(status)s and cannot become %(to)s.")
@@ -503,7 +504,7 @@ def add_terms_version(*, terms: LeaseTerms, actor: Any = None, **detail: Any) ->
 def _add_version(
     terms: LeaseTerms, *, actor: Any, acknowledged: bool, detail: dict[str, Any]
 ) -> LeaseTerms:
-    lease = Lease.objects.select_for_update(no_key=True).get(pk=terms.lease_id)
+    lease = locking(Lease.objects).get(pk=terms.lease_id)
     validate_new_terms_version(
         lease=lease,
         effective_from=terms.effective_from,
@@ -549,7 +550,7 @@ def create_site(**fields: Any) -> Site:
 
 @transaction.atomic
 def update_site(*, site: Site, changes: dict[str, Any]) -> Site:
-    return _checked_save(Site.objects.select_for_update().get(pk=site.pk), changes)
+    return _checked_save(locking(Site.objects).get(pk=site.pk), changes)
 
 
 @transaction.atomic
@@ -560,7 +561,7 @@ def create_fabric(**fields: Any) -> Fabric:
 
 @transaction.atomic
 def update_fabric(*, fabric: Fabric, changes: dict[str, Any]) -> Fabric:
-    return _checked_save(Fabric.objects.select_for_update().get(pk=fabric.pk), changes)
+    return _checked_save(locking(Fabric.objects).get(pk=fabric.pk), changes)
 
 
 @dataclass(frozen=True)

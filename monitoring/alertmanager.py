@@ -31,6 +31,7 @@ from django.utils import timezone
 
 from billing.choices import IncidentState
 from billing.models import Incident
+from common.locks import locking
 from leases.choices import LeaseStatus, ProbeKind, SwitchRole
 from leases.models import Lease, LeaseTerms, Node, NodeAssignment, Switch
 from monitoring.models import ExternalAlert
@@ -143,7 +144,7 @@ def _open_incidents(
         if terms is None:
             continue
         incident = (
-            Incident.objects.select_for_update()
+            locking(Incident.objects)
             .filter(
                 lease=lease, kind=kind, pattern=PATTERN, target=target, state=IncidentState.OPEN
             )
@@ -169,7 +170,7 @@ def _open_incidents(
 def _close_incidents(record: ExternalAlert, at: datetime, notify: bool) -> list[int]:
     """Close this alert's open incidents that no other firing alert holds open."""
     closed = []
-    for incident in record.incidents.select_for_update().filter(state=IncidentState.OPEN):
+    for incident in locking(record.incidents).filter(state=IncidentState.OPEN):
         others = incident.external_alerts.exclude(pk=record.pk).filter(
             status=ExternalAlert.Status.FIRING
         )
@@ -192,11 +193,7 @@ def take_in(payload: dict[str, Any], *, notify: bool = True) -> IntakeResult:
         for alert in payload["alerts"]:
             result.received += 1
             labels, resolved = alert["labels"], alert["status"] == "resolved"
-            record = (
-                ExternalAlert.objects.select_for_update()
-                .filter(fingerprint=alert["fingerprint"])
-                .first()
-            )
+            record = locking(ExternalAlert.objects).filter(fingerprint=alert["fingerprint"]).first()
             if record is None:
                 subject, nodes = affected_nodes(labels)
                 if not nodes:

@@ -32,6 +32,7 @@ from benchmarks.transports import AsyncTransport, TransportError
 from billing.choices import FabricIncidentKind, IncidentState
 from billing.ingest import hour_of, recompute_hour
 from billing.models import Incident
+from common.locks import locking
 from gpulease_verify import health
 from gpulease_verify.canonical import iso_utc
 from gpulease_verify.chain import telemetry_content
@@ -216,7 +217,7 @@ def _claim(due: Sequence[Held], now: datetime) -> list[Held]:
     hold = timedelta(seconds=3 * settings.TELEMETRY_COMMAND_TIMEOUT_S)
     with transaction.atomic():
         free = set(
-            NodeReading.objects.select_for_update(skip_locked=True)
+            locking(NodeReading.objects, skip_locked=True)
             .filter(node__in=ids)
             .filter(Q(claimed_until__isnull=True) | Q(claimed_until__lt=now))
             .values_list("node_id", flat=True)
@@ -465,7 +466,7 @@ def _judge(
     limits = {pk: thresholds_of(h.terms) for pk, h in by_node.items()}
     existing = {
         (incident.lease_id, incident.target, incident.pattern): incident
-        for incident in Incident.objects.select_for_update().filter(
+        for incident in locking(Incident.objects).filter(
             lease_id__in={h.lease.pk for h in due},
             kind=FabricIncidentKind.TELEMETRY,
             state=IncidentState.OPEN,

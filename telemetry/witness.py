@@ -19,6 +19,7 @@ from django.utils import timezone
 from benchmarks.models import ProbeRun
 from billing.choices import FabricIncidentKind, IncidentState
 from billing.models import Incident
+from common.locks import locking
 from gpulease_verify import witness
 from leases.models import NicPort, Node
 from telemetry.switch_snmp import SwitchPortReading, SwitchUnreachable, read_ports
@@ -155,7 +156,7 @@ def open_dispute(
     counters alike."""
     with transaction.atomic():
         incident = (
-            Incident.objects.select_for_update()
+            locking(Incident.objects)
             .filter(
                 lease_id=lease_id,
                 kind=FabricIncidentKind.INTEGRITY,

@@ -19,6 +19,7 @@ from billing.invoicing.lines import lease_part, lease_share
 from billing.invoicing.summary import issued_message
 from billing.invoicing.windows import BILLED_STATUSES, billed_leases
 from billing.models import Invoice, InvoiceLine
+from common.locks import locking
 from common.progress import progress
 from gpulease_verify.calculations import invoice_totals_by_rate
 from gpulease_verify.periods import Period
@@ -68,7 +69,7 @@ def draft_invoice(*, tenant: Tenant, period: str, now: datetime | None = None) -
     check_period(period)
     now = now or timezone.now()
     # One drafter per tenant at a time: the tenant row is the lock.
-    tenant = Tenant.objects.select_for_update(no_key=True).get(pk=tenant.pk)
+    tenant = locking(Tenant.objects).get(pk=tenant.pk)
     start, end = Period.parse(period).bounds(tenant.time_zone)
     if start > now:
         raise ValidationError(

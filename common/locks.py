@@ -1,0 +1,20 @@
+"""Row locks: the one way this project takes them.
+
+A locked row here is a mutex for the writers of what it heads (a lease's chain, a tenant's
+invoices, the ingest cursor...), and no primary key ever changes. So every lock is
+``FOR NO KEY UPDATE``, never a plain ``FOR UPDATE``: the latter also blocks the key-share
+lock that another transaction's foreign keys to the row take at its commit, and an ingest
+holding a run while the chain appender held its lease and waited for that run deadlocked
+on it (``tests/billing/test_ingest.py`` replays it). Writers still take turns: NO KEY
+UPDATE conflicts with itself. SQLite ignores row locks."""
+
+from typing import Any, TypeVar
+
+from django.db import models
+
+M = TypeVar("M", bound=models.Model)
+
+
+def locking(rows: "models.QuerySet[M] | models.Manager[M]", **options: Any) -> "models.QuerySet[M]":
+    """``rows`` locked until the transaction ends (``options``: skip_locked, of, ...)."""
+    return rows.select_for_update(no_key=True, **options)

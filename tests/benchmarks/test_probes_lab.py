@@ -26,6 +26,14 @@ def run_probes(kind: str, capsys) -> list[dict]:
     return [json.loads(line) for line in capsys.readouterr().out.splitlines()]
 
 
+def best_second_bps(run: dict) -> float:
+    """The fastest measured (not omitted) second in the iperf3 JSON kept as evidence."""
+    report = json.loads(ProbeRun.objects.get(pk=run["id"]).raw_output)
+    seconds = [i["sum"] for i in report["intervals"] if not i["sum"].get("omitted")]
+    assert seconds, run
+    return max(second["bits_per_second"] for second in seconds)
+
+
 @pytest.mark.django_db
 def test_healthy_links_pass_and_concurrent_cross_leaf_pairs_expose_the_uplink(lab_lease, capsys):
     runs = run_probes("throughput", capsys)
@@ -38,13 +46,16 @@ def test_healthy_links_pass_and_concurrent_cross_leaf_pairs_expose_the_uplink(la
         "lab-h3>lab-h4",
         "lab-h4>lab-h1",
     ]
-    # Alone, every pair gets its 1 Gbit link. TCP's ceiling on the shaped link is about
-    # 95.6 %, a hair above the 95 % threshold, and a 3-second run on this 2-core machine
-    # lands below it now and then (CI saw 91.9 %): the figure is held to 90 %, and the
-    # verdict to the figure.
+    # Alone, every pair gets its 1 Gbit link: on an idle machine each second of every run
+    # carries 99 % of it. The figure is the mean of a 3-second run, and a stall of this
+    # shared 2-core machine drags it down while iperf3 itself uses 1-3 % CPU (CI saw 91.9 %
+    # and 89.3 %, with no other fault). So the link is judged by its best second, which a
+    # stall cannot lift; the mean is held to 80 %, still far above the 70 % ceiling of a
+    # shared uplink below, and the verdict to the figure.
     for run in by_pattern["ring"] + by_pattern["same_leaf"]:
         assert run["state"] == "ok", run
-        assert run["measured_bps"] >= 0.90 * RATE, run
+        assert best_second_bps(run) >= 0.95 * RATE, run
+        assert run["measured_bps"] >= 0.80 * RATE, run
         assert run["verdict"] == ("pass" if run["measured_bps"] >= 0.95 * RATE else "fail"), run
     # Two nodes of leaf1 sending to leaf2 at once share one 1 Gbit uplink: each gets about
     # half, together no more than the uplink. Same-leaf pairs at once do not.

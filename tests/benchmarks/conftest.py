@@ -152,10 +152,33 @@ _WAIT_LISTENING = (
 )
 
 
-async def iperf_pairs(lab: Lab, pairs: list[tuple[str, str]]) -> list[float]:
+@dataclass(frozen=True)
+class Measured:
+    """One iperf3 run: its figure (received bits/s over the run) and its fastest second.
+
+    A stall of this shared 2-core machine drags a short run's mean below the link rate
+    (CI saw 89-93 % of a 1 Gbit/s link whose every second carries 99 % when idle, while
+    iperf3 itself uses 1-3 % CPU); no stall lifts the best second above what the link
+    carries. Tests judge a link's rate by the best second and hold the mean to a looser
+    floor."""
+
+    bps: float
+    best_second_bps: float
+
+    @classmethod
+    def of(cls, report: dict) -> Measured:
+        seconds = [i["sum"] for i in report["intervals"] if not i["sum"].get("omitted")]
+        assert seconds, "iperf3 reported no measured interval"
+        return cls(
+            bps=float(report["end"]["sum_received"]["bits_per_second"]),
+            best_second_bps=max(float(second["bits_per_second"]) for second in seconds),
+        )
+
+
+async def iperf_pairs(lab: Lab, pairs: list[tuple[str, str]]) -> list[Measured]:
     """iperf3 over the data network for several (client, server) pairs at the same time.
 
-    Returns received bits/s per pair. To make the runs overlap as exactly as possible,
+    Returns what each pair measured. To make the runs overlap as exactly as possible,
     connections are opened and all servers are listening before any client starts.
     """
     transports = {name: lab.transport(name) for pair in pairs for name in pair}
@@ -194,7 +217,7 @@ async def iperf_pairs(lab: Lab, pairs: list[tuple[str, str]]) -> list[float]:
     rates = []
     for result in results:
         assert result.exit_code == 0, f"iperf3 failed: {result.stdout[-500:]} {result.stderr}"
-        rates.append(float(json.loads(result.stdout)["end"]["sum_received"]["bits_per_second"]))
+        rates.append(Measured.of(json.loads(result.stdout)))
     return rates
 
 

@@ -36,6 +36,7 @@ from benchmarks.netlab.spec import LAB_RANGE, plan_hosts
 from tests.benchmarks import conftest as lab_conftest
 from tests.benchmarks.conftest import (
     Lab,
+    Measured,
     iperf_pairs,
     private_lab_spec,
     require_lab_prerequisites,
@@ -213,34 +214,40 @@ def test_set_host_rate_on_unknown_host_fails(lab: Lab) -> None:
 # --- real traffic (root) --------------------------------------------------------------------
 
 
+def reaches_link_rate(measured: Measured, rate: int = GBIT) -> bool:
+    """The link carried its rate: some second reached 95 % of it (TCP over the shaped link
+    carries 99 % when idle) and a stall did not take the mean below 80 %; see Measured."""
+    return measured.best_second_bps >= 0.95 * rate and measured.bps >= 0.80 * rate
+
+
 def test_same_leaf_pair_reaches_link_rate(lab: Lab) -> None:
-    [bps] = asyncio.run(iperf_pairs(lab, [("lab-h1", "lab-h2")]))
-    # TCP tops out near 95.6 % of a shaped 1 Gbit/s link; 3-second runs here land lower now
-    # and then (929 Mbit/s in CI), so a pair reaching its link rate is held to 90 %.
-    assert bps >= 0.90 * GBIT, f"{bps / 1e6:.0f} Mbit/s"
+    [measured] = asyncio.run(iperf_pairs(lab, [("lab-h1", "lab-h2")]))
+    assert reaches_link_rate(measured), measured
 
 
 def test_degraded_host_measures_its_degraded_rate(lab: Lab) -> None:
     set_host_rate(lab.state_dir, "lab-h4", "400mbit")
     try:
-        [bps] = asyncio.run(iperf_pairs(lab, [("lab-h3", "lab-h4")]))
+        [measured] = asyncio.run(iperf_pairs(lab, [("lab-h3", "lab-h4")]))
     finally:
         set_host_rate(lab.state_dir, "lab-h4", "1gbit")
-    assert 0.35 * GBIT <= bps <= 0.45 * GBIT, f"{bps / 1e6:.0f} Mbit/s"
+    # The shaper is a ceiling: no second carries more than 400 Mbit/s, and most of it.
+    assert measured.best_second_bps <= 0.45 * GBIT, measured
+    assert reaches_link_rate(measured, 400_000_000), measured
 
 
 def test_single_cross_leaf_pair_reaches_link_rate(lab: Lab) -> None:
-    [bps] = asyncio.run(iperf_pairs(lab, [("lab-h2", "lab-h3")]))
-    assert bps >= 0.90 * GBIT, f"{bps / 1e6:.0f} Mbit/s"  # as above
+    [measured] = asyncio.run(iperf_pairs(lab, [("lab-h2", "lab-h3")]))
+    assert reaches_link_rate(measured), measured
 
 
 def test_concurrent_cross_leaf_pairs_share_the_oversubscribed_uplink(lab: Lab) -> None:
     cross = asyncio.run(iperf_pairs(lab, [("lab-h1", "lab-h3"), ("lab-h2", "lab-h4")]))
     same = asyncio.run(iperf_pairs(lab, [("lab-h1", "lab-h2"), ("lab-h3", "lab-h4")]))
-    report = f"cross {[round(b / 1e6) for b in cross]}, same {[round(b / 1e6) for b in same]}"
-    for bps in cross:  # measured ~470-560 Mbit/s each: FIFO sharing is not perfectly fair
-        assert 0.30 * GBIT <= bps <= 0.70 * GBIT, report
+    report = f"cross {cross}, same {same}"
+    for measured in cross:  # ~430-580 Mbit/s each: FIFO sharing is not perfectly fair
+        assert 0.30 * GBIT <= measured.bps <= 0.70 * GBIT, report
     # The 1 Gbit uplink is the bottleneck (a little over: the runs' windows differ by ms).
-    assert sum(cross) <= 1.05 * GBIT, report
-    for bps in same:
-        assert bps >= 0.90 * GBIT, report
+    assert sum(measured.bps for measured in cross) <= 1.05 * GBIT, report
+    for measured in same:
+        assert reaches_link_rate(measured), report

@@ -14,7 +14,7 @@ from benchmarks import netlab, services
 from benchmarks.choices import Pattern, RunState
 from benchmarks.models import ProbeRun
 from gpulease_verify import sweep
-from tests.benchmarks.conftest import execute
+from tests.benchmarks.conftest import Measured, execute
 
 pytestmark = pytest.mark.lab
 
@@ -24,14 +24,6 @@ RATE = 1_000_000_000
 def run_probes(kind: str, capsys) -> list[dict]:
     call_command("run_probes", "--lease", "LAB-1", "--kind", kind, "--json")
     return [json.loads(line) for line in capsys.readouterr().out.splitlines()]
-
-
-def best_second_bps(run: dict) -> float:
-    """The fastest measured (not omitted) second in the iperf3 JSON kept as evidence."""
-    report = json.loads(ProbeRun.objects.get(pk=run["id"]).raw_output)
-    seconds = [i["sum"] for i in report["intervals"] if not i["sum"].get("omitted")]
-    assert seconds, run
-    return max(second["bits_per_second"] for second in seconds)
 
 
 @pytest.mark.django_db
@@ -46,15 +38,14 @@ def test_healthy_links_pass_and_concurrent_cross_leaf_pairs_expose_the_uplink(la
         "lab-h3>lab-h4",
         "lab-h4>lab-h1",
     ]
-    # Alone, every pair gets its 1 Gbit link: on an idle machine each second of every run
-    # carries 99 % of it. The figure is the mean of a 3-second run, and a stall of this
-    # shared 2-core machine drags it down while iperf3 itself uses 1-3 % CPU (CI saw 91.9 %
-    # and 89.3 %, with no other fault). So the link is judged by its best second, which a
-    # stall cannot lift; the mean is held to 80 %, still far above the 70 % ceiling of a
-    # shared uplink below, and the verdict to the figure.
+    # Alone, every pair gets its 1 Gbit link: judged by the best second of the iperf3 JSON
+    # kept as evidence, the figure held to 80 % (a machine stall drags a 3-second mean; see
+    # Measured), and the verdict to the figure.
     for run in by_pattern["ring"] + by_pattern["same_leaf"]:
         assert run["state"] == "ok", run
-        assert best_second_bps(run) >= 0.95 * RATE, run
+        measured = Measured.of(json.loads(ProbeRun.objects.get(pk=run["id"]).raw_output))
+        assert measured.bps == pytest.approx(run["measured_bps"], abs=1), run
+        assert measured.best_second_bps >= 0.95 * RATE, run
         assert run["measured_bps"] >= 0.80 * RATE, run
         assert run["verdict"] == ("pass" if run["measured_bps"] >= 0.95 * RATE else "fail"), run
     # Two nodes of leaf1 sending to leaf2 at once share one 1 Gbit uplink: each gets about

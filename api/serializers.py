@@ -415,12 +415,7 @@ class ProbeRunSerializer(serializers.ModelSerializer):
         sweeps = [row for row in rows if row["pattern"] == Pattern.SWEEP]
         if sweeps:
             for run_id, hostnames in (
-                ProbeRun.objects.filter(
-                    pk__in=[row["id"] for row in sweeps],
-                    # the partitions the page's runs are in
-                    slot_at__gte=min(row["slot_at"] for row in sweeps),
-                    slot_at__lte=max(row["slot_at"] for row in sweeps),
-                )
+                ProbeRun.objects.keyed((row["id"], row["slot_at"]) for row in sweeps)
                 .annotate(hostnames=SweptNodes("parsed"))
                 .values_list("pk", "hostnames")
             ):

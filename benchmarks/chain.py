@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from benchmarks.choices import FINAL_STATES, RunState
 from benchmarks.models import ProbeRun, Rejudgement
-from common.locks import locking
+from common.locks import lock_in_key_order, locking
 from gpulease_verify import chain as chain_rules
 from gpulease_verify.canonical import CANONICAL, canonical_json, iso_utc, number_text
 from gpulease_verify.chain import (
@@ -135,6 +135,8 @@ def link_pending(*, lease_id: int, now: datetime | None = None) -> list[ProbeRun
         pending = list(_final_unlinked(lease_id, now))
         if not pending:
             return []
+        # Ingest may be marking some of them read: both lock runs in id order.
+        lock_in_key_order(ProbeRun.objects.keyed((run.pk, run.slot_at) for run in pending))
         index, prev = chain_head(lease_id=lease_id)
         for run in pending:
             index += 1
@@ -262,8 +264,7 @@ def link_telemetry(batches: list[tuple[TelemetryBatch, dict[str, Any]]]) -> None
         return
     lease_ids = [batch.lease_id for batch, _ in batches]
     with transaction.atomic():
-        # FOR NO KEY UPDATE, as in link_pending.
-        list(locking(Lease.objects).filter(pk__in=lease_ids).order_by("pk").values_list("pk"))
+        lock_in_key_order(Lease.objects.filter(pk__in=lease_ids))  # one appender a chain
         heads = chain_heads(lease_ids)
         for batch, content in batches:
             index, prev = heads[batch.lease_id]

@@ -32,7 +32,7 @@ from benchmarks.models import (
 from billing.choices import IncidentState
 from billing.models import HourlyRollup, Incident, IngestCursor, TrafficSample
 from billing.probe_tax import record_sent, sent_of, taxed
-from common.locks import locking
+from common.locks import lock_in_key_order, locking
 from common.progress import counter
 from gpulease_verify import probe_tax, sweep
 from gpulease_verify.bundle import hour_start
@@ -560,6 +560,8 @@ def ingest(*, limit: int = BATCH, notify: bool = True) -> IngestResult:
         # lease -> node -> slot of its first and of its last new counter reading
         first_new: dict[int, dict[str, datetime]] = defaultdict(dict)
         last_new: dict[int, dict[str, datetime]] = defaultdict(dict)
+        these = ProbeRun.objects.keyed((run.pk, run.slot_at) for run in batch)
+        lock_in_key_order(these)  # the chain appender may be linking some of them
         leases = {run.lease_id: run.lease for run in batch}
         record_sent(batch)
         for run in batch:
@@ -609,12 +611,7 @@ def ingest(*, limit: int = BATCH, notify: bool = True) -> IngestResult:
                     (result.opened if event == "opened" else result.closed).append(incident.pk)
                     if notify:
                         _notify_after_commit(incident, event)
-        ProbeRun.objects.filter(
-            pk__in=[run.pk for run in batch],
-            # the partitions these runs are in, not every month's
-            slot_at__gte=min(run.slot_at for run in batch),
-            slot_at__lte=max(run.slot_at for run in batch),
-        ).update(ingested_at=timezone.now())
+        these.update(ingested_at=timezone.now())
         last = batch[-1]
         cursor.finished_at, cursor.run_id = last.finished_at, last.pk
         cursor.save()

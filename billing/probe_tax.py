@@ -180,13 +180,7 @@ def _read_all(keys: Sequence[tuple[int, datetime]]) -> dict[int, dict[str, int]]
     fetched whole, with its texts and nodes, in three queries."""
     if not keys:
         return {}
-    whole = list(
-        ProbeRun.objects.filter(
-            pk__in=[pk for pk, _slot in keys],
-            slot_at__gte=min(slot for _pk, slot in keys),  # the partitions they are in
-            slot_at__lte=max(slot for _pk, slot in keys),
-        ).prefetch_related("nodes")
-    )
+    whole = list(ProbeRun.objects.keyed(keys).prefetch_related("nodes"))
     load_texts(whole)
     return {run.pk: _read_sent(run) for run in whole}
 

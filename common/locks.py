@@ -6,7 +6,11 @@ invoices, the ingest cursor...), and no primary key ever changes. So every lock 
 lock that another transaction's foreign keys to the row take at its commit, and an ingest
 holding a run while the chain appender held its lease and waited for that run deadlocked
 on it (``tests/billing/test_ingest.py`` replays it). Writers still take turns: NO KEY
-UPDATE conflicts with itself. SQLite ignores row locks."""
+UPDATE conflicts with itself. Where one transaction locks many rows that another may
+lock too (runs: ingest marks them read, the chain appender links them), both lock them
+first in primary-key order (``lock_in_key_order``): whatever order their UPDATEs then
+visit the rows in, neither can hold one the other needs while it waits for one the other
+holds. SQLite ignores row locks."""
 
 from typing import Any, TypeVar
 
@@ -18,3 +22,8 @@ M = TypeVar("M", bound=models.Model)
 def locking(rows: "models.QuerySet[M] | models.Manager[M]", **options: Any) -> "models.QuerySet[M]":
     """``rows`` locked until the transaction ends (``options``: skip_locked, of, ...)."""
     return rows.select_for_update(no_key=True, **options)
+
+
+def lock_in_key_order(rows: "models.QuerySet[M]") -> None:
+    """Lock ``rows`` now, one after another in primary-key order (module docstring)."""
+    list(locking(rows.order_by("pk")).values_list("pk", flat=True))

@@ -1,5 +1,6 @@
 import uuid
-from datetime import timedelta
+from collections.abc import Iterable
+from datetime import datetime, timedelta
 
 from django.db import models
 from django.utils.translation import gettext_lazy as _
@@ -32,6 +33,17 @@ SLOT_REACH = slot_reach(MAX_CADENCE_S)  # for a run of any cadence
 class ProbeRunQuerySet(TenantScopedQuerySet):
     def finished(self) -> "ProbeRunQuerySet":
         return self.filter(finished_at__isnull=False)
+
+    def keyed(self, keys: "Iterable[tuple[int, datetime]]") -> "ProbeRunQuerySet":
+        """The runs with these (id, slot) keys, read from the monthly partitions their
+        slots are in, not every month's (an id alone prunes nothing)."""
+        keys = list(keys)
+        if not keys:
+            return self.none()
+        slots = [slot for _pk, slot in keys]
+        return self.filter(
+            pk__in=[pk for pk, _slot in keys], slot_at__gte=min(slots), slot_at__lte=max(slots)
+        )
 
 
 class ProbeRun(StoredTexts, models.Model):

@@ -9,6 +9,7 @@ import pytest
 from django.db import connection, transaction
 
 from benchmarks import chain
+from benchmarks.models import ProbeRun
 from billing import ingest, sla
 from billing.models import HourlyRollup, Incident, TrafficSample
 from tests.conftest import require
@@ -272,3 +273,74 @@ def test_an_ingest_and_a_chain_append_of_the_same_run_at_once_both_commit(lease)
     run.refresh_from_db()
     assert run.ingested_at is not None and run.chain_index is not None
     assert HourlyRollup.objects.filter(lease=lease).count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("writer", ["ingest", "chain append"])
+def test_a_writer_waiting_for_a_run_holds_no_run_of_a_higher_id(lease, writer):
+    """Ingest marks runs read and the chain appender links them, both many at once: each
+    locks them in id order, so neither ever holds a run the other needs while it waits
+    for one the other holds. Here the second run finished first, the order both read
+    them in (ingest recorded each throughput run's bytes in that order, locking the
+    second before it waited for the first): while a writer waits for the first run, the
+    second stays free."""
+    require(connection.vendor == "postgresql", "row locks are PostgreSQL's")
+    first = make_run(lease, slot=HOUR, finished=HOUR + timedelta(minutes=9))
+    second = make_run(lease, slot=HOUR, target="n2>n1", finished=HOUR + timedelta(minutes=1))
+    assert first.pk < second.pk
+    table = connection.ops.quote_name(ProbeRun._meta.db_table)
+    lock = f"SELECT id FROM {table} WHERE id = %s AND slot_at = %s FOR NO KEY UPDATE"
+    holding, release = threading.Event(), threading.Event()
+    errors: list[BaseException] = []
+
+    def hold_the_first() -> None:
+        try:
+            with transaction.atomic(), connection.cursor() as cursor:
+                cursor.execute(lock, [first.pk, first.slot_at])
+                holding.set()
+                assert release.wait(20)
+        except BaseException as error:  # reported below
+            errors.append(error)
+        finally:
+            connection.close()
+
+    def write() -> None:
+        try:
+            if writer == "ingest":
+                assert ingest.ingest(notify=False).runs == 2
+            else:
+                assert len(chain.link_pending(lease_id=lease.pk)) == 2
+        except BaseException as error:  # reported below
+            errors.append(error)
+        finally:
+            connection.close()
+
+    holder, writing = threading.Thread(target=hold_the_first), threading.Thread(target=write)
+    holder.start()
+    assert holding.wait(10)
+    writing.start()
+    try:
+        with connection.cursor() as cursor:
+            for _ in range(100):  # until the writer waits for a row lock
+                cursor.execute(
+                    "SELECT count(*) FROM pg_stat_activity"
+                    " WHERE wait_event_type = 'Lock' AND datname = current_database()"
+                )
+                if cursor.fetchone()[0]:
+                    break
+                time.sleep(0.1)
+            else:
+                raise AssertionError(f"the {writer} never waited for the first run")
+            with transaction.atomic():
+                cursor.execute(lock.replace("UPDATE", "UPDATE NOWAIT"), [second.pk, second.slot_at])
+    finally:
+        release.set()
+        holder.join(30)
+        writing.join(30)
+    assert errors == []
+    for run in (first, second):
+        run.refresh_from_db()
+    if writer == "ingest":
+        assert first.ingested_at is not None and second.ingested_at is not None
+    else:  # linked in the order they finished
+        assert second.chain_index + 1 == first.chain_index

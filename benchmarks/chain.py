@@ -126,11 +126,7 @@ def link_pending(*, lease_id: int, now: datetime | None = None) -> list[ProbeRun
     Idempotent: a second call finds nothing to do."""
     now = now or timezone.now()
     with transaction.atomic():
-        # The lease row is the lock: one appender per chain at a time. FOR NO KEY UPDATE,
-        # not FOR UPDATE: a plain FOR UPDATE also blocks the key-share lock that another
-        # transaction's foreign keys to the lease take at its commit, so an ingest that
-        # holds one of these runs would wait for this appender while it waits for the run:
-        # a deadlock (seen between two workers).
+        # The lease row is the lock: one appender per chain at a time.
         locking(Lease.objects).filter(pk=lease_id).values_list("pk").first()
         pending = list(_final_unlinked(lease_id, now))
         if not pending:

@@ -502,7 +502,6 @@ def run_now(
     requests at once queue one set of runs."""
     now = now or timezone.now()
     with transaction.atomic():
-        # NO KEY: this lock must not hold up other transactions' foreign keys to the lease.
         locking(Lease.objects).filter(pk=lease.pk).values_list("pk").first()
         pending = selectors.pending_on_demand_batches(
             lease_id=lease.pk, now=now, live_claims_after=now - stale_claim_after()

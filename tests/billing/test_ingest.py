@@ -221,6 +221,37 @@ def test_a_run_that_commits_after_a_later_one_was_read_is_still_ingested(lease):
     assert None not in set(read)
 
 
+def in_thread(work, errors: list[BaseException]) -> threading.Thread:
+    """``work`` started on a thread of its own (its own connection, closed after); what it
+    raises goes to ``errors``, for the test to report."""
+
+    def run() -> None:
+        try:
+            work()
+        except BaseException as error:
+            errors.append(error)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
+
+
+def a_session_waits_for_a_lock() -> bool:
+    """Whether some session of the test database waits for a lock, within 10 s."""
+    with connection.cursor() as cursor:
+        for _ in range(100):
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity"
+                " WHERE wait_event_type = 'Lock' AND datname = current_database()"
+            )
+            if cursor.fetchone()[0]:
+                return True
+            time.sleep(0.1)
+    return False
+
+
 @pytest.mark.django_db(transaction=True)
 def test_an_ingest_and_a_chain_append_of_the_same_run_at_once_both_commit(lease):
     """Two workers at once: ingest has marked a run read (and written rows that name the
@@ -234,39 +265,19 @@ def test_an_ingest_and_a_chain_append_of_the_same_run_at_once_both_commit(lease)
     errors: list[BaseException] = []
 
     def ingest_then_commit_late() -> None:
-        try:
-            with transaction.atomic():
-                assert ingest.ingest(notify=False).runs == 1
-                ingest_holds_the_run.set()
-                assert appender_waits.wait(10), "the appender never waited for the run"
-        except BaseException as error:  # reported below
-            errors.append(error)
-        finally:
-            connection.close()
+        with transaction.atomic():
+            assert ingest.ingest(notify=False).runs == 1
+            ingest_holds_the_run.set()
+            assert appender_waits.wait(10), "the appender never waited for the run"
 
     def append() -> None:
-        try:
-            assert ingest_holds_the_run.wait(10)
-            chain.link_pending(lease_id=lease.pk)
-        except BaseException as error:  # reported below
-            errors.append(error)
-        finally:
-            connection.close()
+        assert ingest_holds_the_run.wait(10)
+        chain.link_pending(lease_id=lease.pk)
 
-    threads = [threading.Thread(target=ingest_then_commit_late), threading.Thread(target=append)]
-    for thread in threads:
-        thread.start()
+    threads = [in_thread(ingest_then_commit_late, errors), in_thread(append, errors)]
     assert ingest_holds_the_run.wait(10)
-    with connection.cursor() as cursor:  # the appender is waiting for the run's row lock
-        for _ in range(100):
-            cursor.execute(
-                "SELECT count(*) FROM pg_stat_activity"
-                " WHERE wait_event_type = 'Lock' AND datname = current_database()"
-            )
-            if cursor.fetchone()[0]:
-                appender_waits.set()
-                break
-            time.sleep(0.1)
+    if a_session_waits_for_a_lock():  # the appender, for the run's row lock
+        appender_waits.set()
     for thread in threads:
         thread.join(30)
     assert errors == []
@@ -294,45 +305,24 @@ def test_a_writer_waiting_for_a_run_holds_no_run_of_a_higher_id(lease, writer):
     errors: list[BaseException] = []
 
     def hold_the_first() -> None:
-        try:
-            with transaction.atomic(), connection.cursor() as cursor:
-                cursor.execute(lock, [first.pk, first.slot_at])
-                holding.set()
-                assert release.wait(20)
-        except BaseException as error:  # reported below
-            errors.append(error)
-        finally:
-            connection.close()
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(lock, [first.pk, first.slot_at])
+            holding.set()
+            assert release.wait(20)
 
     def write() -> None:
-        try:
-            if writer == "ingest":
-                assert ingest.ingest(notify=False).runs == 2
-            else:
-                assert len(chain.link_pending(lease_id=lease.pk)) == 2
-        except BaseException as error:  # reported below
-            errors.append(error)
-        finally:
-            connection.close()
+        if writer == "ingest":
+            assert ingest.ingest(notify=False).runs == 2
+        else:
+            assert len(chain.link_pending(lease_id=lease.pk)) == 2
 
-    holder, writing = threading.Thread(target=hold_the_first), threading.Thread(target=write)
-    holder.start()
+    holder = in_thread(hold_the_first, errors)
     assert holding.wait(10)
-    writing.start()
+    writing = in_thread(write, errors)
     try:
-        with connection.cursor() as cursor:
-            for _ in range(100):  # until the writer waits for a row lock
-                cursor.execute(
-                    "SELECT count(*) FROM pg_stat_activity"
-                    " WHERE wait_event_type = 'Lock' AND datname = current_database()"
-                )
-                if cursor.fetchone()[0]:
-                    break
-                time.sleep(0.1)
-            else:
-                raise AssertionError(f"the {writer} never waited for the first run")
-            with transaction.atomic():
-                cursor.execute(lock.replace("UPDATE", "UPDATE NOWAIT"), [second.pk, second.slot_at])
+        assert a_session_waits_for_a_lock(), f"the {writer} never waited for the first run"
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(lock.replace("UPDATE", "UPDATE NOWAIT"), [second.pk, second.slot_at])
     finally:
         release.set()
         holder.join(30)

@@ -17,7 +17,7 @@ from django.db import connection, transaction
 from django.db.models import OuterRef, Prefetch, Q, QuerySet, Subquery
 from django.utils import timezone
 
-from benchmarks.choices import FINAL_STATES, RunState
+from benchmarks.choices import FINAL_STATES, RunState, Trigger
 from benchmarks.models import ProbeRun, Rejudgement
 from common.locks import lock_in_key_order, locking
 from gpulease_verify import chain as chain_rules
@@ -106,7 +106,7 @@ def _final_unlinked(lease_id: int, now: datetime) -> QuerySet[ProbeRun]:
         state=RunState.UNREACHABLE,
         attempts__lt=settings.PROBE_MAX_ATTEMPTS,
         deadline_at__gt=now,
-    )
+    ) & ~Q(trigger=Trigger.CONFIRMATION)  # a confirmation is never retried
     return (
         ProbeRun.objects.filter(
             lease_id=lease_id,

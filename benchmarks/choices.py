@@ -29,6 +29,8 @@ class Trigger(models.TextChoices):
     MANUAL = "manual", _("run now")
     TENANT = "tenant", _("run now by the tenant")
     ACCEPTANCE = "acceptance", _("acceptance")
+    # A failed scheduled sample measured again at once (gpulease_verify.samples).
+    CONFIRMATION = "confirmation", _("confirmation")
 
 
 # Runs asked for now rather than by the schedule: by the provider (manual) or the tenant.

@@ -14,11 +14,10 @@ the SLA excludes, instead of missed against the provider.
 """
 
 import asyncio
-import dataclasses
 import functools
-import hashlib
 import logging
 import math
+import time
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
@@ -32,19 +31,15 @@ from django.db import IntegrityError, transaction
 from django.db.models import Exists, OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
 
-from benchmarks import chain, node_runs, selectors
-from benchmarks.choices import FINAL_STATES, Pattern, RunState, Tool, Trigger, Verdict
-from benchmarks.models import SLOT_REACH, NodeLock, ProbeRun, SiteAlert
+from benchmarks import confirmation, node_runs, selectors, witness_settle
+from benchmarks.choices import FINAL_STATES, Pattern, RunState, Trigger
+from benchmarks.models import SLOT_REACH, NodeLock, PendingWitness, ProbeRun, SiteAlert
 from benchmarks.probes import runner
-from benchmarks.probes.commands import IPERF3_OMIT_SECONDS
-from benchmarks.probes.interpret import interpret
 from benchmarks.probes.plan import PlannedBatch, PlanNode, plan_batches
+from benchmarks.recording import terms_view
 from benchmarks.transports import AsyncTransport, LocalTransport, SSHTarget, SSHTransport
 from billing.models import TrafficSample
 from common.locks import locking
-from gpulease_verify import sweep, witness
-from gpulease_verify.parsers import ParseError, RunFailed
-from gpulease_verify.verdicts import TermsView
 from leases.choices import HEAVY_PROBE_KINDS, HeavyProbePolicy, ProbeKind
 from leases.contract_rules import in_weekly_windows
 from leases.models import Lease, LeaseTerms, Node, Site
@@ -59,16 +54,6 @@ CROWDED_OUT = (
     "busy with tenant-requested runs: the tenant's run-now probes were on its nodes during "
     "its slot, so it is not counted against the provider"
 )
-
-
-def terms_view(terms: LeaseTerms) -> TermsView:
-    return TermsView(
-        version=terms.version,
-        contracted_gbps=terms.contracted_bandwidth_gbps,
-        threshold_percent=terms.sla_threshold_percent,
-        busbw_floor_gbps=terms.collective_busbw_floor_gbps,
-        latency_ceiling_us=terms.latency_ceiling_us,
-    )
 
 
 def slot_start(now: datetime, cadence_s: int) -> datetime:
@@ -253,6 +238,7 @@ class DispatchResult:
     runs: int = 0
     skipped: int = 0
     missed: int = 0
+    settled: int = 0  # deferred witness readings whose settle never came
     batch_ids: list[uuid.UUID] = field(default_factory=list)
 
 
@@ -261,6 +247,7 @@ def dispatch_due(*, now: datetime | None = None, enqueue: bool = True) -> Dispat
     due and not yet created, for every active lease, in a fixed number of queries."""
     now = now or timezone.now()
     result = DispatchResult(missed=mark_missed(now=now))
+    result.settled = witness_settle.settle_overdue(now=now)
     lease_ids = list(
         Lease.objects.active()
         .filter(probes_enabled=True, starts_at__lte=now)
@@ -622,6 +609,8 @@ def _claim(batch: uuid.UUID, now: datetime) -> list[ProbeRun]:
     """Take the batch's runs that nobody is running. Raises StillRunning when a live
     worker holds some, so a redelivered task comes back instead of dropping them."""
     held_until = None
+    if PendingWitness.objects.filter(batch=batch).exists():
+        return []  # it ran; its settle records it (benchmarks.witness_settle)
     with transaction.atomic():
         runs = list(locking(ProbeRun.objects).filter(batch=batch).order_by("pk"))
         claimable, late = [], []
@@ -695,10 +684,14 @@ def execute_batch(
     connect: Callable[[Node], AsyncTransport] = transport_for,
     max_attempts: int | None = None,
 ) -> list[ProbeRun]:
-    """Claim the batch's runs, run them together, record them. Returns the runs recorded
-    (empty when another worker has them or they are over). Raises NodesBusy when a node is
-    held by another heavy probe, and TransportRetry when a node could not be reached and
-    the run has attempts left: only transport faults are retried, never a tool's failure."""
+    """Claim the batch's runs, run them together (and again at once when a scheduled
+    sample failed: ``benchmarks.confirmation``), record them. Returns the batch's runs
+    (empty when another worker has them or they are over). A throughput batch read by a
+    switch witness releases its nodes when its clients end and is recorded once the
+    switch's counters have settled (``benchmarks.witness_settle``): its runs are returned
+    still running. Raises NodesBusy when a node is held by another heavy probe, and
+    TransportRetry when a node could not be reached and the run has attempts left: only
+    transport faults are retried, never a tool's failure."""
     now = now or timezone.now()
     runs = _claim(batch, now)
     if not runs:
@@ -728,63 +721,98 @@ def execute_batch(
         except NodesBusy:
             _release(runs)
             raise
+    fenced: set[int] = set()
     try:
-        node_of_run: dict[int, list[str]] = {run.pk: [] for run in runs}
+        node_ids: dict[int, list[int]] = {run.pk: [] for run in runs}
         for run_id, node_id in links:
-            node_of_run[run_id].append(nodes[node_id].hostname)
+            node_ids[run_id].append(node_id)
+        hostnames = {pk: [nodes[n].hostname for n in ids] for pk, ids in node_ids.items()}
         plan = selectors.plan_nodes(nodes.values(), selectors.ports_of(nodes.values()))
         terms = runs[0].terms or LeaseTerms.objects.in_force(lease.pk, now)
-        planned = [_planned(run, node_of_run[run.pk], plan) for run in runs]
+        planned = [_planned(run, hostnames[run.pk], plan) for run in runs]
         by_name = {node.hostname: node for node in nodes.values()}
-        started = timezone.now()
-        ProbeRun.objects.filter(pk__in=[r.pk for r in runs]).update(started_at=started)
         witness_ports = (
             telemetry_witness.witness_ports(nodes.values())
             if runs[0].kind in (ProbeKind.THROUGHPUT, ProbeKind.COUNTERS)
             else {}
         )
-        throughput = runs[0].kind == ProbeKind.THROUGHPUT
-        before = telemetry_witness.read(witness_ports) if witness_ports and throughput else {}
-        executions = asyncio.run(
-            runner.run_batch(
-                runs=planned,
-                nodes=plan,
-                connect=lambda hostname: connect(by_name[hostname]),
-                options=runner.Options(
-                    throughput_seconds=settings.PROBE_THROUGHPUT_SECONDS,
-                    grace_seconds=settings.PROBE_COMMAND_GRACE_S,
-                    contracted_gbps=float(terms.contracted_bandwidth_gbps) if terms else 100.0,
-                ),
+        throughput = bool(witness_ports) and runs[0].kind == ProbeKind.THROUGHPUT
+
+        def measure(these: list[ProbeRun]) -> witness_settle.Measured:
+            started = timezone.now()
+            ProbeRun.objects.filter(pk__in=[r.pk for r in these]).update(started_at=started)
+            for run in these:
+                run.started_at = started
+            executions = asyncio.run(
+                runner.run_batch(
+                    runs=planned,
+                    nodes=plan,
+                    connect=lambda hostname: connect(by_name[hostname]),
+                    options=runner.Options(
+                        throughput_seconds=settings.PROBE_THROUGHPUT_SECONDS,
+                        grace_seconds=settings.PROBE_COMMAND_GRACE_S,
+                        contracted_gbps=float(terms.contracted_bandwidth_gbps) if terms else 100.0,
+                    ),
+                )
             )
+            return witness_settle.Measured(these, executions)
+
+        # Throughput: the switch's count around each measurement; counters: the switch
+        # port's own count, read right after the node's.
+        readings = [telemetry_witness.read(witness_ports)] if throughput else []
+        measured = [measure(runs)]
+        view = terms_view(terms) if terms is not None else None
+        if confirmation.due(runs, measured[0].executions, terms=terms, view=view, plan=plan):
+            assert terms is not None
+            time.sleep(confirmation.pause_s(terms, witnessed=throughput))
+            if throughput:
+                readings.append(telemetry_witness.read(witness_ports))
+            again = confirmation.create(runs, node_ids, now=timezone.now())
+            if again:
+                for run, repeat in zip(runs, again, strict=True):
+                    hostnames[repeat.pk] = hostnames[run.pk]
+                measured.append(measure(again))
+        reached = all(
+            execution.state != RunState.UNREACHABLE
+            for measurement in measured
+            for execution in measurement.executions
         )
-        # Throughput: the switch's count around the probe, once its counters caught up.
-        # Counters: the switch port's own count, read right after the node's.
-        witnessed = (
-            telemetry_witness.Witnessed(
+        if throughput and reached:
+            # The nodes are free now; the switch's settled reading closes the last
+            # measurement later, and only the client ports it reads stay fenced.
+            fenced = witness_settle.defer(
+                batch=batch,
+                lease=lease,
+                queue=runs[0].site.probe_queue,
                 ports=witness_ports,
-                before=before,
-                after=(
-                    telemetry_witness.read_settled(witness_ports)
-                    if throughput
-                    else telemetry_witness.read(witness_ports)
-                ),
+                readings=readings,
+                measured=measured,
+                clients={
+                    by_name[client].pk
+                    for run in runs
+                    if ">" in run.target
+                    for client in run.target.split(">")[:1]
+                    if client in witness_ports
+                },
+            )
+            return runs
+        if throughput:
+            readings.append(telemetry_witness.read_settled(witness_ports))
+        witness_settle.record(
+            measured=measured,
+            terms=terms,
+            plan=plan,
+            hostnames=hostnames,
+            witnesses=witness_settle.witnesses(
+                witness_ports,
+                readings if throughput else [{}, telemetry_witness.read(witness_ports)],
             )
             if witness_ports
-            else None
+            else None,
         )
-        for run, execution in zip(runs, executions, strict=True):
-            run.started_at = started
-            record_execution(
-                run=run,
-                execution=execution,
-                terms=terms,
-                plan=plan,
-                hostnames=node_of_run[run.pk],
-                witnessed=witnessed,
-            )
     finally:
         if heavy:
-            NodeLock.objects.filter(batch=batch).delete()
+            NodeLock.objects.filter(batch=batch).exclude(node_id__in=fenced).delete()
     attempts = settings.PROBE_MAX_ATTEMPTS if max_attempts is None else max_attempts
     again = [
         run
@@ -807,145 +835,6 @@ def _planned(run: ProbeRun, hostnames: list[str], plan: dict[str, PlanNode]):  #
     # A pair's target is "client>server": keep that order, whatever the database returned.
     ordered = tuple(run.target.split(">")) if ">" in run.target else tuple(sorted(hostnames))
     return PlannedRun(run.kind, run.tool, run.pattern, ordered)
-
-
-def _sending_seconds(tool: str) -> float:
-    """How long a bandwidth tool sends: its duration, plus the first second iperf3 sends
-    but leaves out of its figure."""
-    omit = IPERF3_OMIT_SECONDS if tool == Tool.IPERF3 else 0
-    return settings.PROBE_THROUGHPUT_SECONDS + omit
-
-
-def record_execution(
-    *,
-    run: ProbeRun,
-    execution: runner.Execution,
-    terms: LeaseTerms | None,
-    plan: dict[str, PlanNode],
-    hostnames: list[str],
-    witnessed: telemetry_witness.Witnessed | None = None,
-) -> ProbeRun:
-    """Store what the tool printed (always), then what it parsed to and the verdict; for
-    a throughput pair whose client's switch port was read around it, the switch-side
-    witness too (``gpulease_verify.witness``): a disagreement disputes the run."""
-    run.command = execution.command
-    run.raw_output = execution.raw_output
-    run.stderr = execution.stderr
-    run.raw_sha256 = hashlib.sha256(execution.raw_output.encode()).hexdigest()
-    run.output_truncated = execution.truncated
-    run.exit_code = execution.exit_code
-    run.finished_at = execution.finished_at or timezone.now()
-    run.terms = terms
-    run.state = execution.state
-    run.error = execution.error
-    if run.pattern == Pattern.SWEEP and execution.state == RunState.OK:
-        _judge_sweep(run, execution, terms, plan, witnessed)
-    elif execution.state == RunState.OK and terms is not None:
-        try:
-            result = interpret(
-                tool=run.tool,
-                raw_output=execution.raw_output,
-                terms=terms_view(terms),
-                node=plan.get(run.target),
-                previous_link_down=selectors.previous_link_down(run, [run.target]).get(run.target)
-                if run.kind == ProbeKind.LINK
-                else None,
-            )
-        except RunFailed as error:
-            run.state, run.error = RunState.FAILED, str(error)
-        except ParseError as error:
-            run.state, run.error = RunState.UNPARSABLE, str(error)
-        else:
-            parsed, judgement = result.parsed, result.judgement
-            measured = result.measured_bps
-            block = (
-                witnessed.block(
-                    client=run.target.split(">")[0],
-                    seconds=_sending_seconds(run.tool),
-                    measured_bps=measured,
-                    tolerance_percent=terms.witness_tolerance_percent,
-                )
-                if witnessed is not None and ">" in run.target and measured
-                else None
-            )
-            if block is not None and measured:
-                parsed = {**(parsed or {}), witness.KEY: block}
-                judgement = witness.judge(judgement, parsed, measured)
-            if witnessed is not None and run.kind == ProbeKind.COUNTERS:
-                switch = witnessed.after.get(run.target)
-                if switch is not None:
-                    parsed = {
-                        **(parsed or {}),
-                        witness.KEY: telemetry_witness.counters_block(
-                            witnessed.ports[run.target], switch
-                        ),
-                    }
-            run.parsed = parsed
-            run.measured_bps = result.measured_bps
-            run.latency_us = result.latency_us
-            run.verdict = judgement.verdict
-            run.rule = judgement.rule
-            run.verdict_reason = judgement.reason
-    if run.state != RunState.OK:
-        run.verdict = Verdict.NONE
-    run.save()
-    if run.rule.startswith(witness.RULE) and run.terms_id is not None:
-        telemetry_witness.open_dispute(
-            lease_id=run.lease_id,
-            node=run.target.split(">")[0],
-            terms_id=run.terms_id,
-            at=run.slot_at,
-            rule=run.rule,
-            detail=run.verdict_reason,
-            run=run,
-        )
-    # The run is over: append it (and any other finished run of the lease not yet linked)
-    # to the lease's hash chain. A run that will be retried is left out until it is over.
-    for linked in chain.link_pending(lease_id=run.lease_id):
-        if linked.pk == run.pk:
-            run.chain_index, run.prev_hash, run.run_hash = (
-                linked.chain_index,
-                linked.prev_hash,
-                linked.run_hash,
-            )
-    return run
-
-
-def _judge_sweep(
-    run: ProbeRun,
-    execution: runner.Execution,
-    terms: LeaseTerms | None,
-    plan: dict[str, PlanNode],
-    witnessed: telemetry_witness.Witnessed | None,
-) -> None:
-    """A sweep's nodes read one by one (``gpulease_verify.sweep``), each with its own
-    previous link-down counts and, for counters, its switch port's witness; the sweep's
-    state and verdict are theirs combined."""
-    view = terms_view(terms) if terms is not None else None
-    previous = (
-        selectors.previous_link_down(run, [out.node for out in execution.nodes])
-        if run.kind == ProbeKind.LINK
-        else {}
-    )
-    ports, read = (witnessed.ports, witnessed.after) if witnessed is not None else ({}, {})
-    results = []
-    for output in execution.nodes:
-        result = sweep.interpret_node(
-            tool=run.tool,
-            output=output,
-            terms=view,
-            node=plan.get(output.node),
-            previous_link_down=previous.get(output.node),
-        )
-        switch = read.get(output.node)
-        if result.ok and switch is not None and run.kind == ProbeKind.COUNTERS:
-            block = telemetry_witness.counters_block(ports[output.node], switch)
-            result = dataclasses.replace(result, parsed={**result.parsed, witness.KEY: block})
-        results.append(result)
-    judged = sweep.judge(tool=run.tool, results=results, terms=view)
-    run.parsed = sweep.parsed_of(results)
-    run.state, run.verdict, run.rule = judged.state, judged.verdict, judged.rule
-    run.verdict_reason, run.error = judged.reason, judged.error
 
 
 # --- the self-check ------------------------------------------------------------------

@@ -6,7 +6,7 @@ import uuid
 from celery import shared_task
 from django.conf import settings
 
-from benchmarks import services
+from benchmarks import services, witness_settle
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +38,17 @@ def execute_batch(self, batch: str) -> int:  # type: ignore[no-untyped-def]
         log.info("%s; retrying", again)
         raise self.retry(countdown=min(300, 15 * 2 ** min(self.request.retries, 4))) from None
     return len(runs)
+
+
+@shared_task(
+    name="benchmarks.settle_witness",
+    acks_late=True,
+    reject_on_worker_lost=True,
+    ignore_result=True,
+)
+def settle_witness(batch: str) -> int:
+    """Judge and record a throughput batch once its switch ports have settled."""
+    return len(witness_settle.settle(uuid.UUID(batch)))
 
 
 @shared_task(name="benchmarks.self_check", ignore_result=True)

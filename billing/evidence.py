@@ -33,7 +33,7 @@ from django.utils.translation import gettext as _
 from benchmarks.choices import Tool
 from benchmarks.models import ProbeRun
 from benchmarks.probes.interpret import Interpretation, interpret
-from benchmarks.services import terms_view
+from benchmarks.recording import terms_view
 from billing.choices import BILLED_INVOICE_STATUSES
 from billing.models import (
     Dispute,

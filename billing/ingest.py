@@ -7,7 +7,8 @@ slots a new counter reading changes (from the node's reading before it to its re
 after it: ``gpulease_verify.traffic``), and the incident state of each judged target.
 A late result is just a run that finishes late: it touches its own hour and nothing else.
 Only scheduled runs are SLA samples; acceptance and manual runs are evidence, not
-samples.
+samples, and a confirmation changes the sample of the scheduled run it confirms
+(``gpulease_verify.samples``).
 """
 
 import logging
@@ -26,7 +27,8 @@ from benchmarks.models import (
     SLOT_REACH,
     ProbeRun,
     effective_terms_id,
-    effective_verdict,
+    sample_verdict,
+    with_confirmation,
     with_effective_judgement,
 )
 from billing.choices import IncidentState
@@ -38,7 +40,12 @@ from gpulease_verify import probe_tax, sweep
 from gpulease_verify.bundle import hour_start
 from gpulease_verify.health import unavailable_within
 from gpulease_verify.probe_tax import ProbeSend
-from gpulease_verify.samples import classify_sample, link_slot_outcome, telemetry_slot_outcome
+from gpulease_verify.samples import (
+    CONFIRMED_KINDS,
+    classify_sample,
+    link_slot_outcome,
+    telemetry_slot_outcome,
+)
 from gpulease_verify.telemetry import PortSample as Sample
 from gpulease_verify.traffic import (
     COUNTER_BITS,
@@ -91,13 +98,14 @@ def in_maintenance(run: ProbeRun, zone: str) -> bool:
 
 def classify(run: ProbeRun, zone: str, terms: LeaseTerms | None = None) -> str:
     """passed, failed, unknown, excluded or informational (``gpulease_verify.samples``, the rule
-    an audit bundle is recomputed with), by the run's effective judgement: the verdict
-    ``with_effective_judgement`` annotates (its latest rejudgement's, else its own) and the
-    maintenance windows of ``terms``, the version it counts under (default its own)."""
+    an audit bundle is recomputed with), by the run's sample verdict: the verdict
+    ``with_effective_judgement`` annotates (its latest rejudgement's, else its own), cleared
+    by a confirmation that passed (``with_confirmation``), and the maintenance windows of
+    ``terms``, the version it counts under (default its own)."""
     judged_by = terms if terms is not None else run.terms
     return classify_sample(
         state=run.state,
-        verdict=effective_verdict(run),
+        verdict=sample_verdict(run),
         slot_at=run.slot_at,
         maintenance_windows=judged_by.maintenance_windows if judged_by else None,
         zone=zone,
@@ -119,18 +127,17 @@ def _judged_by(runs: list[ProbeRun], lease: Lease) -> dict[int, LeaseTerms | Non
 
 
 def recompute_hour(*, lease: Lease, kind: str, hour: datetime) -> HourlyRollup:
-    runs = list(
-        with_effective_judgement(
-            ProbeRun.objects.filter(
-                lease=lease,
-                kind=kind,
-                trigger=Trigger.SCHEDULE,
-                state__in=FINAL,
-                slot_at__gte=hour,
-                slot_at__lt=hour + HOUR,
-            ).select_related("terms")
-        )
+    runs = with_effective_judgement(
+        ProbeRun.objects.filter(
+            lease=lease,
+            kind=kind,
+            trigger=Trigger.SCHEDULE,
+            state__in=FINAL,
+            slot_at__gte=hour,
+            slot_at__lt=hour + HOUR,
+        ).select_related("terms")
     )
+    runs = list(with_confirmation(runs) if kind in CONFIRMED_KINDS else runs)
     zone = lease.tenant.time_zone
     judged_by = _judged_by(runs, lease)
     counts: dict[str, int] = defaultdict(int)
@@ -443,7 +450,9 @@ def _judged_until(run: ProbeRun, node: str, count: int) -> list[tuple[ProbeRun, 
         judged = runs.filter(
             target=run.target, state=RunState.OK, verdict__in=[Verdict.PASS, Verdict.FAIL]
         )
-        return [(found, found.verdict) for found in judged[:count]]
+        if run.kind in CONFIRMED_KINDS:
+            judged = with_confirmation(judged)
+        return [(found, sample_verdict(found)) for found in judged[:count]]
     found: list[tuple[ProbeRun, str]] = []
     # Newest first, within the months the run's reach allows; a node is judged in nearly
     # every sweep, so this reads about ``count`` rows.
@@ -488,8 +497,16 @@ def judged_targets(run: ProbeRun) -> list[tuple[str, str]]:
             if result.ok and result.verdict in (Verdict.PASS, Verdict.FAIL)
         ]
     if run.state == RunState.OK and run.verdict in (Verdict.PASS, Verdict.FAIL):
-        return [(run.target, run.verdict)]
+        return [(run.target, _sample_verdict_of(run))]
     return []
+
+
+def _sample_verdict_of(run: ProbeRun) -> str:
+    """The run's verdict as a sample: a fail of a kind that is confirmed reads its
+    confirmation (one query, for the few runs that fail)."""
+    if run.verdict != Verdict.FAIL or run.kind not in CONFIRMED_KINDS:
+        return run.verdict
+    return sample_verdict(with_confirmation(ProbeRun.objects.keyed([(run.pk, run.slot_at)]))[0])
 
 
 def track_incident(run: ProbeRun, target: str, verdict: str) -> tuple[Incident | None, str]:
@@ -572,6 +589,9 @@ def ingest(*, limit: int = BATCH, notify: bool = True) -> IngestResult:
                 seen_first, seen_last = first_new[run.lease_id], last_new[run.lease_id]
                 seen_first[node] = min(seen_first.get(node, run.started_at), run.started_at)
                 seen_last[node] = max(seen_last.get(node, run.finished_at), run.finished_at)
+            if run.trigger == Trigger.CONFIRMATION:
+                # It changes the sample of the scheduled run it confirms, in that hour.
+                hours.add((run.lease_id, run.kind, hour_of(run.slot_at)))
             if run.trigger != Trigger.SCHEDULE:
                 continue
             hours.add((run.lease_id, run.kind, hour_of(run.slot_at)))

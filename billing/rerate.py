@@ -42,7 +42,7 @@ from benchmarks.models import (
     effective_verdict,
     with_effective_judgement,
 )
-from benchmarks.services import terms_view
+from benchmarks.recording import terms_view
 from billing import invoicing, services
 from billing.choices import InvoiceStatus, LineKind
 from billing.ingest import CURSOR, hour_of, recompute_hour
@@ -153,14 +153,15 @@ def _change(result: RerateResult, old: str, new: str) -> None:
 def _due(
     lease: Lease, start: datetime, end: datetime, now: datetime, user: Any, result: RerateResult
 ) -> list[Rejudgement]:
-    """A new rejudgement for every linked, scheduled run of the window whose effective
-    terms version is not the one in force at its slot, in chain order."""
+    """A new rejudgement for every linked, scheduled (or confirming) run of the window
+    whose effective terms version is not the one in force at its slot, in chain order."""
     timeline = TermsTimeline.for_lease(lease)
     runs = (
         with_effective_judgement(
             ProbeRun.objects.filter(
                 lease=lease,
-                trigger=Trigger.SCHEDULE,
+                # a confirmation is judged with the sample it confirms
+                trigger__in=[Trigger.SCHEDULE, Trigger.CONFIRMATION],
                 chain_index__isnull=False,
                 slot_at__gte=start,
                 slot_at__lt=end,

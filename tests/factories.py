@@ -220,12 +220,12 @@ def make_sweep(
     """A link or counters sweep as a worker records it: what each node printed
     (``outputs``, hostname -> text; ``failures``, hostname -> (state, error) for a node
     that gave nothing) goes through the probes' own recording
-    (``benchmarks.services.record_execution``), so its parsed result, verdict, flap
+    (``benchmarks.recording.record_execution``), so its parsed result, verdict, flap
     detection and chain link are the real ones. Every node the lease holds at ``slot``
     must be in one of the two."""
     from datetime import timedelta
 
-    from benchmarks import selectors, services
+    from benchmarks import recording, selectors
     from benchmarks.models import ProbeRun
     from benchmarks.probes import commands, runner
     from benchmarks.probes.plan import NODE_TOOLS
@@ -268,7 +268,7 @@ def make_sweep(
         finished_at=finished or slot + timedelta(seconds=20),
         nodes=sorted(printed, key=lambda out: out.node),
     )
-    return services.record_execution(
+    return recording.record_execution(
         run=run, execution=execution, terms=terms, plan=plan, hostnames=sorted(plan)
     )
 
@@ -288,7 +288,7 @@ def _link_port(up):  # type: ignore[no-untyped-def]
 def _judgement(kind, state, terms, measured_bps, latency_us, parsed):  # type: ignore[no-untyped-def]
     """The rule and reason the server's verdict rules give the run's figures (None when
     there is nothing to judge), so that an audit bundle re-judges them the same."""
-    from benchmarks.services import terms_view
+    from benchmarks.recording import terms_view
     from gpulease_verify import verdicts
     from gpulease_verify.interpret import port_state
 

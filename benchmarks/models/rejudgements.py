@@ -4,9 +4,10 @@ from django.db.models import F, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 from django.utils.translation import gettext_lazy as _
 
-from benchmarks.choices import Verdict
+from benchmarks.choices import Trigger, Verdict
 from benchmarks.models.runs import ProbeRun
 from common.querysets import TenantScopedQuerySet
+from gpulease_verify.samples import confirmed_verdict
 from leases.models import Lease, LeaseTerms
 
 
@@ -102,3 +103,31 @@ def effective_terms_id(run: ProbeRun) -> int | None:
     """The id of the terms version the run counts under, as annotated (its own when not
     annotated)."""
     return getattr(run, "effective_terms_id", run.terms_id)
+
+
+def with_confirmation(runs: QuerySet[ProbeRun]) -> QuerySet[ProbeRun]:
+    """The runs annotated with ``confirmation_verdict``: the effective verdict of the run
+    that confirmed each (same lease, kind, tool, pattern, target and slot, trigger
+    confirmation; ``gpulease_verify.samples``), null when none did. One correlated probe
+    of the slot's unique index per run."""
+    confirmation = ProbeRun.objects.filter(
+        lease=OuterRef("lease"),
+        kind=OuterRef("kind"),
+        tool=OuterRef("tool"),
+        pattern=OuterRef("pattern"),
+        target=OuterRef("target"),
+        slot_at=OuterRef("slot_at"),
+        trigger=Trigger.CONFIRMATION,
+    )
+    return runs.annotate(
+        confirmation_verdict=Subquery(
+            with_effective_judgement(confirmation).values("effective_verdict")[:1]
+        )
+    )
+
+
+def sample_verdict(run: ProbeRun) -> str:
+    """The verdict a scheduled run counts with as an SLA sample: its effective verdict,
+    cleared by a confirmation that passed (annotate with ``with_effective_judgement`` and
+    ``with_confirmation``; without them, its own verdict)."""
+    return confirmed_verdict(effective_verdict(run), getattr(run, "confirmation_verdict", None))

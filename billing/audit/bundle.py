@@ -10,7 +10,13 @@ from django.db.models import Max, Min
 from django.utils import timezone
 
 from benchmarks import chain
-from benchmarks.models import ProbeRun, effective_terms_id, with_effective_judgement
+from benchmarks.choices import Trigger
+from benchmarks.models import (
+    ProbeRun,
+    effective_terms_id,
+    effective_verdict,
+    with_effective_judgement,
+)
 from benchmarks.models.outputs import load_texts
 from billing import checkpoints, ingest, invoicing, metering, sla
 from billing.models import HourlyRollup
@@ -37,6 +43,7 @@ from .runs import (
     _rejudgement_entry,
     _rejudgements_doc,
     _run_entry,
+    sample_key,
 )
 from .telemetry_docs import fabric_health_doc, telemetry_doc
 
@@ -177,6 +184,12 @@ def _bundle(*, lease: Lease, period: str, now: datetime, include_raw: bool) -> d
     window = (window_start, window_end)
     by_pk = {version.pk: version for version in versions}
     sent = sent_of((run.pk, run.slot_at, run.sent_bytes) for run in runs if taxed(run))
+    # A confirmation shares its slot, so it lies in the same stretch as the run it confirms.
+    confirmations = {
+        sample_key(run): effective_verdict(run)
+        for run in runs
+        if run.trigger == Trigger.CONFIRMATION
+    }
     run_entries = [
         _run_entry(
             run,
@@ -187,6 +200,7 @@ def _bundle(*, lease: Lease, period: str, now: datetime, include_raw: bool) -> d
             include_raw,
             by_pk.get(effective_terms_id(run) or 0),
             sent.get(run.pk) if taxed(run) else None,
+            confirmations.get(sample_key(run)) if run.trigger == Trigger.SCHEDULE else None,
         )
         for run in runs
     ]

@@ -14,7 +14,7 @@ from benchmarks.models import ProbeRun, Rejudgement, effective_verdict
 from benchmarks.selectors import plan_nodes, ports_of
 from gpulease_verify import window as billed_window
 from gpulease_verify.bundle import hour_start
-from gpulease_verify.samples import classify_sample
+from gpulease_verify.samples import classify_sample, confirmation_key, confirmed_verdict
 from leases.models import Lease, LeaseTerms, Node, NodeAssignment
 
 
@@ -27,9 +27,11 @@ def _run_entry(
     include_raw: bool = False,
     judged_by: LeaseTerms | None = None,
     sent_bytes: dict[str, int] | None = None,
+    confirmation: str | None = None,
 ) -> dict[str, Any]:
     """``judged_by``: the terms version the run counts under (its latest rejudgement's,
-    else its own); its outcome is by its effective verdict (``with_effective_judgement``).
+    else its own); its outcome is by its effective verdict (``with_effective_judgement``),
+    cleared by a ``confirmation`` (that run's effective verdict) that passed.
     ``sent_bytes``: node -> the bytes a finished heavy probe sent, as metering took them
     away (``billing.probe_tax``); derived, not evidence: the verifier re-reads them from
     the run's output where it can."""
@@ -42,7 +44,7 @@ def _run_entry(
     judged_by = judged_by or run.terms
     outcome = classify_sample(
         state=run.state,
-        verdict=effective_verdict(run),
+        verdict=confirmed_verdict(effective_verdict(run), confirmation),
         slot_at=run.slot_at,
         maintenance_windows=judged_by.maintenance_windows if judged_by else None,
         zone=zone,
@@ -60,6 +62,13 @@ def _run_entry(
         **({} if sent_bytes is None else {"sent_bytes": sent_bytes}),
         **(_raw(run) if include_raw else {}),
     }
+
+
+def sample_key(run: ProbeRun) -> tuple:
+    """What a scheduled run shares with its confirmation (``gpulease_verify.samples``)."""
+    return confirmation_key(
+        kind=run.kind, tool=run.tool, pattern=run.pattern, target=run.target, slot_at=run.slot_at
+    )
 
 
 def _raw(run: ProbeRun) -> dict[str, str]:

@@ -234,6 +234,23 @@ class LeaseTerms(TimeStampedModel):
         ),
     )
 
+    # Confirm before you count (gpulease_verify.samples): a failed throughput or
+    # collective sample is measured again at once, and fails only if that fails too.
+    confirm_failures = models.BooleanField(
+        _("confirm a failed sample"),
+        default=True,
+        help_text=_(
+            "A scheduled throughput or collective run that fails is measured again at once; "
+            "the sample fails only when the confirmation fails too."
+        ),
+    )
+    confirm_pause_s = models.PositiveIntegerField(
+        _("pause before a confirmation (seconds)"),
+        default=5,
+        validators=[MaxValueValidator(300)],
+        help_text=_("How long to wait between a failed run and its confirmation (0 to 300 s)."),
+    )
+
     objects = LeaseTermsQuerySet.as_manager()
     tenant_path = "lease__tenant"
 

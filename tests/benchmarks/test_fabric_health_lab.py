@@ -22,6 +22,7 @@ from django.utils import timezone
 
 from benchmarks import chain, netlab
 from benchmarks.choices import Pattern, RunState, Trigger, Verdict
+from benchmarks.models import ProbeRun
 from billing import audit, probe_tax, sla
 from billing.choices import FabricIncidentKind, IncidentState
 from billing.ingest import hour_of, ingest_all
@@ -152,8 +153,14 @@ def test_a_forged_throughput_is_caught_by_the_switch_within_one_cycle_and_earns_
     # of this machine dragged it below 95 % (see Measured), and the verdict follows it.
     measured = Measured.of(json.loads(honest.raw_output))
     assert measured.best_second_bps >= 0.95 * RATE, measured
-    honest_passed = honest.measured_bps >= 0.95 * RATE
-    assert honest.verdict == (Verdict.PASS if honest_passed else Verdict.FAIL)
+    assert honest.verdict == (Verdict.PASS if honest.measured_bps >= 0.95 * RATE else Verdict.FAIL)
+    # A stalled control is measured again at once; the sample is judged by both.
+    confirmed = ProbeRun.objects.filter(
+        lease=lab_lease, slot_at=honest.slot_at, target=honest.target, trigger="confirmation"
+    ).first()
+    honest_passed = honest.verdict == Verdict.PASS or (
+        confirmed is not None and confirmed.verdict == Verdict.PASS
+    )
     assert honest.parsed["witness"]["agrees"] is True
     assert honest.parsed["witness"]["port"] == "h1-data"
 
@@ -175,13 +182,20 @@ def test_a_forged_throughput_is_caught_by_the_switch_within_one_cycle_and_earns_
     assert forged.verdict == Verdict.NONE
     assert forged.rule == "witness_disagreement v1"
     assert forged.verdict_reason.startswith("disputed: the node reported ")
+    # Its tool figure failed, so it was measured again at once, forged again, and the
+    # switch disputed the confirmation too: the node's one incident holds both.
+    again = ProbeRun.objects.get(
+        lease=lab_lease, slot_at=forged.slot_at, target=forged.target, trigger="confirmation"
+    )
+    assert again.started_at >= forged.finished_at
+    assert again.verdict == Verdict.NONE and again.rule == "witness_disagreement v1"
     incident = Incident.objects.get(lease=lab_lease, kind=FabricIncidentKind.INTEGRITY)
     assert incident.state == IncidentState.OPEN and incident.target == "lab-h1"
-    assert list(incident.runs.all()) == [forged]
+    assert sorted(run.pk for run in incident.runs.all()) == [forged.pk, again.pk]
     # Prometheus sees it (GpuleaseWitnessDisagreement fires on this after 10 minutes).
     scrape = exposition().decode()
     assert re.search(
-        r'^gpulease_witness_disagreements\{[^}]*lease="LAB-1"[^}]*\} 1\.0$', scrape, re.M
+        r'^gpulease_witness_disagreements\{[^}]*lease="LAB-1"[^}]*\} 2\.0$', scrape, re.M
     )
 
     # Neither pass nor credit: the hour counts it as informational, never as failed.

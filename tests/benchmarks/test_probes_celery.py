@@ -171,3 +171,5 @@ def test_a_worker_killed_mid_probe_loses_no_run_and_duplicates_none(celery_lab):
     # it fail once); what this test proves is that the run was neither lost nor duplicated.
     assert run.verdict in ("pass", "fail"), run.verdict_reason
     assert run.measured_bps >= 0.5e9, run.verdict_reason
+    # Judged after the worker's settle task read the switch (benchmarks.witness_settle).
+    assert run.parsed["witness"]["port"] == "h1-data"

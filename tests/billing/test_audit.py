@@ -129,7 +129,7 @@ def test_a_run_still_scheduled_is_not_linked_until_it_is_missed():
 
 def test_recording_a_run_links_it_and_the_runs_that_finished_before_it():
     from benchmarks.probes.runner import Execution
-    from benchmarks.services import record_execution
+    from benchmarks.recording import record_execution
 
     lease = active_lease()
     skipped = make_run(lease, slot=at("2026-11-02 10:00"), state="skipped")

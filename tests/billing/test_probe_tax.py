@@ -22,7 +22,7 @@ from rest_framework.test import APIClient
 from benchmarks import services as probe_services
 from benchmarks.choices import RunState, Trigger
 from benchmarks.models import ProbeRun, outputs
-from benchmarks.services import terms_view
+from benchmarks.recording import terms_view
 from billing import audit, invoicing
 from billing.choices import LineKind
 from billing.ingest import ingest_all

@@ -1,5 +1,5 @@
 """Sweeps through the real path: what each node printed, recorded as a worker records it
-(``benchmarks.services.record_execution``), ingested into samples, incidents and rollups,
+(``benchmarks.recording.record_execution``), ingested into samples, incidents and rollups,
 billed, bundled and checked by the standalone verifier. Node outputs are the real tools'
 (ethtool: ethtool/speed_1000_softroce_rxe52.txt; netdev statistics:
 counters/netdev_sysfs_virtio_capture.txt), under the probes' own section headers."""

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.models import ProbeRun, outputs
-from benchmarks.services import terms_view
+from benchmarks.recording import terms_view
 from billing import audit, invoicing
 from billing.ingest import ingest_all
 from gpulease_verify.interpret import PlanNode, PlanPort, interpret

@@ -34,8 +34,11 @@ from gpulease_verify.contract import credit_tiers
 from gpulease_verify.keys import ALGORITHM
 from gpulease_verify.periods import Period
 from gpulease_verify.samples import (
+    CONFIRMATION,
     OUTCOMES,
     classify_sample,
+    confirmation_key,
+    confirmed_verdict,
     link_slot_outcome,
     telemetry_slot_outcome,
 )
@@ -299,6 +302,7 @@ class _Checker:
         )
         link_slots: dict[datetime, list[str]] = defaultdict(list)
         slot_minutes: dict[datetime, int] = {}
+        confirmations = self.confirmations(rejudged)
         for entry in self.b.get("runs", []):
             content = entry["content"]
             slot = _at(content["slot_at"])
@@ -326,7 +330,7 @@ class _Checker:
                     windows = terms[version]["maintenance_windows"]
             outcome = classify_sample(
                 state=content["state"],
-                verdict=judged["verdict"],
+                verdict=confirmed_verdict(judged["verdict"], confirmations.get(_key(content))),
                 slot_at=slot,
                 maintenance_windows=windows,
                 zone=zone,
@@ -366,6 +370,44 @@ class _Checker:
                     {f"{name}_minutes": value for name, value in per_hour_minutes[hour].items()}
                 )
         return kinds, minutes, hours
+
+    def confirmations(self, rejudged: Mapping[str, Mapping[str, Any]]) -> dict[tuple, str]:
+        """The key of each scheduled run that was confirmed -> its confirmation's
+        effective verdict (``gpulease_verify.samples``). A confirmation must follow the
+        run it confirms, under terms that confirm failures."""
+        terms = self.terms_by_version()
+        scheduled = {
+            _key(entry["content"]): entry
+            for entry in self.b.get("runs", [])
+            if entry["content"]["trigger"] == "schedule"
+        }
+        found: dict[tuple, str] = {}
+        for entry in self.b.get("runs", []):
+            content = entry["content"]
+            if content["trigger"] != CONFIRMATION:
+                continue
+            version = content.get("terms_version")
+            if version in terms and not terms_chain.defaulted_field(
+                terms[version], "confirm_failures"
+            ):
+                self.bad(
+                    f"run {entry['id']} is a confirmation, but terms v{version} it was judged "
+                    "by do not confirm failures"
+                )
+                continue
+            first = scheduled.get(_key(content))
+            if first is not None and (
+                not content["started_at"]
+                or not first["content"]["finished_at"]
+                or _at(content["started_at"]) < _at(first["content"]["finished_at"])
+            ):
+                self.bad(
+                    f"run {entry['id']} confirms run {first['id']}, but did not start after "
+                    "it finished"
+                )
+                continue
+            found[_key(content)] = rejudged.get(entry["run_hash"], content)["verdict"]
+        return found
 
     def compliance(self) -> Decimal | None:
         stated = self.b.get("compliance")
@@ -703,6 +745,16 @@ class _Checker:
         return invoice_totals(
             lines=[Decimal(line["amount"]) for line in every], tax_rate_percent=rate
         )
+
+
+def _key(content: Mapping[str, Any]) -> tuple:
+    return confirmation_key(
+        kind=content["kind"],
+        tool=content["tool"],
+        pattern=content["pattern"],
+        target=content["target"],
+        slot_at=_at(content["slot_at"]),
+    )
 
 
 def _sample_text(figures: tuple[int, int, int, int, int] | None) -> str:

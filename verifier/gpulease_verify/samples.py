@@ -1,6 +1,18 @@
 """Pure rules for SLA samples: what a finished run counts as, and what a link-check slot
 gives to availability. No ORM: ``billing.ingest`` applies them to stored runs, and
 ``billing.audit`` to the runs written in an audit bundle, so both count the same way.
+
+**Confirm before you count.** Under terms with ``confirm_failures`` (the default), a
+scheduled throughput or collective run whose tool figure fails is measured again at once,
+after ``confirm_pause_s``: the same runs of its batch (a concurrent group again together,
+so an oversubscribed uplink is loaded as it was), each stored as a run of its own with
+trigger ``confirmation`` and the same lease, kind, tool, pattern, target and slot as the
+run it confirms (the unique key of a slot makes that pair one to one). Both runs are links
+of the chain and both count in the probe tax. The SLA sample stays the scheduled run's,
+with the verdict ``confirmed_verdict`` gives: a fail counts as failed only when its
+confirmation failed too; a confirmation that passed clears it; one that measured nothing
+(or was disputed by the switch) leaves the fail standing. A one-off stall of a loaded
+machine is not a breach; a link that is short twice in a row is.
 """
 
 from collections.abc import Iterable
@@ -12,6 +24,24 @@ from gpulease_verify.contract import in_weekly_windows
 # A run in one of these states measured nothing: an unknown sample, never a compliant one.
 UNKNOWN_STATES = frozenset({"failed", "timeout", "unreachable", "unparsable", "missed"})
 OUTCOMES = ("passed", "failed", "unknown", "excluded", "informational")
+CONFIRMATION = "confirmation"  # the trigger of a confirming run
+CONFIRMED_KINDS = frozenset({"throughput", "collective"})
+
+
+def confirmation_key(
+    *, kind: str, tool: str, pattern: str, target: str, slot_at: object
+) -> tuple[str, str, str, str, object]:
+    """What a scheduled run and its confirmation share (with the lease): the run a
+    confirmation confirms is the scheduled run with the same key."""
+    return (kind, tool, pattern, target, slot_at)
+
+
+def confirmed_verdict(verdict: str, confirmation: str | None) -> str:
+    """The verdict a scheduled sample counts with, given its confirmation's (None: it has
+    none): a fail stands unless the confirmation passed."""
+    if verdict == "fail" and confirmation == "pass":
+        return "pass"
+    return verdict
 
 
 def classify_sample(
@@ -64,9 +94,13 @@ def telemetry_slot_outcome(given: str | None, *, telemetry_down: bool) -> str | 
 
 
 __all__ = [
+    "CONFIRMATION",
+    "CONFIRMED_KINDS",
     "OUTCOMES",
     "UNKNOWN_STATES",
     "classify_sample",
+    "confirmation_key",
+    "confirmed_verdict",
     "link_slot_outcome",
     "telemetry_slot_outcome",
 ]

@@ -60,6 +60,8 @@ CONTRACT_FIELDS = (
     "witness_tolerance_percent",
     "probe_idle_below_percent",
     "telemetry_interval_s",
+    "confirm_failures",
+    "confirm_pause_s",
 )
 # Contract fields added after versions were first hashed, each with the field whose value
 # it had implicitly before it existed: such a field is in the hashed content only when it
@@ -70,14 +72,16 @@ CONTRACT_FIELDS = (
 # node rent was taxed at it until ``rent_tax_rate_percent`` existed.)
 LATER_FIELDS = {"rent_tax_rate_percent": "tax_rate_percent"}
 # Contract fields added later with a fixed default (fabric health, the switch-side witness,
-# the probe tax): in the hashed content only when they differ from it, so every version
-# hashed before they existed keeps its hash, and an older bundle without them reads as
-# the default.
+# the probe tax, confirming a failed sample): in the hashed content only when they differ
+# from it, so every version hashed before they existed keeps its hash, and an older bundle
+# without them reads as the default.
 DEFAULTED_FIELDS: dict[str, Any] = {
     "health_thresholds": {},
     "witness_tolerance_percent": "10",
     "probe_idle_below_percent": None,
     "telemetry_interval_s": 30,
+    "confirm_failures": True,
+    "confirm_pause_s": 5,
 }
 ACKNOWLEDGEMENT_FIELDS = ("by", "role", "at", "reason")
 

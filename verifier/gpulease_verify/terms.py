@@ -60,6 +60,7 @@ CONTRACT_FIELDS = (
     "witness_tolerance_percent",
     "probe_idle_below_percent",
     "telemetry_interval_s",
+    "health_rules",
 )
 # Contract fields added after versions were first hashed, each with the field whose value
 # it had implicitly before it existed: such a field is in the hashed content only when it
@@ -78,6 +79,9 @@ DEFAULTED_FIELDS: dict[str, Any] = {
     "witness_tolerance_percent": "10",
     "probe_idle_below_percent": None,
     "telemetry_interval_s": 30,
+    # The fabric health rule set (gpulease_verify.health.RULE_SETS): every version written
+    # before set 2 existed is judged by set 1; new versions default to 2 (LeaseTerms).
+    "health_rules": 1,
 }
 ACKNOWLEDGEMENT_FIELDS = ("by", "role", "at", "reason")
 

@@ -410,6 +410,7 @@ def _witness(
             if check.held.node.hostname in settled:
                 check.judge(settled[check.held.node.hostname])
     links = {check.held.node.pk: check for check in checks}
+    stored_ports = {(row.node_id, row.port) for row in stored}
     stored_rows = {(row.node_id, row.port, row.at): row for row in stored}
     rows, disputed = [], []
     for held in due:
@@ -429,7 +430,7 @@ def _witness(
             "uptime": now_reading.uptime,
         }
         check = links.get(node_id)
-        if (node_id, port.host_port, at) in stored_rows:
+        if (node_id, port.host_port) in stored_ports:
             row = SwitchReading(
                 switch_id=port.switch_id,
                 if_name=now_reading.if_name,

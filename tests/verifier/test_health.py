@@ -7,6 +7,7 @@ from decimal import Decimal
 
 import pytest
 
+from gpulease_verify.fabric import link_state_mismatches
 from gpulease_verify.health import (
     RULE_SETS,
     RULES,
@@ -22,7 +23,8 @@ from gpulease_verify.health import (
     unavailable_seconds,
     witness_check,
 )
-from gpulease_verify.telemetry import PortSample
+from gpulease_verify.telemetry import PortSample, sample_entry
+from gpulease_verify.witness import link_block, link_state_dispute
 
 T0 = datetime(2026, 12, 1, 10, 0, 0, tzinfo=UTC)
 PORT = "mlx5_0:1"
@@ -525,3 +527,77 @@ def test_a_disputed_down_counts_for_no_rule_and_no_availability():
     lie = replace(sample(30, cycles=1, link_downed=1), disputed=True)
     assert rule(evaluate([lie], now=t(30)), "ib_fatal_counters") == []
     assert rule(evaluate([replace(lie, disputed=False)], now=t(30)), "ib_fatal_counters")
+
+
+def witnessed_batch(*, host_up, cycles, disputed, link):
+    """A bundle's telemetry batch holding one interval of n1 data0 and its switch reading."""
+    host = replace(sample(30, up=host_up, cycles=cycles), port="data0", disputed=disputed)
+    return {
+        "id": 7,
+        "content": {
+            "at": "2026-12-01T10:00:30Z",
+            "samples": [sample_entry("n1", host)],
+            "switch": [
+                {"switch": "leaf1", "port": "h1-data", "oper_up": link["oper_up"], "link": link}
+            ],
+        },
+    }
+
+
+def switch_link(*, oper_up=True, last_change=500, since_up=True, since_change=500, uptime=9000):
+    return link_block(
+        node="n1",
+        host_port="data0",
+        oper_up=oper_up,
+        last_change=last_change,
+        uptime=uptime,
+        since_oper_up=since_up,
+        since_last_change=since_change,
+        since_uptime=6000,
+    )
+
+
+@pytest.mark.parametrize(
+    ("host_up", "cycles", "link", "disputed"),
+    [
+        (False, 1, switch_link(), True),  # down at the poll; the switch saw nothing
+        (True, 2, switch_link(), True),  # two cycles between polls; nothing either
+        (False, 1, switch_link(oper_up=False), False),  # the switch port is down too
+        (True, 1, switch_link(last_change=8700), False),  # it changed state in between
+        (True, 1, switch_link(since_up=False), False),  # it was down at the last reading
+        (True, 1, switch_link(uptime=100), False),  # the agent restarted: cannot tell
+        (True, 0, switch_link(oper_up=False), False),  # up throughout: never disputed
+    ],
+)
+def test_the_link_state_witness(host_up, cycles, link, disputed):
+    host = replace(sample(30, up=host_up, cycles=cycles), port="data0")
+    sentence = link_state_dispute(host, switch="leaf1", port="h1-data", link=link)
+    assert (sentence is not None) == disputed
+    # The verifier recomputes the mark from the bundle, and names a wrong one either way.
+    right = witnessed_batch(host_up=host_up, cycles=cycles, disputed=disputed, link=link)
+    assert link_state_mismatches([right]) == ([], int(disputed))
+    wrong = witnessed_batch(host_up=host_up, cycles=cycles, disputed=not disputed, link=link)
+    [problem], _ = link_state_mismatches([wrong])
+    assert problem.startswith("telemetry batch 7: n1 data0 is ")
+
+
+def test_a_disputed_mark_without_a_switch_reading_is_named():
+    # A server hiding a real outage from availability by marking it disputed.
+    batch = witnessed_batch(host_up=False, cycles=1, disputed=True, link=switch_link())
+    batch["content"]["switch"] = []
+    [problem], disputed = link_state_mismatches([batch])
+    assert disputed == 0
+    assert problem == (
+        "telemetry batch 7: n1 data0 is marked disputed without a switch reading that witnesses it"
+    )
+    sentence = link_state_dispute(
+        replace(sample(30, up=False, cycles=1), port="data0"),
+        switch="leaf1",
+        port="h1-data",
+        link=switch_link(),
+    )
+    assert sentence == (
+        "data0 reported down at the poll between 10:00:00 and 10:00:30 UTC; switch leaf1 "
+        "h1-data was up at both readings and its ifLastChange stayed 500: the switch never "
+        "saw the link change"
+    )

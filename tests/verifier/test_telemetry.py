@@ -360,7 +360,7 @@ def test_new_sample_fields_round_trip_and_stay_out_of_old_entries():
 
 
 def test_the_poll_command_reads_each_port_once_under_its_label():
-    from benchmarks.probes.commands import telemetry
+    from benchmarks.probes.commands import telemetry, telemetry_rates
     from benchmarks.probes.plan import PlanNode, PlanPort
 
     node = PlanNode(
@@ -388,3 +388,10 @@ def test_the_poll_command_reads_each_port_once_under_its_label():
     assert "/sys/class/infiniband/mlx5_0/ports/1/hw_counters/* 2>&1" in command
     assert "/sys/class/net/data0/statistics/* 2>&1" in command
     assert "ethtool -S data0" not in command  # a veth: no mlx5 counters to read
+    # What each key is expected to run at: the inventory's rate of its port.
+    assert telemetry_rates(node) == {
+        "mlx5_0:1": 400.0,
+        "mlx5_1:1": 100.0,
+        "eth0": 100.0,
+        "data0": 1.0,
+    }

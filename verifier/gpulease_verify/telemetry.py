@@ -19,6 +19,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any
 
 from gpulease_verify.interpret import split_sections
@@ -528,20 +529,26 @@ def port_samples(
     samples = []
     for key, reading in current.ports.items():
         before = None if previous is None else previous.ports.get(key)
-        found = {
-            "saturated": saturated_counters(reading, None if rebooted else before),
-            **_rates(reading, (expected or {}).get(key)),
-        }
+        rates = _rates(reading, (expected or {}).get(key))
+        found = partial(
+            PortSample,
+            key,
+            when,
+            up=reading.up,
+            rate_gbps=rates.get("rate_gbps"),
+            expected_gbps=rates.get("expected_gbps"),
+            saturated=saturated_counters(reading, None if rebooted else before),
+        )
         if before is None:
-            samples.append(PortSample(key, when, 0.0, reading.up, **found))
+            samples.append(found(seconds=0.0))
             continue
         went_down = 1 if before.up is True and reading.up is False else 0
         deltas = None if rebooted else _deltas(before.counters, reading.counters)
         if deltas is None:
-            samples.append(PortSample(key, when, seconds, reading.up, went_down, {}, True, **found))
+            samples.append(found(seconds=seconds, down_cycles=went_down, reset=True))
             continue
         cycles = max(_down_events(before, reading, deltas), went_down)
-        samples.append(PortSample(key, when, seconds, reading.up, cycles, deltas, **found))
+        samples.append(found(seconds=seconds, down_cycles=cycles, deltas=deltas))
     return samples
 
 

@@ -16,7 +16,7 @@ import logging
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -49,8 +49,8 @@ from gpulease_verify.telemetry import (
     sample_entry,
     switch_entry,
 )
-from leases.choices import ProbeKind
-from leases.models import Lease, LeaseTerms, Node
+from leases.choices import LeaseStatus, ProbeKind
+from leases.models import Lease, LeaseTerms, Node, NodeAssignment
 from leases.selectors import TermsTimeline
 from telemetry import poller, witness
 from telemetry.models import (
@@ -716,14 +716,20 @@ def clear_port(
     that holds the node, so an auditor recomputes the same findings; the port's open
     flap and drop incidents close with that sentence. ValueError when no active lease
     holds the node or the reason is empty."""
-    at = at or timezone.now()
+    at = (at or timezone.now()).astimezone(UTC)
     if not reason.strip():
         raise ValueError("say why the port is cleared (what was inspected or replaced)")
-    held = next((h for h in held_nodes(at) if h.node.pk == node.pk), None)
-    if held is None:
+    assignment = (
+        NodeAssignment.objects.in_force_at(at)
+        .filter(node=node, lease__status=LeaseStatus.ACTIVE)
+        .select_related("lease")
+        .first()
+    )
+    if assignment is None:
         raise ValueError(f"no active lease holds {node.hostname} at {at:%Y-%m-%d %H:%M} UTC")
+    lease = assignment.lease
     with transaction.atomic():
-        batch = TelemetryBatch.objects.create(lease=held.lease, at=at)
+        batch = TelemetryBatch.objects.create(lease=lease, at=at)
         clearance = PortClearance.objects.create(
             batch=batch, node=node, port=port, at=at, by=by, reason=reason.strip()
         )
@@ -732,7 +738,7 @@ def clear_port(
                 (
                     batch,
                     telemetry_content(
-                        lease=held.lease.reference,
+                        lease=lease.reference,
                         at=iso_utc(at) or "",
                         samples=[],
                         switch=[],
@@ -751,7 +757,7 @@ def clear_port(
         )
         note = f"Cleared by {by} at {at:%Y-%m-%d %H:%M} UTC: {clearance.reason}"
         for incident in locking(Incident.objects).filter(
-            lease=held.lease,
+            lease=lease,
             kind=FabricIncidentKind.TELEMETRY,
             state=IncidentState.OPEN,
             target=f"{node.hostname}:{port}",

@@ -310,3 +310,13 @@ def test_three_flaps_stay_an_incident_until_an_operator_clears_the_port(client):
     [finding] = [f for f in doc["bundle"]["fabric_health"]["findings"] if f["rule"] == "link_flap"]
     assert finding["end"] == "2026-11-10T02:21:00.000000Z"
     assert audit.verify(doc, audit.published_key_info()) == []
+
+
+def test_clearing_a_port_says_why_it_cannot(lease):
+    node = lease.assignments.get().node
+    with pytest.raises(ValueError, match="say why the port is cleared"):
+        telemetry.clear_port(node=node, port="lo", by="ops", reason=" ", at=NOW)
+    spare = NodeFactory(hostname="spare-01")
+    with pytest.raises(ValueError, match="no active lease holds spare-01 at 2026-11-10 02:00 UTC"):
+        telemetry.clear_port(node=spare, port="lo", by="ops", reason="reseated", at=NOW)
+    assert not PortClearance.objects.exists()

@@ -28,6 +28,7 @@ from gpulease_verify.chain import (
     HASH_RULE,
     Link,
     TermsRef,
+    clearance_entry,
     content_differences,
     link_hash,
     rejudgement_content,
@@ -39,7 +40,7 @@ from gpulease_verify.telemetry import sample_entry, switch_entry
 from gpulease_verify.terms import CONTRACT_FIELDS as CONTRACT_FIELDS_OF_TERMS
 from gpulease_verify.terms import terms_content
 from leases.models import Lease, LeaseTerms
-from telemetry.models import PortSample, SwitchReading, TelemetryBatch
+from telemetry.models import PortClearance, PortSample, SwitchReading, TelemetryBatch
 
 
 def run_content(run: Any) -> dict[str, Any]:
@@ -216,6 +217,10 @@ def as_sample(row: PortSample) -> Sample:
         down_cycles=row.down_cycles,
         deltas=dict(row.deltas),
         reset=row.reset,
+        rate_gbps=row.rate_gbps,
+        expected_gbps=row.expected_gbps,
+        saturated=tuple(row.saturated or ()),
+        disputed=row.disputed,
     )
 
 
@@ -235,8 +240,19 @@ def telemetry_link_content(batch: Any) -> dict[str, Any]:
                 oper_up=row.oper_up,
                 in_errors=row.in_errors,
                 out_discards=row.out_discards,
+                link=row.link,
             )
             for row in batch.switch_readings.all()
+        ],
+        cleared=[
+            clearance_entry(
+                node=row.node.hostname,
+                port=row.port,
+                at=iso_utc(row.at) or "",
+                by=row.by,
+                reason=row.reason,
+            )
+            for row in batch.clearances.all()
         ],
     )
 
@@ -248,6 +264,7 @@ def telemetry_batches(lease_id: int) -> QuerySet[TelemetryBatch]:
         .prefetch_related(
             Prefetch("samples", queryset=PortSample.objects.select_related("node")),
             Prefetch("switch_readings", queryset=SwitchReading.objects.select_related("switch")),
+            Prefetch("clearances", queryset=PortClearance.objects.select_related("node")),
         )
     )
 

@@ -388,7 +388,7 @@ class IncidentAdmin(ReadOnlyAdmin):
     fields = INCIDENT_FIELDS
     readonly_fields = INCIDENT_FIELDS
 
-    actions = ["resolve_disputes"]
+    actions = ["resolve_disputes", "clear_ports"]
 
     @admin.action(
         description=_("Resolve the selected measurement-integrity incidents"),
@@ -405,6 +405,40 @@ class IncidentAdmin(ReadOnlyAdmin):
                 "without a verdict."
             )
             % {"n": resolved},
+        )
+
+    @admin.action(
+        description=_("Clear the ports of the selected flap and drop incidents (asks why)"),
+        permissions=["change"],
+    )
+    def clear_ports(self, request, queryset):  # type: ignore[no-untyped-def]
+        """An operator inspected the link (a cable reseated, a transceiver replaced): the
+        port's sticky flap finding ends now and its rules count afresh, as after gpud's
+        set-healthy. Who and why go into the lease's chain."""
+        from telemetry.services import clear_incidents
+
+        form = ReasonForm(request.POST if "reason" in request.POST else None)
+        if form.is_valid():
+            cleared = clear_incidents(
+                queryset, by=request.user.get_username(), reason=form.cleaned_data["reason"]
+            )
+            self.message_user(
+                request,
+                _("%(n)s port(s) cleared; their flap and drop incidents are closed.")
+                % {"n": cleared},
+            )
+            return None
+        return TemplateResponse(
+            request,
+            "admin/billing/clear_ports.html",
+            {
+                **self.admin_site.each_context(request),
+                "title": _("Clear flapping ports"),
+                "incidents": queryset,
+                "form": form,
+                "opts": self.model._meta,
+                "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME,
+            },
         )
 
     def has_change_permission(self, request, obj=None):  # type: ignore[no-untyped-def]

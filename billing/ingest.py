@@ -195,6 +195,7 @@ def telemetry_down(*, lease: Lease, hour: datetime) -> dict[tuple[str, str], lis
     rows = (
         PortSample.objects.filter(batch__lease=lease, at__gt=hour, at__lte=hour + 2 * HOUR)
         .filter(Q(up=False) | Q(down_cycles__gt=0))
+        .filter(disputed=False)
         .select_related("node")
         .order_by("at")
     )

@@ -1,12 +1,12 @@
 from django.contrib import admin
 
 from billing.admin import ReadOnlyAdmin
-from telemetry.models import NodeReading, PortSample, SwitchReading
+from telemetry.models import NodeReading, PortClearance, PortSample, SwitchReading
 
 
 @admin.register(PortSample)
 class PortSampleAdmin(ReadOnlyAdmin):
-    list_display = ["at", "node", "port", "seconds", "up", "down_cycles", "reset"]
+    list_display = ["at", "node", "port", "seconds", "up", "down_cycles", "reset", "disputed"]
     list_filter = ["up", "reset"]
     search_fields = ["node__hostname", "port"]
     list_select_related = ["node"]
@@ -29,3 +29,11 @@ class NodeReadingAdmin(ReadOnlyAdmin):
     list_display = ["node", "at", "failed_at", "error"]
     search_fields = ["node__hostname", "error"]
     list_select_related = ["node"]
+
+
+@admin.register(PortClearance)
+class PortClearanceAdmin(ReadOnlyAdmin):
+    list_display = ["at", "node", "port", "by", "reason"]
+    search_fields = ["node__hostname", "port", "by"]
+    list_select_related = ["node"]
+    date_hierarchy = "at"

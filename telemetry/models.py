@@ -66,6 +66,20 @@ class PortSample(models.Model):
         _("counters reset"), default=False, help_text=_("A reboot or a counter reset.")
     )
     deltas = models.JSONField(_("counter increases"), default=dict, blank=True)
+    # Set only when the port was up below the rate the inventory expects of it.
+    rate_gbps = models.FloatField(_("rate (Gb/s)"), null=True, blank=True)
+    expected_gbps = models.FloatField(_("expected rate (Gb/s)"), null=True, blank=True)
+    saturated = models.JSONField(
+        _("saturated counters"),
+        default=list,
+        blank=True,
+        help_text=_("InfiniBand counters at their maximum at this poll: they count no more."),
+    )
+    disputed = models.BooleanField(
+        _("disputed by the switch"),
+        default=False,
+        help_text=_("The switch port never saw the down this interval reports."),
+    )
 
     objects = TenantScopedQuerySet.as_manager()
     tenant_path = "node__assignments__lease__tenant"
@@ -138,6 +152,9 @@ class SwitchReading(models.Model):
     oper_up = models.BooleanField(_("ifOperStatus up"))
     in_errors = models.BigIntegerField(_("ifInErrors"))
     out_discards = models.BigIntegerField(_("ifOutDiscards"))
+    # The link-state witness of the node's port (gpulease_verify.witness.link_block):
+    # ifLastChange and sysUpTime now and at the previous reading. Null before it existed.
+    link = models.JSONField(_("link-state witness"), null=True, blank=True)
 
     class Meta:
         verbose_name = _("switch reading")
@@ -147,3 +164,35 @@ class SwitchReading(models.Model):
 
     def __str__(self) -> str:
         return f"{self.switch_id} {self.if_name} at {self.at:%Y-%m-%d %H:%M:%S}"
+
+
+class PortClearance(models.Model):
+    """An operator cleared a port's sticky flap (and drop) findings after inspecting it,
+    as gpud's set-healthy does: the rules start afresh from ``at``. Recorded in a
+    telemetry batch of the lease's chain, so an auditor recomputes the same findings."""
+
+    batch = models.ForeignKey(
+        TelemetryBatch,
+        on_delete=models.CASCADE,
+        related_name="clearances",
+        verbose_name=_("batch"),
+    )
+    node = models.ForeignKey(
+        Node, on_delete=models.CASCADE, related_name="port_clearances", verbose_name=_("node")
+    )
+    port = models.CharField(_("port"), max_length=48)
+    at = models.DateTimeField(_("cleared at"))
+    by = models.CharField(_("cleared by"), max_length=150)
+    reason = models.TextField(_("reason"))
+
+    objects = TenantScopedQuerySet.as_manager()
+    tenant_path = "batch__lease__tenant"
+
+    class Meta:
+        verbose_name = _("port clearance")
+        verbose_name_plural = _("port clearances")
+        ordering = ["node", "port", "at"]
+        indexes = [models.Index(fields=["node", "port", "at"], name="port_clearance_at")]
+
+    def __str__(self) -> str:
+        return f"{self.node_id} {self.port} cleared at {self.at:%Y-%m-%d %H:%M:%S}"

@@ -25,12 +25,13 @@ from gpulease_verify.telemetry import PortSample as Sample
 from leases.models import Lease, LeaseTerms
 from telemetry import witness
 from telemetry.models import NodeReading, PortSample, SwitchReading
-from telemetry.services import thresholds_of
+from telemetry.services import Judged, clearances_of
 
 
 def fabric_health(lease: Lease, *, since: datetime, until: datetime) -> dict[str, Any]:
     terms = LeaseTerms.objects.in_force(lease.pk, until)
-    thresholds = thresholds_of(terms) if terms else health.HealthThresholds()
+    judged = Judged.by(terms)
+    thresholds = judged.limits
     nodes = selectors.lease_nodes_at([lease.pk], until).get(lease.pk, [])
     samples: dict[int, dict[str, list[Any]]] = defaultdict(lambda: defaultdict(list))
     for row in PortSample.objects.filter(
@@ -43,6 +44,11 @@ def fabric_health(lease: Lease, *, since: datetime, until: datetime) -> dict[str
             pending = Sample.from_json(data)
             if since < pending.at <= until:
                 samples[reading.node_id][pending.port].append(pending)
+    cleared = clearances_of(
+        [(node_id, port) for node_id, by_port in samples.items() for port in by_port],
+        since=since,
+        until=until,
+    )
     ports = witness.witness_ports(nodes)
     disputed = defaultdict(list)
     for run in ProbeRun.objects.filter(
@@ -60,13 +66,21 @@ def fabric_health(lease: Lease, *, since: datetime, until: datetime) -> dict[str
     for node in nodes:
         port_reports = []
         for port, found in sorted(samples[node.pk].items()):
-            findings = health.evaluate(found, thresholds, now=until)
+            findings = health.evaluate(
+                found,
+                thresholds,
+                now=until,
+                rules=judged.rules,
+                cleared=cleared.get((node.pk, port), ()),
+            )
             port_reports.append(
                 {
                     "port": port,
                     "up": found[-1].up,
                     "samples": len(found),
                     "down_cycles": sum(s.down_cycles for s in found),
+                    "disputed": sum(s.disputed for s in found),
+                    "cleared": [iso_utc(when) for when in cleared.get((node.pk, port), ())],
                     "unavailable_seconds": round(
                         health.unavailable_seconds(found, start=since, end=until), 3
                     ),
@@ -103,6 +117,7 @@ def fabric_health(lease: Lease, *, since: datetime, until: datetime) -> dict[str
         "since": iso_utc(since),
         "until": iso_utc(until),
         "thresholds": asdict(thresholds),
+        "rules": dict(health.rule_set(judged.rules)),
         "nodes": report_nodes,
         "incidents": [
             {

@@ -16,7 +16,7 @@ import logging
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -34,24 +34,32 @@ from billing.ingest import hour_of, recompute_hour
 from billing.models import Incident
 from common.locks import locking
 from gpulease_verify import health
+from gpulease_verify import witness as witness_rules
 from gpulease_verify.canonical import iso_utc
-from gpulease_verify.chain import telemetry_content
+from gpulease_verify.chain import clearance_entry, telemetry_content
 from gpulease_verify.telemetry import (
     PortSample as Sample,
 )
 from gpulease_verify.telemetry import (
     Snapshot,
     TelemetryParseError,
+    changed_ports,
     parse_snapshot,
     port_samples,
     sample_entry,
     switch_entry,
 )
-from leases.choices import ProbeKind
-from leases.models import Lease, LeaseTerms, Node
+from leases.choices import LeaseStatus, ProbeKind
+from leases.models import Lease, LeaseTerms, Node, NodeAssignment
 from leases.selectors import TermsTimeline
 from telemetry import poller, witness
-from telemetry.models import NodeReading, PortSample, SwitchReading, TelemetryBatch
+from telemetry.models import (
+    NodeReading,
+    PortClearance,
+    PortSample,
+    SwitchReading,
+    TelemetryBatch,
+)
 
 log = logging.getLogger(__name__)
 
@@ -149,6 +157,7 @@ def poll(
     limits_of: dict[int, health.HealthThresholds] = {}
     plan = selectors.plan_nodes(nodes, selectors.ports_of(nodes))
     texts = {node.pk: commands.telemetry(plan[node.hostname]) for node in nodes}
+    expected = {node.pk: commands.telemetry_rates(plan[node.hostname]) for node in nodes}
     answers = poller.poller(connect or transport_for).read(
         nodes, texts, timeout_s=settings.TELEMETRY_COMMAND_TIMEOUT_S
     )
@@ -157,6 +166,7 @@ def poll(
         for reading in NodeReading.objects.filter(node__in=[node.pk for node in nodes])
     }
     fresh: dict[int, list[Sample]] = {}  # node id -> this interval's samples, every port
+    moved: set[tuple[int, str]] = set()  # (node id, port) not quiet or changed: judged
     stored: list[PortSample] = []
     with transaction.atomic():
         for node in nodes:
@@ -177,13 +187,21 @@ def poll(
             seconds = max(0.0, (now - reading.at).total_seconds()) if reading.at else 0.0
             samples = [
                 health.compact(sample)
-                for sample in port_samples(base, snapshot, at=now, seconds=seconds)
+                for sample in port_samples(
+                    base, snapshot, at=now, seconds=seconds, expected=expected[node.pk]
+                )
             ]
             fresh[node.pk] = samples
             terms = terms_of[node.pk]
             if terms.pk not in limits_of:
                 limits_of[terms.pk] = thresholds_of(terms)
-            kept = _to_store(reading, samples, limits_of[terms.pk])
+            changed = changed_ports(base, snapshot, expected[node.pk])
+            moved |= {
+                (node.pk, sample.port)
+                for sample in samples
+                if sample.port in changed or not health.quiet(sample, limits_of[terms.pk])
+            }
+            kept = _to_store(reading, samples, limits_of[terms.pk], changed)
             stored += [_row(node, sample) for sample in kept]
             reading.at, reading.snapshot = now, snapshot.to_json()
             reading.error, reading.raw_output, reading.claimed_until = "", "", None
@@ -206,7 +224,7 @@ def poll(
                 "raw_output",
             ],
         )
-        result.opened, result.closed = _judge(due, now, stored)
+        result.opened, result.closed = _judge(due, now, moved)
     return result
 
 
@@ -263,6 +281,7 @@ def _store(
                 oper_up=reading.oper_up,
                 in_errors=reading.in_errors,
                 out_discards=reading.out_discards,
+                link=reading.link,
             )
         )
     link_telemetry(
@@ -298,20 +317,29 @@ def _recount_availability(due: Sequence[Held], rows: Sequence[PortSample]) -> No
 
 
 def _to_store(
-    reading: NodeReading, samples: Sequence[Sample], limits: health.HealthThresholds
+    reading: NodeReading,
+    samples: Sequence[Sample],
+    limits: health.HealthThresholds,
+    changed: set[str],
 ) -> list[Sample]:
-    """What of this interval becomes rows now. A quiet interval joins the port's pending
-    one; the pending one is stored once it spans TELEMETRY_QUIET_ROW_S, or as soon as the
-    port's next interval is not quiet (then both are stored, each as it is)."""
+    """What of this interval becomes rows now. A calm interval joins the port's pending
+    one when both are in the same condition (at the expected rate, or steadily below it;
+    the same counters saturated: ``health.mergeable``); the pending one is stored once it
+    spans TELEMETRY_QUIET_ROW_S, or as soon as the port's next interval cannot join it.
+    An interval that is not calm, or whose port ``changed`` state or condition since the
+    previous poll (``changed_ports``: the poll that found it up again), is stored at once,
+    as it is."""
     pending = dict(reading.pending or {})
     rows: list[Sample] = []
     for sample in samples:
         waiting = Sample.from_json(pending.pop(sample.port)) if sample.port in pending else None
-        if waiting is not None and waiting.at != sample.start:
-            rows.append(waiting)  # not back to back (a failed poll between): stored alone
+        if waiting is not None and (
+            waiting.at != sample.start or not health.mergeable(waiting, sample, limits)
+        ):
+            rows.append(waiting)  # a failed poll between, or something changed: alone
             waiting = None
-        if not health.quiet(sample, limits):
-            rows += [*([waiting] if waiting else []), sample]
+        if sample.port in changed or not health.calm(sample, limits):
+            rows.append(sample)
             continue
         merged = health.merge(waiting, sample) if waiting else sample
         if merged.seconds >= settings.TELEMETRY_QUIET_ROW_S:
@@ -341,6 +369,10 @@ def _row(node: Node, sample: Sample) -> PortSample:
         down_cycles=sample.down_cycles,
         reset=sample.reset,
         deltas=dict(sample.deltas),
+        rate_gbps=sample.rate_gbps,
+        expected_gbps=sample.expected_gbps,
+        saturated=list(sample.saturated),
+        disputed=sample.disputed,
     )
 
 
@@ -354,15 +386,32 @@ def _witness(
     stored: Sequence[PortSample],
     readings: dict[int, NodeReading],
 ) -> tuple[list[SwitchReading], list[str]]:
-    """Read the switch ports of the polled nodes and compare each node's bytes sent in
-    this interval with what its switch port received since the last reading. A reading
-    is stored as a row when its node's port stored one (so the rows of both sides cover
-    the same intervals); the latest is kept on the node's reading either way."""
+    """Read the switch ports of the polled nodes and hold each node's port against its
+    own: the bytes it sent in this interval against what its switch port received, and
+    the down it reports against the switch port's ifOperStatus and ifLastChange
+    (``gpulease_verify.witness.link_state_dispute``; a down the switch did not confirm at
+    once is read again after WITNESS_SETTLE_S before it is disputed). A reading is stored
+    as a row when its node's port stored one (so the rows of both sides cover the same
+    intervals); the latest is kept on the node's reading either way, as the base of the
+    next interval's checks."""
     ports = witness.witness_ports(h.node for h in due)
     if not ports:
         return [], []
     switch_now = witness.read(ports)
+    checks = [
+        check
+        for held in due
+        if (check := _LinkCheck.of(held, ports, switch_now, fresh, readings)) is not None
+    ]
+    unconfirmed = {c.held.node.hostname: ports[c.held.node.hostname] for c in checks if c.dispute}
+    if unconfirmed:
+        settled = witness.read_settled(unconfirmed)
+        for check in checks:
+            if check.held.node.hostname in settled:
+                check.judge(settled[check.held.node.hostname])
+    links = {check.held.node.pk: check for check in checks}
     stored_ports = {(row.node_id, row.port) for row in stored}
+    stored_rows = {(row.node_id, row.port, row.at): row for row in stored}
     rows, disputed = [], []
     for held in due:
         hostname, node_id = held.node.hostname, held.node.pk
@@ -376,7 +425,11 @@ def _witness(
             "if_name": port.if_name,
             "at": at.isoformat(),
             "in_octets": now_reading.in_octets,
+            "oper_up": now_reading.oper_up,
+            "last_change": now_reading.last_change,
+            "uptime": now_reading.uptime,
         }
+        check = links.get(node_id)
         if (node_id, port.host_port) in stored_ports:
             row = SwitchReading(
                 switch_id=port.switch_id,
@@ -387,9 +440,22 @@ def _witness(
                 oper_up=now_reading.oper_up,
                 in_errors=now_reading.in_errors,
                 out_discards=now_reading.out_discards,
+                link=check.link if check is not None else None,
             )
             row._hostname, row._switch_name = hostname, port.switch  # type: ignore[attr-defined]
             rows.append(row)
+        host_row = stored_rows.get((node_id, port.host_port, at))
+        if check is not None and check.dispute and host_row is not None:
+            host_row.disputed = True  # a down is never calm: its interval is a row now
+            disputed.append(hostname)
+            witness.open_dispute(
+                lease_id=held.lease.pk,
+                node=hostname,
+                terms_id=held.terms.pk,
+                at=at,
+                rule=f"{witness_rules.LINK_RULE} v{witness_rules.LINK_VERSION}",
+                detail=check.dispute,
+            )
         host = next((s for s in fresh[node_id] if s.port == port.host_port), None)
         if (
             host is None
@@ -403,12 +469,12 @@ def _witness(
         switch_bytes = int(now_reading.in_octets) - int(before["in_octets"])
         if switch_bytes < 0 or max(switch_bytes, host_bytes) < WITNESS_MIN_BYTES:
             continue
-        check = health.witness_check(
+        check_bytes = health.witness_check(
             host_value=host_bytes,
             switch_value=switch_bytes,
             tolerance_percent=held.terms.witness_tolerance_percent,
         )
-        if not check.agrees:
+        if not check_bytes.agrees:
             disputed.append(hostname)
             witness.open_dispute(
                 lease_id=held.lease.pk,
@@ -416,9 +482,69 @@ def _witness(
                 terms_id=held.terms.pk,
                 at=at,
                 rule="witness_bytes v1",
-                detail=f"host counters against {port.switch} {port.if_name}: {check.detail}",
+                detail=f"host counters against {port.switch} {port.if_name}: {check_bytes.detail}",
             )
     return rows, disputed
+
+
+@dataclass
+class _LinkCheck:
+    """A node's port this interval against its switch port (``witness_rules.link_block``)."""
+
+    held: Held
+    port: witness.WitnessPort
+    host: Sample
+    since: dict[str, Any]
+    link: dict[str, Any] = field(default_factory=dict)
+    dispute: str | None = None
+
+    @classmethod
+    def of(
+        cls,
+        held: Held,
+        ports: dict[str, witness.WitnessPort],
+        switch_now: dict[str, Any],
+        fresh: dict[int, list[Sample]],
+        readings: dict[int, NodeReading],
+    ) -> _LinkCheck | None:
+        """The check of ``held``'s port, when both sides can tell: the interval is a real
+        one (not a first poll, not a reset), and this reading and the previous one (the
+        same switch port) both carry ifLastChange and sysUpTime."""
+        hostname, node_id = held.node.hostname, held.node.pk
+        port, now_reading = ports.get(hostname), switch_now.get(hostname)
+        if port is None or now_reading is None or node_id not in fresh:
+            return None
+        before = readings[node_id].switch or {}
+        host = next((s for s in fresh[node_id] if s.port == port.host_port), None)
+        if (
+            host is None
+            or host.seconds <= 0
+            or host.reset
+            or (before.get("switch_id"), before.get("if_name")) != (port.switch_id, port.if_name)
+            or before.get("last_change") is None
+            or before.get("uptime") is None
+        ):
+            return None
+        check = cls(held, port, host, before)
+        check.judge(now_reading)
+        return check if check.link else None
+
+    def judge(self, reading: Any) -> None:
+        if reading.last_change is None or reading.uptime is None:
+            return
+        self.link = witness_rules.link_block(
+            node=self.held.node.hostname,
+            host_port=self.port.host_port,
+            oper_up=reading.oper_up,
+            last_change=reading.last_change,
+            uptime=reading.uptime,
+            since_oper_up=bool(self.since.get("oper_up")),
+            since_last_change=int(self.since["last_change"]),
+            since_uptime=int(self.since["uptime"]),
+        )
+        self.dispute = witness_rules.link_state_dispute(
+            self.host, switch=self.port.switch, port=self.port.if_name, link=self.link
+        )
 
 
 # --- health rules and their incidents ------------------------------------------------------
@@ -428,14 +554,53 @@ def thresholds_of(terms: LeaseTerms) -> health.HealthThresholds:
     return health.HealthThresholds.from_terms(terms.health_thresholds or {})
 
 
+@dataclass(frozen=True)
+class Judged:
+    """How a terms version judges fabric health: its rule set and thresholds."""
+
+    rules: int
+    limits: health.HealthThresholds
+
+    @classmethod
+    def by(cls, terms: LeaseTerms | None) -> Judged:
+        if terms is None:
+            return cls(health.LATEST_RULES, health.HealthThresholds())
+        return cls(terms.health_rules, thresholds_of(terms))
+
+
+def clearances_of(
+    ports: Iterable[tuple[int, str]], *, since: datetime, until: datetime
+) -> dict[tuple[int, str], list[datetime]]:
+    """(node id, port) -> the instants an operator cleared it in [since, until]."""
+    wanted = set(ports)
+    found: dict[tuple[int, str], list[datetime]] = defaultdict(list)
+    if not wanted:
+        return found
+    for node_id, port, cleared_at in (
+        PortClearance.objects.filter(
+            node__in={node for node, _ in wanted},
+            port__in={port for _, port in wanted},
+            at__gte=since,
+            at__lte=until,
+        )
+        .order_by("at")
+        .values_list("node_id", "port", "at")
+    ):
+        if (node_id, port) in wanted:
+            found[(node_id, port)].append(cleared_at)
+    return found
+
+
 def findings_of(
     ports: Iterable[tuple[int, str]],
     *,
     since: datetime,
     until: datetime,
-    terms_of: Callable[[int], health.HealthThresholds],
+    judged_by: Callable[[int], Judged],
 ) -> dict[tuple[int, str], list[health.Finding]]:
-    """(node id, port) -> the health findings of its samples in [since, until]."""
+    """(node id, port) -> the health findings of its samples in [since, until], by the
+    rule set and thresholds ``judged_by`` gives for the node, with the operators'
+    clearances of the port."""
     wanted = set(ports)
     if not wanted:
         return {}
@@ -449,21 +614,32 @@ def findings_of(
     for row in rows:
         if (row.node_id, row.port) in wanted:
             grouped[(row.node_id, row.port)].append(as_sample(row))
+    cleared = clearances_of(grouped, since=since, until=until)
     return {
-        key: health.evaluate(samples, terms_of(key[0]), now=until)
+        key: health.evaluate(
+            samples,
+            judged_by(key[0]).limits,
+            now=until,
+            rules=judged_by(key[0]).rules,
+            cleared=cleared.get(key, ()),
+        )
         for key, samples in grouped.items()
     }
 
 
 def _judge(
-    due: Sequence[Held], now: datetime, new_samples: Sequence[PortSample]
+    due: Sequence[Held], now: datetime, moved: set[tuple[int, str]]
 ) -> tuple[list[int], list[int]]:
-    """Evaluate the rules on the ports that moved this cycle and on those with a finding
-    open, then open an incident per new finding and close those whose finding ended
-    (flap and drop after their hold-down: the hysteresis lives in the rules)."""
+    """Evaluate the rules on the ports that moved this cycle (an interval not quiet, or a
+    change of state or condition) and on those with a finding open that time alone can
+    end, then open an incident per new finding and close those whose finding ended
+    (after their hold-down: the hysteresis lives in the rules). A sticky flap (set 2)
+    ends only by an operator's clearance (``clear_port``), and a finding on what a poll
+    found (a lower rate, saturated counters) only at a change: their incidents alone do
+    not make their port judged every cycle."""
     by_node = {h.node.pk: h for h in due}
     by_host = {h.node.hostname: h for h in due}
-    limits = {pk: thresholds_of(h.terms) for pk, h in by_node.items()}
+    judging = {pk: Judged.by(h.terms) for pk, h in by_node.items()}
     existing = {
         (incident.lease_id, incident.target, incident.pattern): incident
         for incident in locking(Incident.objects).filter(
@@ -472,18 +648,19 @@ def _judge(
             state=IncidentState.OPEN,
         )
     }
-    judged = {
-        (row.node_id, row.port)
-        for row in new_samples
-        if not health.quiet(as_sample(row), limits[row.node_id])
-    }
-    for lease_id, target, _rule in existing:
+    judged = set(moved)
+    for lease_id, target, rule in existing:
         hostname, _, port = target.partition(":")
         held = by_host.get(hostname)
-        if held is not None and held.lease.pk == lease_id:
+        if held is None or held.lease.pk != lease_id:
+            continue
+        judge = judging[held.node.pk]
+        if health.ends_in_time(rule, judge.rules, judge.limits):
             judged.add((held.node.pk, port))
-    lookback = max((health.history_needed(limit) for limit in limits.values()), default=HOUR)
-    findings = findings_of(judged, since=now - lookback, until=now, terms_of=limits.__getitem__)
+    lookback = max(
+        (health.history_needed(j.limits, j.rules) for j in judging.values()), default=HOUR
+    )
+    findings = findings_of(judged, since=now - lookback, until=now, judged_by=judging.__getitem__)
     current: dict[tuple[int, str, str], health.Finding] = {}
     ended: dict[tuple[int, str, str], health.Finding] = {}
     for (node_id, port), found in findings.items():
@@ -513,7 +690,11 @@ def _judge(
     for key, incident in existing.items():
         if key in current or key[1] not in judged_targets:
             continue
+        held = by_host[key[1].partition(":")[0]]
         ended_finding = ended.get(key)
+        judge = judging[held.node.pk]
+        if health.sticky(key[2], judge.rules, judge.limits) and ended_finding is None:
+            continue  # out of the lookback, not cleared: it stays until an operator clears it
         incident.state = IncidentState.CLOSED
         incident.closed_at = (
             ended_finding.end if ended_finding is not None and ended_finding.end else now
@@ -521,3 +702,91 @@ def _judge(
         incident.save(update_fields=["state", "closed_at"])
         closed.append(incident.pk)
     return opened, closed
+
+
+# --- an operator clears a port (gpud's set-healthy) -------------------------------------
+
+
+def clear_port(
+    *, node: Node, port: str, by: str, reason: str, at: datetime | None = None
+) -> PortClearance:
+    """Clear ``node``'s ``port`` after inspecting it: its sticky flap finding (and a drop)
+    end at ``at``, and the rules count afresh from there, as after gpud's set-healthy.
+    Recorded with who and why in a telemetry batch linked into the chain of the lease
+    that holds the node, so an auditor recomputes the same findings; the port's open
+    flap and drop incidents close with that sentence. ValueError when no active lease
+    holds the node or the reason is empty."""
+    at = (at or timezone.now()).astimezone(UTC)
+    if not reason.strip():
+        raise ValueError("say why the port is cleared (what was inspected or replaced)")
+    assignment = (
+        NodeAssignment.objects.in_force_at(at)
+        .filter(node=node, lease__status=LeaseStatus.ACTIVE)
+        .select_related("lease")
+        .first()
+    )
+    if assignment is None:
+        raise ValueError(f"no active lease holds {node.hostname} at {at:%Y-%m-%d %H:%M} UTC")
+    lease = assignment.lease
+    with transaction.atomic():
+        batch = TelemetryBatch.objects.create(lease=lease, at=at)
+        clearance = PortClearance.objects.create(
+            batch=batch, node=node, port=port, at=at, by=by, reason=reason.strip()
+        )
+        link_telemetry(
+            [
+                (
+                    batch,
+                    telemetry_content(
+                        lease=lease.reference,
+                        at=iso_utc(at) or "",
+                        samples=[],
+                        switch=[],
+                        cleared=[
+                            clearance_entry(
+                                node=node.hostname,
+                                port=port,
+                                at=iso_utc(at) or "",
+                                by=by,
+                                reason=clearance.reason,
+                            )
+                        ],
+                    ),
+                )
+            ]
+        )
+        note = f"Cleared by {by} at {at:%Y-%m-%d %H:%M} UTC: {clearance.reason}"
+        for incident in locking(Incident.objects).filter(
+            lease=lease,
+            kind=FabricIncidentKind.TELEMETRY,
+            state=IncidentState.OPEN,
+            target=f"{node.hostname}:{port}",
+            pattern__in=["link_flap", "link_drop"],
+        ):
+            incident.state, incident.closed_at = IncidentState.CLOSED, at
+            incident.detail = f"{incident.detail}\n{note}"
+            incident.save(update_fields=["state", "closed_at", "detail"])
+    return clearance
+
+
+def clear_incidents(incidents, *, by: str, reason: str) -> int:  # type: ignore[no-untyped-def]
+    """``clear_port`` for the port of each open flap or drop incident among ``incidents``
+    (the admin action): each port once. Returns how many ports were cleared."""
+    targets = set(
+        incidents.filter(
+            kind=FabricIncidentKind.TELEMETRY,
+            state=IncidentState.OPEN,
+            pattern__in=["link_flap", "link_drop"],
+        ).values_list("target", flat=True)
+    )
+    nodes = {
+        node.hostname: node
+        for node in Node.objects.filter(hostname__in={t.partition(":")[0] for t in targets})
+    }
+    cleared = 0
+    for target in sorted(targets):
+        hostname, _, port = target.partition(":")
+        if hostname in nodes:
+            clear_port(node=nodes[hostname], port=port, by=by, reason=reason)
+            cleared += 1
+    return cleared

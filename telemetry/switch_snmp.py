@@ -2,8 +2,10 @@
 
 The switch counts the bytes on its ports itself; the tenant, who controls the nodes and the
 tools on them, cannot change those counts. ``read_ports`` asks the switch's agent (SNMPv2c,
-read-only community) for ifName, ifHCInOctets, ifHCOutOctets, ifOperStatus, ifInErrors and
-ifOutDiscards of its ports. A switch port's *in* octets are the bytes the attached node sent.
+read-only community) for ifName, ifHCInOctets, ifHCOutOctets, ifOperStatus, ifInErrors,
+ifOutDiscards and ifLastChange of its ports, with the agent's sysUpTime (ifLastChange is the
+sysUpTime at which the port entered its current state). A switch port's *in* octets are the
+bytes the attached node sent.
 
 How it reads: one GETBULK walk of ifName (ifXTable) to map names to ifIndex, then GET
 requests for the wanted ports' counters, a few ports per request, so that the counters of
@@ -43,6 +45,8 @@ IF_HC_OUT_OCTETS = (1, 3, 6, 1, 2, 1, 31, 1, 1, 1, 10)
 IF_OPER_STATUS = (1, 3, 6, 1, 2, 1, 2, 2, 1, 8)
 IF_IN_ERRORS = (1, 3, 6, 1, 2, 1, 2, 2, 1, 14)
 IF_OUT_DISCARDS = (1, 3, 6, 1, 2, 1, 2, 2, 1, 19)
+IF_LAST_CHANGE = (1, 3, 6, 1, 2, 1, 2, 2, 1, 9)
+SYS_UP_TIME = (1, 3, 6, 1, 2, 1, 1, 3, 0)  # SNMPv2-MIB, a scalar
 _COUNTERS = {
     "in_octets": IF_HC_IN_OCTETS,
     "out_octets": IF_HC_OUT_OCTETS,
@@ -50,9 +54,11 @@ _COUNTERS = {
     "in_errors": IF_IN_ERRORS,
     "out_discards": IF_OUT_DISCARDS,
 }
+# Read with the counters when the agent has them; a port lacking them is still read.
+_OPTIONAL = {"last_change": IF_LAST_CHANGE}
 _OPER_UP = 1
 _MAX_REPETITIONS = 32
-_PORTS_PER_GET = 10  # 5 variables each: 50 per request, well under a UDP datagram
+_PORTS_PER_GET = 8  # 6 variables each, and sysUpTime: 49 per request, well under a datagram
 _MAX_REQUESTS = 1000  # a runaway walk (an agent that never ends its table) stops here
 
 
@@ -72,6 +78,8 @@ class SwitchPortReading:
     oper_up: bool  # ifOperStatus == up(1)
     in_errors: int  # ifInErrors
     out_discards: int  # ifOutDiscards
+    last_change: int | None = None  # ifLastChange, TimeTicks (1/100 s)
+    uptime: int | None = None  # the agent's sysUpTime in the same request, TimeTicks
 
 
 def read_ports(
@@ -209,10 +217,10 @@ class _Reader:
         indexes = sorted(ports)
         for start in range(0, len(indexes), _PORTS_PER_GET):
             chunk = indexes[start : start + _PORTS_PER_GET]
-            var_binds = [
+            var_binds = [ObjectType(ObjectIdentity(SYS_UP_TIME))] + [
                 ObjectType(ObjectIdentity((*column, index)))
                 for index in chunk
-                for column in _COUNTERS.values()
+                for column in (*_COUNTERS.values(), *_OPTIONAL.values())
             ]
             result = await get_cmd(
                 self.engine, self.auth, self.target, ContextData(), *var_binds, lookupMib=False
@@ -220,6 +228,7 @@ class _Reader:
             error_indication, error_status, error_index, answers = result
             self._check(error_indication, error_status, error_index)
             values = {tuple(name): value for name, value in answers}
+            uptime = values.get(SYS_UP_TIME)
             for index in chunk:
                 row: dict[str, Any] = {
                     key: values.get((*column, index)) for key, column in _COUNTERS.items()
@@ -236,8 +245,14 @@ class _Reader:
                     oper_up=int(row["oper_status"]) == _OPER_UP,
                     in_errors=int(row["in_errors"]),
                     out_discards=int(row["out_discards"]),
+                    last_change=_optional_int(values.get((*IF_LAST_CHANGE, index))),
+                    uptime=_optional_int(uptime),
                 )
         return readings
+
+
+def _optional_int(value: Any) -> int | None:
+    return None if value is None or _absent(value) else int(value)
 
 
 def _absent(value: Any) -> bool:

@@ -9,14 +9,15 @@ fabric namespace; links are veths shaped with tc. Needs root. See spec.py for th
 
 The switches' SNMP agent runs in the fabric namespace (snmpd.py; address, port and community
 in the state). Faults: ``flap`` (link down/up at the switch port), ``forge`` (a host's iperf3
-reports a multiple of what it measured); see faults.py.
+reports a multiple of what it measured), ``forge_link`` (a host's sysfs says its link is
+down while it is up); see faults.py.
 
 CLI: ``python -m benchmarks.netlab up|down|status [--state-dir DIR] [--degrade lab-h2=400mbit]``,
 ``python -m benchmarks.netlab flap HOST [--count N --interval S --down S]``,
-``python -m benchmarks.netlab forge HOST [--factor F]``
+``python -m benchmarks.netlab forge HOST [--factor F | --link down|up|off]``
 """
 
-from benchmarks.netlab.faults import carrier_changes, flap, forge, forged_factor
+from benchmarks.netlab.faults import carrier_changes, flap, forge, forge_link, forged_factor
 from benchmarks.netlab.lab import (
     HostStatus,
     LabStatus,
@@ -45,6 +46,7 @@ __all__ = [
     "down",
     "flap",
     "forge",
+    "forge_link",
     "forged_factor",
     "format_rate",
     "load_state",

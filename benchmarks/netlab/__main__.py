@@ -10,7 +10,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from benchmarks.netlab.faults import flap, forge
+from benchmarks.netlab.faults import flap, forge, forge_link
 from benchmarks.netlab.lab import down, status, up
 from benchmarks.netlab.spec import LabError, LabSpec
 
@@ -42,6 +42,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--interval", type=float, default=30.0, help="flap: seconds apart")
     parser.add_argument("--down", type=float, default=2.0, help="flap: seconds down")
     parser.add_argument("--factor", type=float, default=0.5, help="forge: 1 = honest")
+    parser.add_argument("--link", choices=["down", "up", "off"],
+                        help="forge: its sysfs says data0 is down/up; off: honest")  # fmt: skip
     return parser
 
 
@@ -74,6 +76,11 @@ def main(argv: list[str] | None = None) -> int:
             changes = flap(args.state_dir, args.host, count=args.count,
                            interval_s=args.interval, down_s=args.down)  # fmt: skip
             print(json.dumps({"host": args.host, "flaps": args.count, "carrier_changes": changes}))
+        elif args.command == "forge" and args.link:
+            lie = {"down": True, "up": False, "off": None}[args.link]
+            wrapper = forge_link(args.state_dir, args.host, lie)
+            print(json.dumps({"host": args.host, "link": args.link,
+                              "wrapper": str(wrapper) if wrapper else None}))  # fmt: skip
         elif args.command == "forge":
             wrapper = forge(args.state_dir, args.host, args.factor)
             print(json.dumps({"host": args.host, "factor": args.factor,

@@ -121,6 +121,19 @@ def telemetry(node: PlanNode) -> str:
     return sections(parts)
 
 
+def telemetry_rates(node: PlanNode) -> dict[str, float]:
+    """The rate (Gb/s) the inventory expects of each port the telemetry poll reads, by
+    the key ``gpulease_verify.telemetry`` gives it: ``device:port`` for its sysfs port,
+    the netdev for its net port."""
+    rates: dict[str, float] = {}
+    for port in node.ports:
+        if port.link_layer == LinkLayer.INFINIBAND or port.device.startswith("mlx"):
+            rates[f"{port.device}:{port.port}"] = float(port.rate_gbps)
+        if port.netdev:
+            rates[port.netdev] = float(port.rate_gbps)
+    return rates
+
+
 def iperf3_streams(contracted_gbps: float) -> int:
     """One TCP stream carries roughly 20 Gbit/s on current servers; use enough of them to
     fill the contracted rate, at most 16."""

@@ -43,17 +43,25 @@ def fabric_health_doc(
     batches: list[dict[str, Any]], terms: LeaseTerms | None, now: datetime
 ) -> dict[str, Any]:
     """The health findings of every port in the batches, as of ``now`` (the period's end,
-    or the bundle's generation while the month runs), by the thresholds of the terms in
-    force then."""
+    or the bundle's generation while the month runs), by the rule set and thresholds of
+    the terms in force then, with the operators' clearances the batches record."""
     thresholds = health.HealthThresholds.from_terms(terms.health_thresholds if terms else {})
+    rules = terms.health_rules if terms else 1
     return {
         "as_of": chain.iso_utc(now),
         "terms_version": terms.version if terms else None,
-        "thresholds": fabric.thresholds_doc(thresholds),
-        "rules": dict(health.RULES),
-        "findings": fabric.findings(fabric.ports_of(batches), thresholds, now),
+        "thresholds": fabric.thresholds_doc(thresholds, rules),
+        "rules": dict(health.rule_set(rules)),
+        "findings": fabric.findings(
+            fabric.ports_of(batches),
+            thresholds,
+            now,
+            rules=rules,
+            cleared=fabric.clearances_of(batches),
+        ),
         "rule": (
             "gpulease_verify.health.evaluate over each node and port's intervals in the "
-            "telemetry batches, with the thresholds of the terms version in force at as_of"
+            "telemetry batches, by the rule set (health_rules) and thresholds of the terms "
+            "version in force at as_of, with the clearances the batches record"
         ),
     }

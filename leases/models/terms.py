@@ -210,6 +210,26 @@ class LeaseTerms(TimeStampedModel):
             '{"symbol_errors_per_hour": 120}. Empty: the defaults.'
         ),
     )
+    # 1: every version written before rule set 2 existed (the migration sets it, and an
+    # older bundle without the field reads as 1); new versions are judged by set 2.
+    health_rules = models.PositiveSmallIntegerField(
+        _("fabric health rule set"),
+        choices=[
+            (1, _("1: flaps as down-then-up cycles within 10 minutes")),
+            (
+                2,
+                _(
+                    "2: gpud's flaps, drops and sticky windows, speed downgrades, saturated "
+                    "counters"
+                ),
+            ),
+        ],
+        default=2,
+        help_text=_(
+            "Which set of fabric health rules judges this version's telemetry "
+            "(gpulease_verify.health.RULE_SETS)."
+        ),
+    )
     witness_tolerance_percent = models.DecimalField(
         _("switch witness tolerance (percent)"),
         max_digits=5,

@@ -85,9 +85,10 @@ def test_no_false_failure_under_cpu_load_and_every_degraded_sample_fails(
     Switch.objects.update(snmp_community="")
     lease.terms.update(confirm_pause_s=1)
     slot = timezone.now()
-    while ProbeRun.objects.filter(trigger=Trigger.SCHEDULE).exclude(
-        target__contains=DEGRADED
-    ).count() < HEALTHY_SAMPLES:
+    while (
+        ProbeRun.objects.filter(trigger=Trigger.SCHEDULE).exclude(target__contains=DEGRADED).count()
+        < HEALTHY_SAMPLES
+    ):
         for batch in services.request_runs(
             lease=lease, kinds=["throughput"], trigger=Trigger.SCHEDULE, now=slot, enqueue=False
         ):

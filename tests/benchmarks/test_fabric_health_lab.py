@@ -2,9 +2,10 @@
 and the switch-side witness (a real snmpd in the fabric namespace) catches a host that
 forges its throughput.
 
-The lab is registered as lease LAB-1 (1 Gbps contracted, 95% threshold). Telemetry polls
-run through ``telemetry.services.poll`` over real SSH with the clock pinned: each poll
-is stamped 30 s after the one before, while the links really go down and up in between.
+The lab is registered as lease LAB-1 (1 Gbps contracted, 95% threshold; fabric health rule
+set 2). Telemetry polls run through ``telemetry.services.poll`` over real SSH with the clock
+pinned: each poll is stamped 30 s after the one before, while the links really go down and
+up in between, and the switch's snmpd reports each port's ifOperStatus and ifLastChange.
 """
 
 import json
@@ -23,13 +24,16 @@ from django.utils import timezone
 from benchmarks import chain, netlab
 from benchmarks.choices import Pattern, RunState, Trigger, Verdict
 from benchmarks.models import ProbeRun
+from benchmarks.netlab.snmpd import COUNTER_CACHE_S
 from billing import audit, probe_tax, sla
 from billing.choices import FabricIncidentKind, IncidentState
 from billing.ingest import hour_of, ingest_all
 from billing.invoicing.lines import _sample_facts
 from billing.invoicing.windows import Segment
 from billing.models import HourlyRollup, Incident, TrafficSample
+from gpulease_verify.canonical import iso_utc
 from gpulease_verify.periods import Period
+from leases.models import Node
 from monitoring.metrics import exposition
 from telemetry import services as telemetry
 from telemetry.models import PortSample, SwitchReading, TelemetryBatch
@@ -40,79 +44,118 @@ pytestmark = pytest.mark.lab
 RATE = 1_000_000_000
 
 
+class Polls:
+    """Telemetry polls on the pinned clock: poll n is stamped 30 s after poll n - 1."""
+
+    def __init__(self) -> None:
+        self.start = timezone.now()
+        self.n = -1
+        self.disputed: list[str] = []
+
+    @property
+    def last(self):  # type: ignore[no-untyped-def]
+        return self.start + timedelta(seconds=30 * self.n)
+
+    def __call__(self, seconds: float = 30) -> telemetry.PollResult:
+        self.n += round(seconds / 30)
+        result = telemetry.poll(now=self.last)
+        assert result.nodes == 4 and not result.failed, result
+        self.disputed += result.disputed
+        return result
+
+
 @pytest.mark.django_db(transaction=True)
-def test_three_flaps_between_two_link_checks_open_an_incident_and_the_hold_down_closes_it(
+def test_three_real_flaps_are_seen_by_host_and_switch_and_stay_until_an_operator_clears_them(
     lab, lab_lease, capsys
 ):
     # A scheduled link check (an SLA sample: its slot is an hour, as run-now slots are).
     first_check = execute(lab_lease, "link", "all", Pattern.SWEEP, trigger=Trigger.SCHEDULE)
     assert first_check.verdict == Verdict.PASS
-    start = timezone.now()
-    first = telemetry.poll(now=start)
-    assert first.nodes == 4 and not first.failed
-    # Three flaps of lab-h2's switch port, 30 s apart on the pinned clock: one per poll.
-    for n in (1, 2, 3):
-        assert netlab.flap(lab.state_dir, "lab-h2", count=1, interval_s=1, down_s=0.5) == 2
-        polled = telemetry.poll(now=start + timedelta(seconds=30 * n))
-        assert polled.nodes == 4 and not polled.failed, polled
-    # The next link check finds the link up; its down counter says it went down 3 times,
-    # not when: one failed sample, and an incident needs 3 in a row.
+    poll = Polls()
+    poll()
+    # gpud's flap, three times: lab-h2's switch port goes down, a poll finds it down and
+    # the next one, 30 s later on the pinned clock, still down; then it comes back and
+    # the next poll finds it up. Down a little longer than snmpd's refresh, so that the
+    # switch's own reading shows it too.
+    for _ in range(3):
+        changes = netlab.flap(
+            lab.state_dir,
+            "lab-h2",
+            count=1,
+            interval_s=COUNTER_CACHE_S + 1,
+            down_s=COUNTER_CACHE_S + 0.5,
+            while_down=lambda _n: (poll(), poll()),
+        )
+        assert changes == 2
+        poll()
+    assert poll.disputed == []  # the switch saw each down: nothing to dispute
+    rows = PortSample.objects.filter(node__hostname="lab-h2", port="data0").order_by("at")
+    assert [(s.up, s.down_cycles, s.disputed) for s in rows] == [
+        (True, 0, False),
+        *[(False, 1, False), (False, 0, False), (True, 0, False)] * 3,
+    ]
+    # The switch's own reading at each of those polls, kept beside them: its port down
+    # at both polls of each flap (snmpd may still show it down at the next one).
+    witnessed = SwitchReading.objects.filter(if_name="h2-data").order_by("at")
+    assert [r.oper_up for r in witnessed][:2] == [False, False]
+    assert [(r.link["node"], r.link["host_port"]) for r in witnessed] == [("lab-h2", "data0")] * 9
+    incident = Incident.objects.get(
+        lease=lab_lease, kind=FabricIncidentKind.TELEMETRY, target="lab-h2:data0"
+    )
+    assert (incident.state, incident.rule) == (IncidentState.OPEN, "link_flap v2")
+    assert incident.opened_at == poll.last  # the poll that found the third flap over
+    assert incident.detail.startswith("3 flaps (down at two polls at least 25 s apart")
+    # The next link check finds the link up; its down counter says it went down 3 times.
     check = execute(lab_lease, "link", "all", Pattern.SWEEP)
     assert check.verdict == Verdict.FAIL
     assert check.verdict_reason == "lab-h2: data0 went down 3 time(s) since the last check"
-    ingest_all(notify=False)
-    assert not Incident.objects.filter(lease=lab_lease, kind="link").exists()
-    # The check passed, but telemetry heard the flaps inside its slot: its 60 minutes
+    # The check passed, but telemetry heard the downs inside its slot: its 60 minutes
     # count as unavailable, not available.
+    ingest_all(notify=False)
     rollup = HourlyRollup.objects.get(
         lease=lab_lease, kind="link", hour=hour_of(first_check.slot_at)
     )
     assert (rollup.passed, rollup.available_minutes, rollup.unavailable_minutes) == (1, 0, 60)
 
-    samples = PortSample.objects.filter(node__hostname="lab-h2", port="data0").order_by("at")
-    assert [s.down_cycles for s in samples] == [0, 1, 1, 1]
-    assert all(s.up for s in samples)
-    assert not PortSample.objects.filter(node__hostname="lab-h1", down_cycles__gt=0).exists()
-    incident = Incident.objects.get(
-        lease=lab_lease, kind=FabricIncidentKind.TELEMETRY, target="lab-h2:data0"
-    )
-    assert incident.state == IncidentState.OPEN
-    assert incident.rule == "link_flap v1"
-    assert incident.pattern == "link_flap"
-    assert "3" in incident.detail
-
     # fabric_health looks back from now: run it with the clock at the last poll.
-    with time_machine.travel(start + timedelta(seconds=95), tick=False):
+    with time_machine.travel(poll.last + timedelta(seconds=5), tick=False):
         call_command("fabric_health", "--lease", "LAB-1", "--since", "60", "--json")
     report = json.loads(capsys.readouterr().out)
     node = next(n for n in report["nodes"] if n["node"] == "lab-h2")
     [port] = node["ports"]
-    assert port["port"] == "data0" and port["down_cycles"] == 3
-    assert [f["rule"] for f in port["findings"]] == ["link_flap"]
-    assert port["findings"][0]["end"] is None  # still within the hold-down
+    assert (port["port"], port["down_cycles"], port["disputed"]) == ("data0", 3, 0)
+    assert [(f["rule"], f["version"], f["end"]) for f in port["findings"]] == [
+        ("link_flap", 2, None)
+    ]
     assert node["witness"]["switch"] == "leaf1" and node["witness"]["port"] == "h2-data"
-    assert node["witness"]["readings"] == 3  # stored with the 3 rows the flaps made
-    healthy = next(n for n in report["nodes"] if n["node"] == "lab-h1")
-    assert healthy["ports"][0]["findings"] == []
-    assert SwitchReading.objects.filter(if_name="h2-data").count() == 3
+    assert report["rules"]["link_flap"] == 2
 
-    # Quiet for the 10-minute hold-down: the incident closes.
-    for minute in range(1, 12):
-        telemetry.poll(now=start + timedelta(seconds=90 + 60 * minute))
+    # Sticky: a poll eleven quiet minutes later (set 1's hold-down would have closed it)
+    # finds it still open, until the provider's operator inspects the link and clears it.
+    poll(660)
     incident.refresh_from_db()
-    assert incident.state == IncidentState.CLOSED
-    assert incident.closed_at is not None and incident.closed_at > start + timedelta(seconds=90)
+    assert incident.state == IncidentState.OPEN
+    cleared_at = poll.last + timedelta(seconds=10)
+    telemetry.clear_port(
+        node=Node.objects.get(hostname="lab-h2"),
+        port="data0",
+        by="ops-wang",
+        reason="transceiver reseated",
+        at=cleared_at,
+    )
+    incident.refresh_from_db()
+    assert (incident.state, incident.closed_at) == (IncidentState.CLOSED, cleared_at)
 
-    # The month's audit bundle carries the batches; the verifier recomputes the finding,
-    # and the availability the flaps took, from them.
-    period = str(Period.containing(start, "Asia/Shanghai"))
-    with time_machine.travel(start + timedelta(minutes=15), tick=False):
+    # The month's audit bundle carries the batches (the clearance one of them); the
+    # verifier recomputes the finding, its end and the availability the flaps took.
+    period = str(Period.containing(poll.start, "Asia/Shanghai"))
+    with time_machine.travel(poll.start + timedelta(minutes=20), tick=False):
         doc = audit.signed_bundle(lease=lab_lease, period=period)
     bundle = doc["bundle"]
     assert bundle["telemetry"] and all("telemetry_hash" in b for b in bundle["telemetry"])
     [finding] = bundle["fabric_health"]["findings"]
     assert (finding["node"], finding["port"], finding["rule"]) == ("lab-h2", "data0", "link_flap")
-    assert finding["end"] is not None  # closed by the hold-down before as_of
+    assert finding["end"] == iso_utc(cleared_at)
     assert audit.verify(doc, audit.published_key_info()) == []
     # Forged in the bundle (an insider hiding the flap), re-signed: the recomputation sees it.
     bundle["fabric_health"]["findings"] = []
@@ -126,16 +169,70 @@ def test_three_flaps_between_two_link_checks_open_an_incident_and_the_hold_down_
     # Every stored poll is a link of the lease's chain; an insider who erases the flaps
     # afterwards breaks it, at the batch that held them.
     batches = TelemetryBatch.objects.filter(lease=lab_lease, chain_index__isnull=False)
-    assert batches.count() >= 4
+    assert batches.count() >= 10
     assert chain.verify_lease(lease_id=lab_lease.pk) == []
-    erased = PortSample.objects.filter(node__hostname="lab-h2", down_cycles=1).order_by("at")
+    erased = PortSample.objects.filter(node__hostname="lab-h2", up=False).order_by("at")
     first_flap = erased.first().batch
-    erased.update(down_cycles=0)
+    erased.update(up=True, down_cycles=0)
     problems = chain.verify_lease(lease_id=lab_lease.pk)
     assert problems[0].startswith(
         f"chain link {first_flap.chain_index} (telemetry batch {first_flap.pk}): stored hash"
     )
     assert problems[0].endswith("the telemetry batch was changed after it was recorded")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_host_that_invents_flaps_is_disputed_and_costs_the_provider_no_availability(
+    lab, lab_lease, settings
+):
+    # The honest path's settle time is for a real down the agent has not refreshed yet;
+    # an invented one never shows, so its re-read is only waited for (kept short here).
+    settings.WITNESS_SETTLE_S = 0.5
+    first_check = execute(lab_lease, "link", "all", Pattern.SWEEP, trigger=Trigger.SCHEDULE)
+    assert first_check.verdict == Verdict.PASS
+    poll = Polls()
+    poll()
+    # lab-h3's tenant makes its sysfs say data0 went down, twice 30 s apart, and came
+    # back: three of gpud's flaps, as its host reports them. Its link never moved.
+    try:
+        for _ in range(3):
+            netlab.forge_link(lab.state_dir, "lab-h3", down=True)
+            poll(), poll()
+            netlab.forge_link(lab.state_dir, "lab-h3", down=False)
+            poll()
+    finally:
+        netlab.forge_link(lab.state_dir, "lab-h3", down=None)
+    rows = PortSample.objects.filter(node__hostname="lab-h3", port="data0").order_by("at")
+    assert [(s.up, s.down_cycles, s.disputed) for s in rows] == [
+        (True, 0, False),
+        *[(False, 1, True), (False, 0, True), (True, 0, False)] * 3,
+    ]
+    assert poll.disputed == ["lab-h3"] * 6
+    # No flap: the rules read a disputed interval as one whose state is unknown...
+    assert not Incident.objects.filter(lease=lab_lease, kind=FabricIncidentKind.TELEMETRY)
+    # ...and a person is asked to look, as for a forged throughput.
+    integrity = Incident.objects.get(lease=lab_lease, kind=FabricIncidentKind.INTEGRITY)
+    assert (integrity.target, integrity.rule, integrity.violations) == (
+        "lab-h3",
+        "witness_link_state v1",
+        6,
+    )
+    assert integrity.detail.startswith("data0 reported down at the poll between ")
+    assert integrity.detail.endswith("the switch never saw the link change")
+    # The link check in that slot passed; the invented downs take none of its minutes.
+    ingest_all(notify=False)
+    rollup = HourlyRollup.objects.get(
+        lease=lab_lease, kind="link", hour=hour_of(first_check.slot_at)
+    )
+    assert (rollup.available_minutes, rollup.unavailable_minutes) == (60, 0)
+    # An auditor recomputes each dispute from the switch readings in the bundle.
+    period = str(Period.containing(poll.start, "Asia/Shanghai"))
+    with time_machine.travel(poll.start + timedelta(minutes=10), tick=False):
+        doc = audit.signed_bundle(lease=lab_lease, period=period)
+    assert doc["bundle"]["fabric_health"]["findings"] == []
+    mismatches, notes = audit.verify_report(doc, audit.published_key_info())
+    assert mismatches == []
+    assert any("6 interval(s) disputed by the switch" in note for note in notes)
 
 
 @pytest.mark.django_db(transaction=True)

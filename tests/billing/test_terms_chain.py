@@ -294,7 +294,10 @@ def test_the_migration_links_existing_versions_after_existing_runs():
     acknowledged(lease, at("2026-11-15 00:00"), incident_after_violations=4)
     # As before this change: terms unlinked, runs linked from the genesis hash without a
     # terms hash in their content.
-    LeaseTerms.objects.filter(lease=lease).update(chain_index=None, prev_hash="", terms_hash="")
+    # (Versions that existed then are judged by fabric health rule set 1: leases 0014.)
+    LeaseTerms.objects.filter(lease=lease).update(
+        chain_index=None, prev_hash="", terms_hash="", health_rules=1
+    )
     runs = [make_run(lease, slot=at("2026-11-02 10:00") + timedelta(hours=h)) for h in range(2)]
     chain.link_pending(lease_id=lease.pk)
     runs = [ProbeRun.objects.get(pk=run.pk) for run in runs]
@@ -311,10 +314,15 @@ def test_the_migration_links_existing_versions_after_existing_runs():
 
 
 def test_fields_added_with_a_default_leave_older_hashes_standing_and_cover_a_change():
-    """The fabric-health, witness and probe-tax fields came after versions were hashed: a
-    version at their defaults hashes as one written before they existed, and one that
-    sets any of them hashes differently, so the change cannot be made unseen."""
+    """The fabric-health, witness, probe-tax and confirmation fields came after versions
+    were hashed: a version at their defaults hashes as one written before they existed,
+    and one that sets any of them hashes differently, so the change cannot be made
+    unseen."""
     version = make_lease().terms.get()
+    # A new version is judged by fabric health rule set 2; one from before the field
+    # existed was judged by set 1, which its hash implies (leases 0014 sets it).
+    assert version.health_rules == 2
+    version.health_rules = 1
     fields = chain.terms_fields(version)
     older = {name: value for name, value in fields.items() if name not in DEFAULTED_FIELDS}
     assert terms_content(fields) == terms_content(older)
@@ -324,6 +332,9 @@ def test_fields_added_with_a_default_leave_older_hashes_standing_and_cover_a_cha
         ("witness_tolerance_percent", "5.00"),
         ("probe_idle_below_percent", "30.00"),
         ("telemetry_interval_s", 60),
+        ("health_rules", 2),
+        ("confirm_failures", False),
+        ("confirm_pause_s", 30),
     ):
         changed = terms_content({**fields, name: value})
         assert changed != terms_content(fields), name

@@ -16,7 +16,7 @@ from billing.models import HourlyRollup, Incident, TrafficSample
 from leases import services
 from leases.choices import LeaseStatus, Role
 from leases.models import Node
-from telemetry.models import PortSample, TelemetryBatch
+from telemetry.models import PortClearance, PortSample, TelemetryBatch
 from tests.factories import (
     MembershipFactory,
     NicPortFactory,
@@ -73,6 +73,9 @@ def world():
         batch = TelemetryBatch.objects.create(lease=lease, at=run.slot_at)
         PortSample.objects.create(
             node=node, batch=batch, port="mlx5_0:1", at=run.slot_at, seconds=30, up=True
+        )
+        PortClearance.objects.create(
+            batch=batch, node=node, port="mlx5_0:1", at=run.slot_at, by="ops", reason="reseated"
         )
         Incident.objects.create(
             lease=lease,

@@ -6,17 +6,25 @@ The lab tests (tests/benchmarks/test_fabric_health_lab.py) take flaps and the wi
 over real SSH and a real snmpd."""
 
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
+import time_machine
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from django.urls import reverse
 
 from benchmarks import chain
 from benchmarks.transports import CommandResult, HostUnreachable
+from billing import audit
+from billing.models import Incident
+from gpulease_verify.health import RULE_SETS
+from gpulease_verify.periods import Period
 from leases import services
 from leases.choices import LeaseStatus
 from telemetry import poller
 from telemetry import services as telemetry
-from telemetry.models import NodeReading, PortSample, TelemetryBatch
-from tests.factories import NicPortFactory, NodeFactory, at, make_lease
+from telemetry.models import NodeReading, PortClearance, PortSample, TelemetryBatch
+from tests.factories import NicPortFactory, NodeFactory, StaffFactory, at, make_lease
 
 pytestmark = pytest.mark.django_db
 
@@ -117,3 +125,198 @@ def test_two_overlapping_cycles_never_read_a_node_twice(lease):
     assert telemetry.poll(now=NOW + timedelta(seconds=15)).nodes == 0
     # ...and a cycle that died holds the node only until its claim lapses.
     assert telemetry.poll(now=NOW + timedelta(seconds=31)).nodes == 1
+
+
+# --- rule set 2 through the real path: a port below its rate, saturated counters ------------
+
+FIXTURES = Path(__file__).parents[1] / "verifier" / "fixtures" / "telemetry"
+BOOT = "89924595-6e08-46d9-aa54-98af938dd840"
+
+
+def h100_poll(bond_rate: str = "200 Gb/sec (2X NDR)") -> str:
+    """A poll of an H100 node as gpud's capture has it (fixtures/telemetry/README.md):
+    mlx5_bond_0 ACTIVE at 200 Gb/s (two lanes of NDR), mlx5_1 with link_downed at 255
+    and excessive_buffer_overrun_errors at 15. ``bond_rate`` replaces the bond's rate."""
+    bond = (FIXTURES / "sysfs_roce_mlx5_bond_0_h100_gpud.txt").read_text()
+    bond = bond.replace("rate:200 Gb/sec (2X NDR)", f"rate:{bond_rate}")
+    mlx5_1 = (FIXTURES / "sysfs_ib_mlx5_1_h100_ndr_gpud.txt").read_text()
+    return (
+        f"### boot_id\n{BOOT}\n### clock\n1000.25 900.00\n"
+        f"### ib mlx5_bond_0:1\n{bond}### ib mlx5_1:1\n{mlx5_1}"
+    )
+
+
+def h100_lease(**terms):
+    node = NodeFactory(hostname="h100-01")
+    NicPortFactory(node=node, device="mlx5_bond_0", rate_gbps=400, link_layer="ethernet")
+    NicPortFactory(node=node, device="mlx5_1", rate_gbps=400, link_layer="infiniband")
+    lease = make_lease(nodes=[node], **terms)
+    services.transition_lease(lease=lease, to=LeaseStatus.ACTIVE, at=at("2026-11-01 00:00"))
+    return lease
+
+
+def poll_every_30_s(first: int, last: int, text: str) -> None:
+    poller.reset()  # the node's kept-open connection: now one printing ``text``
+    for n in range(first, last + 1):
+        result = telemetry.poll(
+            now=NOW + timedelta(seconds=30 * n), connect=lambda node: Printing(text)
+        )
+        assert result.nodes == 1 and not result.failed, result
+
+
+def test_a_port_below_its_rate_and_saturated_counters_reach_incidents_and_the_bundle():
+    lease = h100_lease()
+    poll_every_30_s(0, 10, h100_poll())
+    # Steadily at 200 Gb/s, with the same counters stuck: calm intervals that merge into
+    # one 5-minute row per port, each carrying what the rules need.
+    bond, ib = (
+        PortSample.objects.get(port="mlx5_bond_0:1"),
+        PortSample.objects.get(port="mlx5_1:1"),
+    )
+    assert (bond.seconds, bond.rate_gbps, bond.expected_gbps) == (300.0, 200.0, 400.0)
+    assert (ib.seconds, ib.saturated) == (300.0, ["excessive_buffer_overrun_errors", "link_downed"])
+    incidents = {
+        (i.target, i.rule): i for i in Incident.objects.filter(lease=lease, kind="telemetry")
+    }
+    # gpud's capture has excessive_buffer_overrun_errors at 15 on the bond too.
+    assert sorted(incidents) == [
+        ("h100-01:mlx5_1:1", "ib_counter_saturated v1"),
+        ("h100-01:mlx5_bond_0:1", "ib_counter_saturated v1"),
+        ("h100-01:mlx5_bond_0:1", "link_speed_downgrade v1"),
+    ]
+    slow = incidents[("h100-01:mlx5_bond_0:1", "link_speed_downgrade v1")]
+    assert (slow.opened_at, slow.state) == (NOW, "open")
+    assert slow.detail.startswith("up at 200 Gb/s, below the 400 Gb/s expected of the port (50 %)")
+    assert incidents[("h100-01:mlx5_1:1", "ib_counter_saturated v1")].detail.startswith(
+        "excessive_buffer_overrun_errors at 15 (4-bit maximum), link_downed at 255 (8-bit"
+    )
+
+    # The link retrained at 400 Gb/s: a change, stored and judged at once, closes it at
+    # the poll that found it.
+    poll_every_30_s(11, 20, h100_poll("400 Gb/sec (4X NDR)"))
+    slow.refresh_from_db()
+    assert (slow.state, slow.closed_at) == ("closed", NOW + timedelta(seconds=330))
+    assert [(r.seconds, r.rate_gbps) for r in PortSample.objects.filter(port="mlx5_bond_0:1")] == [
+        (300.0, 200.0),
+        (30.0, None),
+    ]
+
+    period = str(Period.containing(NOW, "Asia/Shanghai"))
+    with time_machine.travel(NOW + timedelta(minutes=15), tick=False):
+        doc = audit.signed_bundle(lease=lease, period=period)
+    health = doc["bundle"]["fabric_health"]
+    assert health["rules"]["link_speed_downgrade"] == 1 and health["rules"]["link_flap"] == 2
+    assert health["thresholds"]["speed_fatal_below_percent"] == "100"
+    found = {(f["port"], f["rule"]): f for f in health["findings"]}
+    assert found[("mlx5_bond_0:1", "link_speed_downgrade")]["end"] == "2026-11-10T02:05:30.000000Z"
+    assert found[("mlx5_1:1", "ib_counter_saturated")]["end"] is None
+    assert audit.verify(doc, audit.published_key_info()) == []
+    # An insider who drops the downgrade from the bundle (re-signed) is named.
+    bundle = doc["bundle"]
+    bundle["fabric_health"]["findings"] = [
+        f for f in health["findings"] if f["rule"] != "link_speed_downgrade"
+    ]
+    forged = audit.verify(
+        audit.sign_bundle(bundle, Ed25519PrivateKey.generate()), trust_embedded_key=True
+    )
+    assert any(
+        m.startswith("fabric health: the telemetry gives link_speed_downgrade on h100-01")
+        for m in forged
+    )
+
+
+def test_a_lease_judged_by_rule_set_1_keeps_its_findings_and_its_older_bundles_verify():
+    lease = h100_lease(health_rules=1)
+    poll_every_30_s(0, 10, h100_poll())
+    # Set 1 has neither rule: the rows carry the rates, no incident opens.
+    assert PortSample.objects.get(port="mlx5_bond_0:1").rate_gbps == 200.0
+    assert not Incident.objects.filter(lease=lease, kind="telemetry").exists()
+    period = str(Period.containing(NOW, "Asia/Shanghai"))
+    with time_machine.travel(NOW + timedelta(minutes=15), tick=False):
+        doc = audit.signed_bundle(lease=lease, period=period)
+    assert doc["bundle"]["fabric_health"]["rules"] == RULE_SETS[1]
+    assert "flap_lookback_s" not in doc["bundle"]["fabric_health"]["thresholds"]
+    assert audit.verify(doc, audit.published_key_info()) == []
+    # A bundle written before terms named a rule set has no such field: read as set 1.
+    bundle = doc["bundle"]
+    for entry in bundle["terms"]:
+        del entry["health_rules"]
+    older = audit.sign_bundle(bundle, Ed25519PrivateKey.generate())
+    assert audit.verify(older, trust_embedded_key=True) == []
+
+
+def test_every_health_rule_name_fits_an_incident_pattern():
+    # ib_link_error_recovery (22 characters) did not fit the 16 an incident's pattern had.
+    longest = max(len(name) for rules in RULE_SETS.values() for name in rules)
+    assert longest <= Incident._meta.get_field("pattern").max_length
+
+
+def ib_poll(up: bool) -> str:
+    """gpud's H100 mlx5_0 (fixtures/telemetry/README.md), ACTIVE or, with its state file
+    as a port that lost its link reads, DOWN / Polling."""
+    text = (FIXTURES / "sysfs_ib_mlx5_0_h100_ndr_gpud.txt").read_text()
+    if not up:
+        text = text.replace("state:4: ACTIVE", "state:1: DOWN").replace(
+            "phys_state:5: LinkUp", "phys_state:2: Polling"
+        )
+    return f"### boot_id\n{BOOT}\n### clock\n1000.25 900.00\n### ib mlx5_0:1\n{text}"
+
+
+def poll_states(first: int, states: list[bool]) -> None:
+    for n, up in enumerate(states, start=first):
+        poll_every_30_s(n, n, ib_poll(up))
+
+
+def test_three_flaps_stay_an_incident_until_an_operator_clears_the_port(client):
+    node = NodeFactory(hostname="h100-02")
+    NicPortFactory(node=node, device="mlx5_0", rate_gbps=400, link_layer="infiniband")
+    lease = make_lease(nodes=[node])
+    services.transition_lease(lease=lease, to=LeaseStatus.ACTIVE, at=at("2026-11-01 00:00"))
+    # Down at two polls 30 s apart, then ACTIVE: a flap of gpud's, three times.
+    poll_states(0, [True, False, False, True, False, False, True, False, False, True])
+    flap = Incident.objects.get(lease=lease, pattern="link_flap")
+    assert (flap.rule, flap.opened_at) == ("link_flap v2", NOW + timedelta(seconds=270))
+    # 15 minutes up, past any hold-down: a flap is sticky (and no drop: 30 s down).
+    poll_every_30_s(10, 40, ib_poll(True))
+    flap.refresh_from_db()
+    assert flap.state == "open"
+    assert not Incident.objects.filter(lease=lease, pattern="link_drop").exists()
+
+    # The provider's operator reseats the cable and clears the port in the admin.
+    operator = StaffFactory(username="ops-li")
+    client.force_login(operator)
+    changelist = reverse("admin:billing_incident_changelist")
+    with time_machine.travel(NOW + timedelta(minutes=21), tick=False):
+        asked = client.post(changelist, {"action": "clear_ports", "_selected_action": [flap.pk]})
+        assert asked.status_code == 200 and b"set-healthy" in asked.content
+        done = client.post(
+            changelist,
+            {"action": "clear_ports", "_selected_action": [flap.pk], "reason": "cable reseated"},
+        )
+    assert done.status_code == 302
+    flap.refresh_from_db()
+    assert (flap.state, flap.closed_at) == ("closed", NOW + timedelta(minutes=21))
+    assert flap.detail.endswith("\nCleared by ops-li at 2026-11-10 02:21 UTC: cable reseated")
+    clearance = PortClearance.objects.get(node=node, port="mlx5_0:1")
+    assert (clearance.by, clearance.batch.chain_index is not None) == ("ops-li", True)
+    assert chain.verify_lease(lease_id=lease.pk) == []
+    # The next polls do not open it again: what came before the clearance is forgotten.
+    poll_every_30_s(43, 45, ib_poll(True))
+    assert Incident.objects.filter(lease=lease, pattern="link_flap", state="open").count() == 0
+
+    period = str(Period.containing(NOW, "Asia/Shanghai"))
+    with time_machine.travel(NOW + timedelta(minutes=30), tick=False):
+        doc = audit.signed_bundle(lease=lease, period=period)
+    [finding] = [f for f in doc["bundle"]["fabric_health"]["findings"] if f["rule"] == "link_flap"]
+    assert finding["end"] == "2026-11-10T02:21:00.000000Z"
+    assert audit.verify(doc, audit.published_key_info()) == []
+
+
+def test_clearing_a_port_says_why_it_cannot(lease):
+    node = lease.assignments.get().node
+    with pytest.raises(ValueError, match="say why the port is cleared"):
+        telemetry.clear_port(node=node, port="lo", by="ops", reason=" ", at=NOW)
+    spare = NodeFactory(hostname="spare-01")
+    with pytest.raises(ValueError, match="no active lease holds spare-01 at 2026-11-10 02:00 UTC"):
+        telemetry.clear_port(node=spare, port="lo", by="ops", reason="reseated", at=NOW)
+    assert not PortClearance.objects.exists()

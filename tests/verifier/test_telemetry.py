@@ -14,6 +14,9 @@ from gpulease_verify.telemetry import (
     TelemetryParseError,
     parse_snapshot,
     port_samples,
+    sample_entry,
+    sample_from_entry,
+    switch_entry,
 )
 
 FIXTURES = Path(__file__).parent / "fixtures" / "telemetry"
@@ -272,11 +275,92 @@ def test_port_sample_json_refuses_bad_values():
         PortSample.from_json({"p": "x", "t": "2026-12-01T10:00:30", "s": 30, "u": True})
 
 
+# --- saturated counters and a port below its rate ---------------------------------------
+
+
+def h100(device: str, fixture_name: str) -> Snapshot:
+    return parse_snapshot(poll((f"ib {device}:1", fixture(fixture_name))))
+
+
+def test_real_h100_ports_with_counters_stuck_at_their_maximum():
+    # gpud's H100 capture: mlx5_0's excessive_buffer_overrun_errors reads 15 (4 bits, all
+    # ones); mlx5_1's link_downed reads 255 (8 bits) as well. Its 64-bit data counters
+    # (230442669431839) and 0-valued error counters are not at any maximum.
+    mlx5_0 = h100("mlx5_0", "sysfs_ib_mlx5_0_h100_ndr_gpud.txt")
+    mlx5_1 = h100("mlx5_1", "sysfs_ib_mlx5_1_h100_ndr_gpud.txt")
+    assert mlx5_1.ports["mlx5_1:1"].counters["link_downed"] == 255
+    first = one(None, mlx5_0)
+    assert first.saturated == ("excessive_buffer_overrun_errors",)
+    [second] = port_samples(mlx5_1, mlx5_1, at=AT, seconds=30)
+    assert second.saturated == ("excessive_buffer_overrun_errors", "link_downed")
+    # A saturated link_downed does not move: the down cycles between polls are blind.
+    assert (second.down_cycles, second.deltas) == (0, {})
+
+
+def test_a_32_bit_counter_is_saturated_only_at_all_ones_on_two_polls():
+    ceiling = 2**32 - 1
+    assert (
+        one(snap(ib(True, port_rcv_data=5)), snap(ib(True, port_rcv_data=ceiling))).saturated == ()
+    )
+    stuck = one(snap(ib(True, port_rcv_data=ceiling)), snap(ib(True, port_rcv_data=ceiling)))
+    assert stuck.saturated == ("port_rcv_data",)
+    # 16 bits and fewer: all ones is the end of the count at once.
+    assert one(None, snap(ib(True, symbol_error=65535))).saturated == ("symbol_error",)
+    assert one(None, snap(ib(True, symbol_error=65534))).saturated == ()
+    # The same names on a netdev are not the IBA counters.
+    net = PortReading("eth0", "ethernet", True, "up", 100, {"link_downed": 255})
+    assert one(None, snap(net)).saturated == ()
+
+
+def test_a_port_up_below_its_expected_rate_keeps_both_rates():
+    # gpud's mlx5_bond_0 is ACTIVE at "200 Gb/sec (2X NDR)": two of four lanes.
+    bond = parse_snapshot(
+        poll(("ib mlx5_bond_0:1", fixture("sysfs_roce_mlx5_bond_0_h100_gpud.txt")))
+    )
+    [slow] = port_samples(None, bond, at=AT, seconds=0, expected={"mlx5_bond_0:1": 400})
+    assert (slow.rate_gbps, slow.expected_gbps, slow.slow) == (200.0, 400.0, True)
+    [at_rate] = port_samples(None, bond, at=AT, seconds=0, expected={"mlx5_bond_0:1": 200})
+    assert (at_rate.rate_gbps, at_rate.expected_gbps, at_rate.slow) == (None, None, False)
+    [unknown] = port_samples(None, bond, at=AT, seconds=0)
+    assert unknown.rate_gbps is None
+    down = one(None, snap(ib(False)))  # a down port has no rate to hold against
+    assert down.rate_gbps is None
+
+
+def test_new_sample_fields_round_trip_and_stay_out_of_old_entries():
+    plain = PortSample("eth0", AT, 30.0, True, 0, {"tx_bytes": 5})
+    # The entry (what a chain link hashes) of a sample without them is as it always was.
+    assert set(sample_entry("n1", plain)) == {
+        "node", "port", "at", "seconds", "up", "down_cycles", "deltas", "reset"
+    }  # fmt: skip
+    full = PortSample(
+        "mlx5_0:1", AT, 30.0, True, 0, {}, False, 200.0, 400.0, ("link_downed",), True
+    )
+    entry = sample_entry("n1", full)
+    assert (entry["rate_gbps"], entry["expected_gbps"], entry["saturated"], entry["disputed"]) == (
+        "200.0",
+        "400.0",
+        ["link_downed"],
+        True,
+    )
+    assert sample_from_entry(entry) == ("n1", full)
+    assert PortSample.from_json(full.to_json()) == full
+    assert full.to_json()["x"] == ["link_downed"] and full.to_json()["w"] is True
+    with pytest.raises(ValueError, match="true or false"):
+        sample_from_entry({**entry, "disputed": "yes"})
+    reading = {
+        "switch": "leaf1", "port": "h1-data", "in_octets": 1, "out_octets": 2,
+        "oper_up": True, "in_errors": 0, "out_discards": 0,
+    }  # fmt: skip
+    assert "link" not in switch_entry(**reading)
+    assert switch_entry(**reading, link={"node": "n1"})["link"] == {"node": "n1"}
+
+
 # --- the command ----------------------------------------------------------------------
 
 
 def test_the_poll_command_reads_each_port_once_under_its_label():
-    from benchmarks.probes.commands import telemetry
+    from benchmarks.probes.commands import telemetry, telemetry_rates
     from benchmarks.probes.plan import PlanNode, PlanPort
 
     node = PlanNode(
@@ -304,3 +388,10 @@ def test_the_poll_command_reads_each_port_once_under_its_label():
     assert "/sys/class/infiniband/mlx5_0/ports/1/hw_counters/* 2>&1" in command
     assert "/sys/class/net/data0/statistics/* 2>&1" in command
     assert "ethtool -S data0" not in command  # a veth: no mlx5 counters to read
+    # What each key is expected to run at: the inventory's rate of its port.
+    assert telemetry_rates(node) == {
+        "mlx5_0:1": 400.0,
+        "mlx5_1:1": 100.0,
+        "eth0": 100.0,
+        "data0": 1.0,
+    }

@@ -158,13 +158,34 @@ class _Checker:
         thresholds = health.HealthThresholds.from_terms(
             terms[version].get("health_thresholds") or {} if version is not None else {}
         )
-        if fabric.thresholds_doc(thresholds) != stated.get("thresholds"):
+        # The rule set is the terms version's (an entry written before sets existed: 1).
+        rules = (
+            int(terms_chain.defaulted_field(terms[version], "health_rules"))
+            if version is not None
+            else 1
+        )
+        if stated.get("rules") is not None and stated["rules"] != health.rule_set(rules):
+            self.bad(
+                f"fabric health states rules {stated['rules']}, not those of set {rules} "
+                f"({health.rule_set(rules)}) that its terms version names"
+            )
+        if fabric.thresholds_doc(thresholds, rules) != stated.get("thresholds"):
             self.bad(
                 "fabric health states thresholds that are not those of its terms version: "
-                f"{stated.get('thresholds')} against {fabric.thresholds_doc(thresholds)}"
+                f"{stated.get('thresholds')} against {fabric.thresholds_doc(thresholds, rules)}"
             )
-        ports = fabric.ports_of(self.b.get("telemetry", []))
-        recomputed = fabric.findings(ports, thresholds, _at(stated["as_of"]))
+        batches = self.b.get("telemetry", [])
+        ports = fabric.ports_of(batches)
+        problems, disputed = fabric.link_state_mismatches(batches)
+        for problem in problems:
+            self.bad(f"link-state witness: {problem}")
+        recomputed = fabric.findings(
+            ports,
+            thresholds,
+            _at(stated["as_of"]),
+            rules=rules,
+            cleared=fabric.clearances_of(batches),
+        )
         listed = stated.get("findings", [])
         for finding in recomputed:
             if finding not in listed:
@@ -181,8 +202,9 @@ class _Checker:
                     "which its telemetry does not give"
                 )
         self.notes.append(
-            f"fabric health: {len(recomputed)} finding(s) recomputed from "
-            f"{sum(len(s) for s in ports.values())} telemetry interval(s) of {len(ports)} port(s)"
+            f"fabric health: {len(recomputed)} finding(s) recomputed by rule set {rules} from "
+            f"{sum(len(s) for s in ports.values())} telemetry interval(s) of {len(ports)} "
+            f"port(s); {disputed} interval(s) disputed by the switch"
         )
 
     # --- runs, window ---------------------------------------------------------------

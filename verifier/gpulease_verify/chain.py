@@ -185,18 +185,32 @@ def telemetry_content(
     at: str,
     samples: Iterable[Mapping[str, Any]],
     switch: Iterable[Mapping[str, Any]],
+    cleared: Iterable[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
     """What a telemetry batch's hash covers: the lease reference, the poll instant (ISO
     UTC text), every port interval the poll stored for the lease's nodes
     (``gpulease_verify.telemetry.sample_entry``, ordered by node, port and end) and the
-    switch readings stored with them (``switch_entry``, ordered by switch and port)."""
-    return {
+    switch readings stored with them (``switch_entry``, ordered by switch and port).
+    A batch that records an operator clearing ports (``clearance_entry``) holds them
+    under ``cleared`` (left out when there are none, as in every batch before it
+    existed)."""
+    content = {
         "link": TELEMETRY,
         "lease": lease,
         "at": at,
         "samples": sorted(samples, key=lambda s: (s["node"], s["port"], s["at"])),
         "switch": sorted(switch, key=lambda r: (r["switch"], r["port"])),
     }
+    clearances = sorted(cleared, key=lambda c: (c["node"], c["port"], c["at"]))
+    if clearances:
+        content["cleared"] = clearances
+    return content
+
+
+def clearance_entry(*, node: str, port: str, at: str, by: str, reason: str) -> dict[str, Any]:
+    """An operator's clearance of a port's sticky flap and drop findings (gpud's
+    set-healthy), as a telemetry batch holds it: who, when (ISO UTC text) and why."""
+    return {"node": node, "port": port, "at": at, "by": by, "reason": reason}
 
 
 def link_hash(content: Mapping[str, Any], prev: str) -> str:

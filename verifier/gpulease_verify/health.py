@@ -1,15 +1,20 @@
 """Fabric health rules over the telemetry samples of a port, and the switch-side witness.
 
-Each rule is named and versioned (:data:`RULES`): a finding records the version that
-produced it, so a later change of a rule never silently re-judges old findings. The
-thresholds are a frozen :class:`HealthThresholds` whose defaults are the public anchors
-named on each field; a lease's terms may override them (``from_terms``).
+Each rule is named and versioned: a finding records the version that produced it, so a
+later change of a rule never silently re-judges old findings. The rules come in sets
+(:data:`RULE_SETS`); a lease's terms version says which set judges it (``health_rules``:
+1 for every version written before set 2 existed, 2 for new ones), so a bundle is
+recomputed by the set its terms name. The thresholds are a frozen
+:class:`HealthThresholds` whose defaults are the public anchors named on each field; a
+lease's terms may override them (``from_terms``).
 
 Anchors: IBTA's link bit-error-rate target (10^-12) as NVIDIA's fabric health tooling
-(NVSentinel) and Azure HPC's node health checks apply it to ``symbol_error``; leptonai/gpud
-for link flaps (down-then-up cycles at least 25 s apart), drops (down 4 minutes) and
-``link_error_recovery``. The RoCE congestion rates have no public per-second anchor:
-their defaults are this project's (see the fields).
+(NVSentinel) and Azure HPC's node health checks apply it to ``symbol_error``;
+leptonai/gpud (components/accelerator/nvidia/infiniband, commit 4a8de33a) for flaps
+(``store/scan_flaps.go``), drops (``store/scan_drops.go``), their sticky windows
+(``component.go``, ``set_healthy.go``) and a port below its expected rate
+(``check_thresholds.go``); the IBA PortCounters widths for saturated counters. The RoCE
+congestion rates have no public per-second anchor: their defaults are this project's.
 
 Pure and Django-free; time is whatever the samples and ``now`` say.
 """
@@ -24,19 +29,34 @@ from dataclasses import dataclass, fields, replace
 from datetime import datetime, timedelta
 from decimal import Decimal, InvalidOperation
 
-from gpulease_verify.telemetry import PortSample
+from gpulease_verify.telemetry import IB_COUNTER_BITS, PortSample
 
 FATAL = "fatal"
 DEGRADED = "degraded"
 
-RULES: dict[str, int] = {
-    "ib_symbol_errors": 1,
-    "ib_link_error_recovery": 1,
-    "ib_fatal_counters": 1,
-    "link_flap": 1,
-    "link_drop": 1,
-    "roce_congestion": 1,
+# Each set: rule -> the version of it the set applies.
+RULE_SETS: dict[int, dict[str, int]] = {
+    1: {
+        "ib_symbol_errors": 1,
+        "ib_link_error_recovery": 1,
+        "ib_fatal_counters": 1,
+        "link_flap": 1,
+        "link_drop": 1,
+        "roce_congestion": 1,
+    },
+    2: {
+        "ib_symbol_errors": 1,
+        "ib_link_error_recovery": 1,
+        "ib_fatal_counters": 1,
+        "link_flap": 2,
+        "link_drop": 2,
+        "roce_congestion": 1,
+        "link_speed_downgrade": 1,
+        "ib_counter_saturated": 1,
+    },
 }
+LATEST_RULES = 2
+RULES: dict[str, int] = RULE_SETS[LATEST_RULES]
 SEVERITY: dict[str, str] = {
     "ib_symbol_errors": FATAL,
     "ib_link_error_recovery": FATAL,
@@ -44,7 +64,12 @@ SEVERITY: dict[str, str] = {
     "link_flap": FATAL,
     "link_drop": FATAL,
     "roce_congestion": DEGRADED,
+    "link_speed_downgrade": FATAL,  # degraded above speed_fatal_below_percent
+    "ib_counter_saturated": DEGRADED,
 }
+# Counters whose increase is the link going down: not trusted from an interval whose
+# down the switch disputed.
+DOWN_COUNTERS = ("link_downed", "carrier_changes")
 # Counters whose every increase means the link failed (IBA PortCounters): link_downed
 # (the link went down), local_link_integrity_errors (too many local physical errors) and
 # excessive_buffer_overrun_errors (flow control broke).
@@ -63,16 +88,28 @@ class HealthThresholds:
     symbol_error_window_s: float = 3600
     # gpud: link_error_recovery above 5 a minute is a link retraining over and over.
     link_error_recovery_per_minute: float = 5
-    # gpud: 3 down-then-up cycles, at least 25 s apart, make a flapping link. The window
-    # is ours: 10 minutes, ten to twenty polls.
+    # gpud (scan_flaps.go): 3 flap events make a flapping port. Set 1 counts
+    # down-then-up cycles instead, at least flap_min_spacing_s apart within flap_window_s
+    # (a reading of gpud's 25 s that gpud does not have); set 2 counts gpud's events: the
+    # port seen down at two polls at least flap_down_s apart, then ACTIVE again, within
+    # flap_lookback_s.
     flap_cycles: int = 3
     flap_min_spacing_s: float = 25
     flap_window_s: float = 600
-    # gpud: a port down 4 minutes or more has dropped.
+    flap_down_s: float = 25
+    flap_lookback_s: float = 43200
+    # gpud (--infiniband-flap-auto-clear-window, default 0): a flap stays a finding until
+    # an operator clears it; above 0, it ends once the port has been up that long.
+    flap_auto_clear_s: float = 0
+    # gpud (scan_drops.go): a port down 4 minutes or more has dropped.
     drop_after_s: float = 240
-    # A flap or drop stays a finding for 10 minutes after the link recovered (gpud keeps
-    # such a port unhealthy until it has been stable; 10 minutes is ours).
+    # gpud (component.go, dropStickyWindow): a drop stays a finding for 10 minutes after
+    # the link recovered (set 1 held flaps as long).
     hold_down_s: float = 600
+    # gpud (check_thresholds.go) and NHC's check_hw_ib: a port up below its expected rate
+    # fails. Below this share of the expected rate it is fatal, at or above degraded;
+    # 100 makes every downgrade fatal, as they do.
+    speed_fatal_below_percent: float = 100
     # RoCE congestion (degraded, never fatal), per second over one poll interval. Ours:
     # set to flag sustained congestion, not a burst, on a 100-400 Gb/s port. PFC pause
     # frames per priority and direction (ethtool rx/tx_prioN_pause): above 1000/s the
@@ -100,9 +137,16 @@ class HealthThresholds:
                 )
         if self.flap_cycles < 1 or int(self.flap_cycles) != self.flap_cycles:
             raise ValueError(f"flap_cycles must be a whole number >= 1, not {self.flap_cycles}")
-        for name in ("symbol_error_window_s", "flap_window_s", "flap_min_spacing_s"):
+        for name in (
+            "symbol_error_window_s",
+            "flap_window_s",
+            "flap_min_spacing_s",
+            "flap_lookback_s",
+        ):
             if getattr(self, name) <= 0:
                 raise ValueError(f"health threshold {name} must be greater than 0")
+        if self.speed_fatal_below_percent > 100:
+            raise ValueError("health threshold speed_fatal_below_percent must be at most 100")
 
     @classmethod
     def from_terms(cls, mapping: Mapping[str, object] | None) -> HealthThresholds:
@@ -139,16 +183,61 @@ class HealthThresholds:
         }.get(counter)
 
 
-def history_needed(limits: HealthThresholds) -> timedelta:
+# The thresholds only one set reads: a bundle states those of its set (``fields_of``).
+ONLY_IN_SET: dict[str, int] = {
+    "flap_min_spacing_s": 1,
+    "flap_window_s": 1,
+    "flap_down_s": 2,
+    "flap_lookback_s": 2,
+    "flap_auto_clear_s": 2,
+    "speed_fatal_below_percent": 2,
+}
+
+
+def rule_set(rules: int) -> dict[str, int]:
+    """The rules of set ``rules`` (1 or 2) and their versions."""
+    if rules not in RULE_SETS:
+        raise ValueError(f"unknown health rule set {rules!r}; known: {sorted(RULE_SETS)}")
+    return RULE_SETS[rules]
+
+
+def fields_of(thresholds: HealthThresholds, rules: int = 1) -> dict[str, int | float]:
+    """The thresholds set ``rules`` reads, by name."""
+    rule_set(rules)
+    return {
+        item.name: getattr(thresholds, item.name)
+        for item in fields(thresholds)
+        if ONLY_IN_SET.get(item.name, rules) == rules
+    }
+
+
+def history_needed(limits: HealthThresholds, rules: int = 1) -> timedelta:
     """How far back ``evaluate`` must read for every rule to see what it counts: the
-    symbol-error window, a flap's window or a drop, each with its hold-down after it."""
-    return timedelta(
-        seconds=max(
-            limits.symbol_error_window_s,
-            limits.flap_window_s + limits.hold_down_s,
-            limits.drop_after_s + limits.hold_down_s,
-        )
+    symbol-error window, a flap's window or a drop, each with what holds it after."""
+    flaps = (
+        limits.flap_window_s + limits.hold_down_s
+        if rules == 1
+        else limits.flap_lookback_s + limits.flap_auto_clear_s
     )
+    return timedelta(
+        seconds=max(limits.symbol_error_window_s, flaps, limits.drop_after_s + limits.hold_down_s)
+    )
+
+
+# Rules on what each poll found: a finding ends only at a poll that finds otherwise.
+STATE_RULES = frozenset({"link_speed_downgrade", "ib_counter_saturated"})
+
+
+def ends_in_time(rule: str, rules: int, limits: HealthThresholds) -> bool:
+    """Whether an open finding of ``rule`` can end with no new interval to show it (a
+    hold-down or window running out), so that its port must be judged every cycle."""
+    return rule not in STATE_RULES and not sticky(rule, rules, limits)
+
+
+def sticky(rule: str, rules: int, limits: HealthThresholds) -> bool:
+    """Whether a finding of ``rule`` ends only when an operator clears the port (set 2's
+    flaps, unless ``flap_auto_clear_s``): its incident is not closed by the rules."""
+    return rules == 2 and rule == "link_flap" and limits.flap_auto_clear_s <= 0
 
 
 def _number(name: str, raw: object) -> Decimal:
@@ -184,19 +273,28 @@ def evaluate(
     thresholds: HealthThresholds | None = None,
     *,
     now: datetime,
+    rules: int = 1,
+    cleared: Iterable[datetime] = (),
 ) -> list[Finding]:
-    """Every finding of every rule over ``samples`` (one port's or several ports', grouped
-    here by port and put in time order), as of ``now``; samples after ``now`` are ignored.
+    """Every finding of every rule of set ``rules`` over ``samples`` (one port's or
+    several ports', grouped here by port and put in time order), as of ``now``; samples
+    after ``now`` are ignored. ``cleared``: the instants an operator cleared the port
+    (set 2's flaps and drops start afresh after each, as after gpud's set-healthy).
 
     Hysteresis: a finding opens at the first interval its rule fires in (``start`` is the
-    beginning of that interval) and stays open while the rule keeps firing. Flap and drop
-    close ``hold_down_s`` after the link recovered, if no flap/down came within that time;
-    the other rules close at the end of the first clean interval after it. An interval
-    that cannot tell (the first poll, a reset) neither opens nor closes a counter rule.
+    beginning of that interval) and stays open while the rule keeps firing. Set 1's flap
+    and drop close ``hold_down_s`` after the link recovered, if no flap/down came within
+    that time; set 2's are described at ``_flaps_v2`` and ``_drops_v2``; the other rules
+    close at the end of the first clean interval after it. An interval that cannot tell
+    (the first poll, a reset) neither opens nor closes a counter rule. An interval whose
+    down the switch disputed is read as one whose state is unknown.
     """
     limits = thresholds or HealthThresholds()
+    versions = rule_set(rules)
+    tombstones = sorted(when for when in cleared if when <= now)
     found: list[Finding] = []
     for port, series in _by_port(samples, now).items():
+        series = [_trusted(sample) for sample in series]
         found += _counter_rule(port, "ib_fatal_counters", series, _fatal_counters)
         found += _counter_rule(
             port,
@@ -213,9 +311,23 @@ def evaluate(
         found += _counter_rule(
             port, "roce_congestion", series, lambda s, _i, _ss: _congestion(s, limits)
         )
-        found += _flaps(port, series, limits, now)
-        found += _drops(port, series, limits, now)
+        if versions["link_flap"] == 1:
+            found += _flaps(port, series, limits, now)
+            found += _drops(port, series, limits, now)
+        else:
+            found += _flaps_v2(port, series, limits, now, tombstones)
+            found += _drops_v2(port, series, limits, now, tombstones)
+            found += _state_rule(port, "link_speed_downgrade", series, _slow, limits)
+            found += _state_rule(port, "ib_counter_saturated", series, _saturated, limits)
     return sorted(found, key=lambda f: (f.start, f.port, f.rule))
+
+
+def _trusted(sample: PortSample) -> PortSample:
+    """A disputed interval as the rules read it: state unknown, no down counted."""
+    if not sample.disputed:
+        return sample
+    deltas = {k: v for k, v in sample.deltas.items() if k not in DOWN_COUNTERS}
+    return replace(sample, up=None, down_cycles=0, deltas=deltas)
 
 
 # What a stored sample keeps of its counters: those the rules read, the bytes that the
@@ -258,9 +370,9 @@ def compact(sample: PortSample) -> PortSample:
 
 def merge(earlier: PortSample, later: PortSample) -> PortSample:
     """Two back-to-back intervals of one port as one: how quiet intervals are stored, a
-    row every few minutes rather than every poll. Only quiet intervals are merged, so no
-    rule reads a merged interval differently (their counters are summed, the state is the
-    later one's)."""
+    row every few minutes rather than every poll. Only calm intervals in the same
+    condition are merged (``mergeable``), so no rule reads a merged interval differently
+    (their counters are summed, the state and condition are the later one's)."""
     if earlier.port != later.port:
         raise ValueError("only intervals of one port merge")
     deltas = dict(earlier.deltas)
@@ -274,16 +386,37 @@ def merge(earlier: PortSample, later: PortSample) -> PortSample:
         down_cycles=earlier.down_cycles + later.down_cycles,
         deltas=deltas,
         reset=earlier.reset or later.reset,
+        rate_gbps=later.rate_gbps,
+        expected_gbps=later.expected_gbps,
+        saturated=later.saturated,
+        disputed=earlier.disputed or later.disputed,
     )
 
 
 def quiet(sample: PortSample, thresholds: HealthThresholds | None = None) -> bool:
-    """Whether one interval can open no finding: the link up, no down cycle, no reset,
-    no symbol error, recovery or fatal counter moved, and every congestion counter under
-    its limit. A port whose newest interval is quiet and that has no finding open needs
-    no evaluation: a telemetry cycle evaluates only the few ports that moved."""
+    """Whether one interval can open no finding: calm (``calm``), at its expected rate
+    and with no saturated counter. A port whose newest interval is quiet and that has no
+    finding open needs no evaluation: a telemetry cycle evaluates only the few ports that
+    moved."""
+    return calm(sample, thresholds) and not sample.slow and not sample.saturated
+
+
+def mergeable(earlier: PortSample, later: PortSample, thresholds: HealthThresholds | None) -> bool:
+    """Whether two back-to-back intervals may be stored as one row: both calm and in the
+    same condition (a port steadily at a lower rate, or with the same counters
+    saturated, merges like a quiet one, and a change of condition starts a new row)."""
+    return (
+        calm(earlier, thresholds)
+        and calm(later, thresholds)
+        and earlier.condition == later.condition
+    )
+
+
+def calm(sample: PortSample, thresholds: HealthThresholds | None = None) -> bool:
+    """The link up, no down cycle, no reset, no dispute, no symbol error, recovery or
+    fatal counter moved, and every congestion counter under its limit."""
     limits = thresholds or HealthThresholds()
-    if sample.up is not True or sample.down_cycles or sample.reset:
+    if sample.up is not True or sample.down_cycles or sample.reset or sample.disputed:
         return False
     for name, increase in sample.deltas.items():
         if name in FATAL_COUNTERS or name in ("symbol_error", "link_error_recovery"):
@@ -302,8 +435,17 @@ def _by_port(samples: Iterable[PortSample], now: datetime) -> dict[str, list[Por
     return {port: sorted(series, key=lambda s: s.at) for port, series in grouped.items()}
 
 
-def _finding(port: str, rule: str, start: datetime, end: datetime | None, detail: str) -> Finding:
-    return Finding(port, rule, RULES[rule], SEVERITY[rule], start, end, detail)
+def _finding(
+    port: str,
+    rule: str,
+    start: datetime,
+    end: datetime | None,
+    detail: str,
+    *,
+    version: int = 1,
+    severity: str | None = None,
+) -> Finding:
+    return Finding(port, rule, version, severity or SEVERITY[rule], start, end, detail)
 
 
 # A check answers for one interval: a detail sentence (fires), CLEAN, or UNKNOWN.
@@ -409,7 +551,12 @@ class _HoldDown:
 
 
 def _close_expired(
-    port: str, rule: str, open_: _HoldDown | None, hold: timedelta, before: datetime
+    port: str,
+    rule: str,
+    open_: _HoldDown | None,
+    hold: timedelta,
+    before: datetime,
+    version: int = 1,
 ) -> tuple[_HoldDown | None, list[Finding]]:
     """The finding closed at the end of its hold-down when that passed before ``before``
     (the next interval's start, or ``now``); a flap or down in an interval that began
@@ -417,7 +564,7 @@ def _close_expired(
     expiry = None if open_ is None else open_.expiry(hold)
     if open_ is None or expiry is None or expiry > before:
         return open_, []
-    return None, [_finding(port, rule, open_.start, expiry, open_.detail)]
+    return None, [_finding(port, rule, open_.start, expiry, open_.detail, version=version)]
 
 
 def _flaps(
@@ -494,6 +641,210 @@ def _drops(
     return found
 
 
+# --- rule set 2: gpud's flaps and drops, a port below its rate, saturated counters ----
+
+
+class _Tombstones:
+    """The instants an operator cleared a port, walked in time order: everything the
+    flap and drop rules saw at or before one is forgotten (gpud's set-healthy)."""
+
+    def __init__(self, instants: Sequence[datetime]) -> None:
+        self.pending = deque(instants)
+
+    def passed(self, before: datetime) -> list[datetime]:
+        """The clearances before ``before`` not yet walked past."""
+        passed = []
+        while self.pending and self.pending[0] < before:
+            passed.append(self.pending.popleft())
+        return passed
+
+
+def _flaps_v2(
+    port: str,
+    series: Sequence[PortSample],
+    limits: HealthThresholds,
+    now: datetime,
+    cleared: Sequence[datetime],
+) -> list[Finding]:
+    """gpud's flaps (store/scan_flaps.go): a flap event is a port found down at a poll
+    and still down at a later poll at least ``flap_down_s`` after it, with no ACTIVE poll
+    between, then found ACTIVE. ``flap_cycles`` events within ``flap_lookback_s`` (counted
+    at each event's ACTIVE poll) make the port flapping: the finding starts at the poll
+    that ended the last of them and is sticky, as gpud's is, until an operator clears the
+    port (``cleared``), or, with ``flap_auto_clear_s``, until the port has been up that
+    long. A down seen at one poll only, or only by the counters between polls, is no
+    event (availability still counts it). A poll that could not tell the state is
+    skipped."""
+    lookback = timedelta(seconds=limits.flap_lookback_s)
+    held = timedelta(seconds=limits.flap_down_s)
+    auto_clear = timedelta(seconds=limits.flap_auto_clear_s)
+    tombstones = _Tombstones(cleared)
+    events: deque[tuple[datetime, datetime]] = deque()  # (first down poll, ACTIVE poll)
+    first_down: datetime | None = None
+    held_down = False
+    open_: _HoldDown | None = None
+    found: list[Finding] = []
+
+    def clear(at: datetime) -> None:
+        nonlocal open_, first_down, held_down
+        if open_ is not None:
+            found.append(_finding(port, "link_flap", open_.start, at, open_.detail, version=2))
+        open_, first_down, held_down = None, None, False
+        events.clear()
+
+    for sample in series:
+        for at in tombstones.passed(sample.at + timedelta(microseconds=1)):
+            clear(at)
+        if limits.flap_auto_clear_s > 0:
+            open_, closed = _close_expired(port, "link_flap", open_, auto_clear, sample.start, 2)
+            if closed:
+                found += closed
+                events.clear()
+        if sample.up is False:
+            if first_down is None:
+                first_down = sample.at
+            elif sample.at - first_down >= held:
+                held_down = True
+        elif sample.up is True:
+            if first_down is not None and held_down:
+                events.append((first_down, sample.at))
+            first_down, held_down = None, False
+            while events and events[0][1] <= sample.at - lookback:
+                events.popleft()
+            if open_ is None and len(events) >= limits.flap_cycles:
+                open_ = _HoldDown(sample.at, _flap_detail(events, limits))
+                events.clear()
+        if open_ is not None:
+            open_.follow(sample, unstable=sample.up is False or sample.down_cycles > 0)
+    for at in tombstones.passed(now + timedelta(microseconds=1)):
+        clear(at)
+    if limits.flap_auto_clear_s > 0:
+        open_, closed = _close_expired(port, "link_flap", open_, auto_clear, now, 2)
+        found += closed
+    if open_ is not None:
+        found.append(_finding(port, "link_flap", open_.start, None, open_.detail, version=2))
+    return found
+
+
+def _flap_detail(events: Sequence[tuple[datetime, datetime]], limits: HealthThresholds) -> str:
+    spans = "; ".join(f"down {_clock(down)}, active {_clock(back)}" for down, back in events)
+    return (
+        f"{len(events)} flaps (down at two polls at least {_seconds(limits.flap_down_s)} s "
+        f"apart, then active) within {_seconds(limits.flap_lookback_s / 3600)} h: {spans}"
+    )
+
+
+def _drops_v2(
+    port: str,
+    series: Sequence[PortSample],
+    limits: HealthThresholds,
+    now: datetime,
+    cleared: Sequence[datetime],
+) -> list[Finding]:
+    """gpud's drops (store/scan_drops.go): a port found down at every poll from one to a
+    later one at least ``drop_after_s`` after it has dropped, from that first down poll.
+    gpud also asks that link_downed did not move between the two (else it may be a flap)
+    and discards the run; here a down poll whose interval holds a new down cycle (the
+    link came back and went down again) starts the run afresh. The finding lasts while
+    the port is down and ``hold_down_s`` after the poll that found it up again (gpud's
+    10-minute drop sticky window); a clearance ends it and starts afresh."""
+    hold = timedelta(seconds=limits.hold_down_s)
+    tombstones = _Tombstones(cleared)
+    first_down: PortSample | None = None
+    open_: _HoldDown | None = None
+    found: list[Finding] = []
+    for sample in series:
+        for at in tombstones.passed(sample.at + timedelta(microseconds=1)):
+            if open_ is not None:
+                found.append(_finding(port, "link_drop", open_.start, at, open_.detail, version=2))
+            open_, first_down = None, None
+        open_, closed = _close_expired(port, "link_drop", open_, hold, sample.start, 2)
+        found += closed
+        if sample.up is False:
+            if first_down is None or sample.down_cycles > 0:
+                first_down = sample  # the first down poll, or a bounce: afresh from here
+            down_for = (sample.at - first_down.at).total_seconds()
+            if open_ is None and down_for >= limits.drop_after_s:
+                open_ = _HoldDown(
+                    first_down.at,
+                    f"down at every poll from {_clock(first_down.at)} to {_clock(sample.at)} "
+                    f"({_seconds(down_for)} s; limit {_seconds(limits.drop_after_s)} s)",
+                )
+        elif sample.up is True:
+            first_down = None
+        if open_ is not None:
+            open_.follow(sample, unstable=False)
+    for at in tombstones.passed(now + timedelta(microseconds=1)):
+        if open_ is not None:
+            found.append(_finding(port, "link_drop", open_.start, at, open_.detail, version=2))
+        open_ = None
+    open_, closed = _close_expired(port, "link_drop", open_, hold, now, 2)
+    found += closed
+    if open_ is not None:
+        found.append(_finding(port, "link_drop", open_.start, None, open_.detail, version=2))
+    return found
+
+
+StateCheck = Callable[[PortSample, HealthThresholds], tuple[str, str] | str | None]
+
+
+def _state_rule(
+    port: str,
+    rule: str,
+    series: Sequence[PortSample],
+    check: StateCheck,
+    limits: HealthThresholds,
+) -> list[Finding]:
+    """A rule on what a poll found (not on counter increases): every poll can tell, the
+    first one included. Opens at the first interval whose poll fires (its start, the
+    earliest the condition can have begun), closes at the first clean poll."""
+    found = []
+    start: datetime | None = None
+    detail, severity = "", ""
+    for sample in series:
+        verdict = check(sample, limits)
+        if verdict is UNKNOWN:
+            continue
+        if verdict and start is None:
+            start = sample.start
+            detail, severity = verdict if isinstance(verdict, tuple) else (verdict, SEVERITY[rule])
+        elif not verdict and start is not None:
+            found.append(_finding(port, rule, start, sample.at, detail, severity=severity))
+            start = None
+    if start is not None:
+        found.append(_finding(port, rule, start, None, detail, severity=severity))
+    return found
+
+
+def _slow(sample: PortSample, limits: HealthThresholds) -> tuple[str, str] | str | None:
+    """Up below the expected rate: fatal below ``speed_fatal_below_percent`` of it."""
+    if sample.up is not True:
+        return UNKNOWN  # a port that is down has no rate: the flap and drop rules judge it
+    if not sample.slow or sample.rate_gbps is None or sample.expected_gbps is None:
+        return CLEAN
+    share = sample.rate_gbps / sample.expected_gbps * 100
+    severity = FATAL if share < limits.speed_fatal_below_percent else DEGRADED
+    detail = (
+        f"up at {_seconds(sample.rate_gbps)} Gb/s, below the {_seconds(sample.expected_gbps)} "
+        f"Gb/s expected of the port ({share:.0f} %), at the poll of {_clock(sample.at)}"
+    )
+    return detail, severity
+
+
+def _saturated(sample: PortSample, _limits: HealthThresholds) -> str | None:
+    if not sample.saturated:
+        return CLEAN
+    stuck = ", ".join(
+        f"{name} at {2 ** IB_COUNTER_BITS[name] - 1} ({IB_COUNTER_BITS[name]}-bit maximum)"
+        for name in sample.saturated
+        if name in IB_COUNTER_BITS
+    )
+    return (
+        f"{stuck} at the poll of {_clock(sample.at)}: a saturated counter counts nothing "
+        "more, so no rule can see it move until the port's counters are cleared"
+    )
+
+
 def unavailable_seconds(samples: Sequence[PortSample], *, start: datetime, end: datetime) -> float:
     """Seconds of ``[start, end)`` in which one port was unavailable.
 
@@ -502,7 +853,7 @@ def unavailable_seconds(samples: Sequence[PortSample], *, start: datetime, end: 
     prove the cycle do not say for how long, so the whole interval is charged. This is
     conservative for the customer. An interval whose state is unknown (``up`` None and
     no cycle) is not counted: a gap in the telemetry is not an outage. Overlapping
-    intervals are counted once.
+    intervals are counted once. An interval whose down the switch disputed is not counted.
     """
     if end <= start:
         return 0.0
@@ -512,7 +863,9 @@ def unavailable_seconds(samples: Sequence[PortSample], *, start: datetime, end: 
     spans = sorted(
         (max(sample.start, start), min(sample.at, end))
         for sample in samples
-        if (sample.up is False or sample.down_cycles > 0) and sample.seconds > 0
+        if (sample.up is False or sample.down_cycles > 0)
+        and sample.seconds > 0
+        and not sample.disputed
     )
     total = timedelta(0)
     current_start: datetime | None = None
@@ -615,5 +968,5 @@ def unavailable_within(
 
 def unavailable_only(samples: Iterable[PortSample]) -> list[PortSample]:
     """The intervals that can make a port unavailable (down at the poll, or a cycle in
-    it): all ``unavailable_seconds`` counts, so the rest need not be read."""
-    return [s for s in samples if s.up is False or s.down_cycles > 0]
+    it, not disputed): all ``unavailable_seconds`` counts, so the rest need not be read."""
+    return [s for s in samples if (s.up is False or s.down_cycles > 0) and not s.disputed]

@@ -86,8 +86,9 @@ def telemetry_slot_outcome(given: str | None, *, telemetry_down: bool) -> str | 
     """A link-check slot's outcome once the passive telemetry is heard: a slot the checks
     found available, or could not tell, is unavailable when telemetry saw one of the
     lease's ports unavailable within it (down at a poll, or a down-then-up cycle between
-    two polls: a flap between two link checks counts). An excluded slot stays excluded
-    and an unavailable one unavailable."""
+    two polls: a flap between two link checks counts; not an interval the switch-side
+    witness disputed). An excluded slot stays excluded and an unavailable one
+    unavailable."""
     if given is None or given == "unavailable" or not telemetry_down:
         return given
     return "unavailable"

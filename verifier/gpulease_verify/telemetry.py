@@ -19,6 +19,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any
 
 from gpulease_verify.interpret import split_sections
@@ -36,6 +37,29 @@ COUNTER_32_BITS = frozenset(
     {"port_xmit_data", "port_rcv_data", "port_xmit_packets", "port_rcv_packets", "port_xmit_wait"}
 )
 _MODULUS_32 = 2**32
+
+# The widths of the IBA PortCounters (IBTA Architecture Specification vol. 1, PortCounters
+# attribute) as the kernel reads them into sysfs ``counters/`` (PORT_PMA_ATTR in
+# drivers/infiniband/core/sysfs.c: symbol_error 16 bits, link_error_recovery 8, ...).
+# These counters saturate: at all ones they stop, and can count nothing more until they
+# are cleared. The 32-bit data and packet counters are shown instead of the 64-bit
+# extended ones only where the port lacks PortCountersExtended.
+IB_COUNTER_BITS: dict[str, int] = {
+    "symbol_error": 16,
+    "link_error_recovery": 8,
+    "link_downed": 8,
+    "port_rcv_errors": 16,
+    "port_rcv_remote_physical_errors": 16,
+    "port_rcv_switch_relay_errors": 16,
+    "port_xmit_discards": 16,
+    "port_xmit_constraint_errors": 8,
+    "port_rcv_constraint_errors": 8,
+    "local_link_integrity_errors": 4,
+    "excessive_buffer_overrun_errors": 4,
+    "VL15_dropped": 16,
+    **{name: 32 for name in COUNTER_32_BITS},
+}
+_IB_PORT_KEY = re.compile(r"^[^:\s]+:\d{1,3}$")
 
 # net operstate values (RFC 2863 ifOperStatus as sysfs-class-net spells them) that mean
 # the link cannot carry traffic.
@@ -369,16 +393,37 @@ class PortSample:
     down_cycles: int = 0
     deltas: dict[str, int] = field(default_factory=dict, hash=False)
     reset: bool = False
+    rate_gbps: float | None = None
+    expected_gbps: float | None = None
+    saturated: tuple[str, ...] = ()
+    disputed: bool = False
 
     @property
     def start(self) -> datetime:
         """The beginning of the interval."""
         return self.at - timedelta(seconds=self.seconds)
 
+    @property
+    def slow(self) -> bool:
+        """Up at a rate below the expected one (see ``rate_gbps``)."""
+        return (
+            self.up is True
+            and self.rate_gbps is not None
+            and self.expected_gbps is not None
+            and self.rate_gbps < self.expected_gbps
+        )
+
+    @property
+    def condition(self) -> tuple[float | None, float | None, tuple[str, ...]]:
+        """What the poll found that lasts from poll to poll (a lower rate, saturated
+        counters): intervals merge only with intervals in the same condition."""
+        return (self.rate_gbps, self.expected_gbps, self.saturated)
+
     def to_json(self) -> dict[str, Any]:
         """Compact JSON: ``{"p": port, "t": end UTC "YYYY-MM-DDTHH:MM:SS[.ffffff]Z",
-        "s": seconds, "u": up, "c": down cycles, "d": {counter: increase}, "r": reset}``;
-        "c", "d" and "r" are left out when 0, empty and false."""
+        "s": seconds, "u": up, "c": down cycles, "d": {counter: increase}, "r": reset,
+        "g": rate, "e": expected rate, "x": [saturated counters], "w": disputed}``; all
+        but "p", "t", "s" and "u" are left out when 0, empty, null or false."""
         data: dict[str, Any] = {
             "p": self.port,
             "t": _utc_text(self.at),
@@ -391,6 +436,14 @@ class PortSample:
             data["d"] = dict(sorted(self.deltas.items()))
         if self.reset:
             data["r"] = True
+        if self.rate_gbps is not None:
+            data["g"] = self.rate_gbps
+        if self.expected_gbps is not None:
+            data["e"] = self.expected_gbps
+        if self.saturated:
+            data["x"] = list(self.saturated)
+        if self.disputed:
+            data["w"] = True
         return data
 
     @classmethod
@@ -409,7 +462,34 @@ class PortSample:
             down_cycles=_count(data.get("c", 0), "sample down cycles"),
             deltas={str(k): _count(v, str(k)) for k, v in dict(data.get("d", {})).items()},
             reset=reset,
+            rate_gbps=_optional_rate(data.get("g"), "sample rate"),
+            expected_gbps=_optional_rate(data.get("e"), "sample expected rate"),
+            saturated=_names(data.get("x", []), "sample saturated counters"),
+            disputed=_flag(data.get("w", False), "sample disputed"),
         )
+
+
+def _optional_rate(value: Any, what: str) -> float | None:
+    if value is None:
+        return None
+    number = float(value) if isinstance(value, str) else value
+    if isinstance(number, bool) or not isinstance(number, int | float):
+        raise ValueError(f"{what} must be a number, not {value!r}")
+    if not math.isfinite(number) or number < 0:
+        raise ValueError(f"{what} must be a finite number >= 0, not {value!r}")
+    return float(number)
+
+
+def _names(value: Any, what: str) -> tuple[str, ...]:
+    if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
+        raise ValueError(f"{what} must be a list of counter names, not {value!r}")
+    return tuple(sorted(value))
+
+
+def _flag(value: Any, what: str) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"{what} must be true or false, not {value!r}")
+    return value
 
 
 def _utc_text(when: datetime) -> str:
@@ -426,12 +506,19 @@ def _parse_utc(text: str) -> datetime:
 
 
 def port_samples(
-    previous: Snapshot | None, current: Snapshot, *, at: datetime, seconds: float
+    previous: Snapshot | None,
+    current: Snapshot,
+    *,
+    at: datetime,
+    seconds: float,
+    expected: Mapping[str, float] | None = None,
 ) -> list[PortSample]:
     """One :class:`PortSample` per port of ``current`` for the interval ending ``at``.
 
     ``previous`` is the node's last good snapshot (None for the first poll). A changed
     boot id resets every port; a port new since ``previous`` starts like a first poll.
+    ``expected``: the rate (Gb/s) the inventory expects of each port, by port key; a port
+    up below it is recorded with both rates.
     """
     if at.tzinfo is None:
         raise ValueError("at must be timezone-aware")
@@ -442,17 +529,82 @@ def port_samples(
     samples = []
     for key, reading in current.ports.items():
         before = None if previous is None else previous.ports.get(key)
+        rates = _rates(reading, (expected or {}).get(key))
+        found = partial(
+            PortSample,
+            key,
+            when,
+            up=reading.up,
+            rate_gbps=rates.get("rate_gbps"),
+            expected_gbps=rates.get("expected_gbps"),
+            saturated=saturated_counters(reading, None if rebooted else before),
+        )
         if before is None:
-            samples.append(PortSample(key, when, 0.0, reading.up))
+            samples.append(found(seconds=0.0))
             continue
         went_down = 1 if before.up is True and reading.up is False else 0
         deltas = None if rebooted else _deltas(before.counters, reading.counters)
         if deltas is None:
-            samples.append(PortSample(key, when, seconds, reading.up, went_down, {}, True))
+            samples.append(found(seconds=seconds, down_cycles=went_down, reset=True))
             continue
         cycles = max(_down_events(before, reading, deltas), went_down)
-        samples.append(PortSample(key, when, seconds, reading.up, cycles, deltas))
+        samples.append(found(seconds=seconds, down_cycles=cycles, deltas=deltas))
     return samples
+
+
+def changed_ports(
+    previous: Snapshot | None, current: Snapshot, expected: Mapping[str, float] | None = None
+) -> set[str]:
+    """The ports of ``current`` whose state or lasting condition differs from the
+    previous poll's: up or not, below the expected rate or not (or at another rate), a
+    different set of saturated counters. Their interval is stored at once, not merged
+    (the poll that found a port up again is what gpud's flaps count), and judged. A
+    port the previous poll did not read has no change to show."""
+    if previous is None or previous.boot_id != current.boot_id:
+        return set()
+    rates = expected or {}
+    changed = set()
+    for key, reading in current.ports.items():
+        before = previous.ports.get(key)
+        if before is None:
+            continue
+        if before.up != reading.up or _condition(before, rates.get(key)) != _condition(
+            reading, rates.get(key)
+        ):
+            changed.add(key)
+    return changed
+
+
+def _condition(reading: PortReading, expected: float | None) -> tuple[Any, ...]:
+    """A reading's lasting condition, by itself (a 32-bit counter at all ones counts)."""
+    rates = _rates(reading, expected)
+    return (rates.get("rate_gbps"), saturated_counters(reading, reading))
+
+
+def _rates(reading: PortReading, expected: float | None) -> dict[str, float]:
+    """Both rates when the port is up below the expected one, else nothing."""
+    rate = reading.rate_gbps
+    if reading.up is True and rate is not None and expected is not None and rate < expected:
+        return {"rate_gbps": float(rate), "expected_gbps": float(expected)}
+    return {}
+
+
+def saturated_counters(reading: PortReading, before: PortReading | None) -> tuple[str, ...]:
+    """The InfiniBand sysfs counters of ``reading`` at their maximum (:data:`IB_COUNTER_BITS`).
+    A counter of 16 bits or fewer at all ones has saturated. A 32-bit one must have been
+    at all ones at the previous poll too (``before``): the kernel shows a port with
+    extended counters under the same names, 64 bits wide, where that value is only a
+    value passing by."""
+    if not _IB_PORT_KEY.match(reading.port):
+        return ()
+    found = []
+    for name, bits in IB_COUNTER_BITS.items():
+        ceiling = 2**bits - 1
+        if reading.counters.get(name) != ceiling:
+            continue
+        if bits < 32 or (before is not None and before.counters.get(name) == ceiling):
+            found.append(name)
+    return tuple(sorted(found))
 
 
 def _deltas(before: Mapping[str, int], after: Mapping[str, int]) -> dict[str, int] | None:
@@ -491,13 +643,16 @@ def _down_events(before: PortReading, after: PortReading, deltas: Mapping[str, i
 __all__ = [
     "COUNTER_32_BITS",
     "ETHERNET",
+    "IB_COUNTER_BITS",
     "INFINIBAND",
     "PortReading",
     "PortSample",
     "Snapshot",
     "TelemetryParseError",
+    "changed_ports",
     "parse_snapshot",
     "port_samples",
+    "saturated_counters",
 ]
 
 
@@ -517,6 +672,16 @@ def sample_entry(node: str, sample: PortSample) -> dict[str, Any]:
         "down_cycles": sample.down_cycles,
         "deltas": dict(sorted(sample.deltas.items())),
         "reset": sample.reset,
+        # Added later: in an entry only when set, so the entries (and hashes) of samples
+        # stored before they existed stay as they were.
+        **({"rate_gbps": repr(sample.rate_gbps)} if sample.rate_gbps is not None else {}),
+        **(
+            {"expected_gbps": repr(sample.expected_gbps)}
+            if sample.expected_gbps is not None
+            else {}
+        ),
+        **({"saturated": list(sample.saturated)} if sample.saturated else {}),
+        **({"disputed": True} if sample.disputed else {}),
     }
 
 
@@ -530,6 +695,10 @@ def sample_from_entry(entry: Mapping[str, Any]) -> tuple[str, PortSample]:
         down_cycles=_count(entry.get("down_cycles", 0), "sample down cycles"),
         deltas={str(k): _count(v, str(k)) for k, v in dict(entry.get("deltas", {})).items()},
         reset=bool(entry.get("reset", False)),
+        rate_gbps=_optional_rate(entry.get("rate_gbps"), "sample rate"),
+        expected_gbps=_optional_rate(entry.get("expected_gbps"), "sample expected rate"),
+        saturated=_names(entry.get("saturated", []), "sample saturated counters"),
+        disputed=_flag(entry.get("disputed", False), "sample disputed"),
     )
 
 
@@ -542,9 +711,12 @@ def switch_entry(
     oper_up: bool,
     in_errors: int,
     out_discards: int,
+    link: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """A switch port's reading as a telemetry link holds it (64-bit octets as text)."""
-    return {
+    """A switch port's reading as a telemetry link holds it (64-bit octets as text).
+    ``link``: the link-state witness of the node's port (``gpulease_verify.witness.
+    link_block``), left out of readings stored before it existed."""
+    entry: dict[str, Any] = {
         "switch": switch,
         "port": port,
         "in_octets": str(int(in_octets)),
@@ -553,3 +725,6 @@ def switch_entry(
         "in_errors": int(in_errors),
         "out_discards": int(out_discards),
     }
+    if link is not None:
+        entry["link"] = dict(link)
+    return entry

@@ -62,6 +62,7 @@ CONTRACT_FIELDS = (
     "telemetry_interval_s",
     "confirm_failures",
     "confirm_pause_s",
+    "health_rules",
 )
 # Contract fields added after versions were first hashed, each with the field whose value
 # it had implicitly before it existed: such a field is in the hashed content only when it
@@ -82,6 +83,9 @@ DEFAULTED_FIELDS: dict[str, Any] = {
     "telemetry_interval_s": 30,
     "confirm_failures": True,
     "confirm_pause_s": 5,
+    # The fabric health rule set (gpulease_verify.health.RULE_SETS): every version written
+    # before set 2 existed is judged by set 1; new versions default to 2 (LeaseTerms).
+    "health_rules": 1,
 }
 ACKNOWLEDGEMENT_FIELDS = ("by", "role", "at", "reason")
 

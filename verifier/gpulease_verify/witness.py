@@ -22,6 +22,7 @@ from decimal import Decimal
 from typing import Any
 
 from gpulease_verify.health import witness_check
+from gpulease_verify.telemetry import PortSample
 from gpulease_verify.units import format_bps
 from gpulease_verify.verdicts import Judgement, Verdict
 
@@ -90,3 +91,81 @@ def judge(judgement: Judgement, parsed: Mapping[str, Any] | None, measured_bps: 
 def without_witness(parsed: Mapping[str, Any]) -> dict[str, Any]:
     """The parsed result as the tool's output alone gives it (the re-parse check)."""
     return {key: value for key, value in parsed.items() if key != KEY}
+
+
+# --- the link state of a node's port, held against its switch port ---------------------
+#
+# At each telemetry poll gpulease reads the node's switch port: ifOperStatus and
+# ifLastChange (RFC 2863: the agent's sysUpTime when the port entered its current state)
+# with sysUpTime. A down the host reports between two polls (a down at the poll, or a
+# down-then-up cycle its counters show) is a change of the link's state, which the
+# switch port sees too: it was down at one of the two readings, or its ifLastChange
+# moved between them. When neither, the switch never saw the link change, the host's
+# down is disputed, and no rule or availability figure counts it.
+
+LINK_RULE = "witness_link_state"
+LINK_VERSION = 1
+
+
+def link_block(
+    *,
+    node: str,
+    host_port: str,
+    oper_up: bool,
+    last_change: int,
+    uptime: int,
+    since_oper_up: bool,
+    since_last_change: int,
+    since_uptime: int,
+) -> dict[str, Any]:
+    """The link-state part of a switch reading as a telemetry batch holds it: the node
+    and port it witnesses, ifOperStatus, ifLastChange and sysUpTime (TimeTicks, 1/100 s)
+    as the interval is judged (read again a few seconds later when the first reading did
+    not confirm a down: agents refresh their tables every few seconds), and the previous
+    poll's reading, which this one is held against."""
+    return {
+        "node": node,
+        "host_port": host_port,
+        "oper_up": bool(oper_up),
+        "last_change": int(last_change),
+        "uptime": int(uptime),
+        "since": {
+            "oper_up": bool(since_oper_up),
+            "last_change": int(since_last_change),
+            "uptime": int(since_uptime),
+        },
+    }
+
+
+def switch_saw_change(link: Mapping[str, Any]) -> bool | None:
+    """Whether the switch port's state changed between the two readings: down at either,
+    or ifLastChange moved. None when it cannot tell: sysUpTime went backwards (the agent
+    restarted, or its 497-day counter wrapped)."""
+    since = link["since"]
+    if int(link["uptime"]) < int(since["uptime"]):
+        return None
+    return (
+        not bool(since["oper_up"])
+        or not bool(link["oper_up"])
+        or int(link["last_change"]) != int(since["last_change"])
+    )
+
+
+def link_state_dispute(
+    host: PortSample, *, switch: str, port: str, link: Mapping[str, Any]
+) -> str | None:
+    """The sentence disputing ``host`` (the node's interval ending at this poll) when it
+    reports a down its switch port never saw; None when the two agree or the switch
+    cannot tell. A host that reports its link up throughout is never disputed here: an
+    agent can register a transition seconds late, which would blame the next interval,
+    and a host hiding an outage forgoes its own credit."""
+    if not (host.up is False or host.down_cycles > 0):
+        return None
+    if switch_saw_change(link) is not False:
+        return None
+    claimed = "down at the poll" if host.up is False else f"{host.down_cycles} down cycle(s)"
+    return (
+        f"{host.port} reported {claimed} between {host.start:%H:%M:%S} and "
+        f"{host.at:%H:%M:%S} UTC; switch {switch} {port} was up at both readings and its "
+        f"ifLastChange stayed {int(link['last_change'])}: the switch never saw the link change"
+    )

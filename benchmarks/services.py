@@ -14,6 +14,7 @@ the SLA excludes, instead of missed against the provider.
 """
 
 import asyncio
+import concurrent.futures
 import functools
 import logging
 import math
@@ -738,7 +739,9 @@ def execute_batch(
         )
         throughput = bool(witness_ports) and runs[0].kind == ProbeKind.THROUGHPUT
 
-        def measure(these: list[ProbeRun]) -> witness_settle.Measured:
+        def measure(
+            these: list[ProbeRun], ready: concurrent.futures.Future | None = None
+        ) -> witness_settle.Measured:
             started = timezone.now()
             ProbeRun.objects.filter(pk__in=[r.pk for r in these]).update(started_at=started)
             for run in these:
@@ -753,14 +756,22 @@ def execute_batch(
                         grace_seconds=settings.PROBE_COMMAND_GRACE_S,
                         contracted_gbps=float(terms.contracted_bandwidth_gbps) if terms else 100.0,
                     ),
+                    ready=ready,
                 )
             )
             return witness_settle.Measured(these, executions)
 
-        # Throughput: the switch's count around each measurement; counters: the switch
-        # port's own count, read right after the node's.
-        readings = [telemetry_witness.read(witness_ports)] if throughput else []
-        measured = [measure(runs)]
+        # Throughput: the switch's count around each measurement, the first one read while
+        # the pairs log in and start their servers (every client waits for it); counters:
+        # the switch port's own count, read right after the node's.
+        readings: list = []
+        if throughput:
+            with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="witness") as pool:
+                before = pool.submit(telemetry_witness.read, witness_ports)
+                measured = [measure(runs, before)]
+                readings.append(before.result())
+        else:
+            measured = [measure(runs)]
         view = terms_view(terms) if terms is not None else None
         if confirmation.due(runs, measured[0].executions, terms=terms, view=view, plan=plan):
             assert terms is not None

@@ -6,6 +6,7 @@ whatever happens. The runner returns what happened; parsing and verdicts happen 
 from the stored raw output, so they can be redone."""
 
 import asyncio
+import concurrent.futures
 import contextlib
 import shlex
 import time
@@ -118,15 +119,20 @@ async def run_batch(
     nodes: dict[str, PlanNode],
     connect: Callable[[str], AsyncTransport],
     options: Options,
+    ready: concurrent.futures.Future | None = None,
 ) -> list[Execution]:
+    """Run the batch's runs together. ``ready``: work done elsewhere (the switch witness's
+    reading before the batch) that every pair waits for at its start line, so that it
+    overlaps the logins and server starts but is over before any client sends."""
     connections = _Connections(connect)
     pairs = [run for run in runs if len(run.nodes) == 2 and run.tool != Tool.ALL_REDUCE_PERF]
     barrier = asyncio.Barrier(len(pairs)) if pairs else None
+    waited = asyncio.wrap_future(ready) if ready is not None else None
     try:
         return list(
             await asyncio.gather(
                 *(
-                    _run_one(run, index, nodes, connections, options, barrier)
+                    _run_one(run, index, nodes, connections, options, barrier, waited)
                     for index, run in enumerate(runs)
                 )
             )
@@ -142,6 +148,7 @@ async def _run_one(
     connections: _Connections,
     options: Options,
     barrier: asyncio.Barrier | None,
+    ready: asyncio.Future | None = None,
 ) -> Execution:
     execution = Execution()
     started = time.monotonic()
@@ -157,7 +164,7 @@ async def _run_one(
             )
             _outcome(execution, result)
         else:
-            await _pair(execution, run, index, nodes, connections, options, barrier)
+            await _pair(execution, run, index, nodes, connections, options, barrier, ready)
     except TransportError as error:
         _failure(execution, error)
     except UnsafeValue as error:
@@ -257,7 +264,7 @@ async def _sweep(execution, run, nodes, connections, options) -> None:  # type: 
     execution.exit_code = next((code for code in codes if code != 0), codes[0] if codes else None)
 
 
-async def _pair(execution, run, index, nodes, connections, options, barrier) -> None:  # type: ignore[no-untyped-def]
+async def _pair(execution, run, index, nodes, connections, options, barrier, ready=None) -> None:  # type: ignore[no-untyped-def]
     client, server = nodes[run.nodes[0]], nodes[run.nodes[1]]
     port = commands.IPERF3_BASE_PORT + index
     pair_commands = planned_commands(run, index, nodes, options)
@@ -266,24 +273,33 @@ async def _pair(execution, run, index, nodes, connections, options, barrier) -> 
     ) + f"on {client.hostname}: {pair_commands.client}"
     server_process: BackgroundProcess | None = None
     released = False
-    try:
-        if pair_commands.server:
-            server_transport = connections(server.hostname)
-            # The nodes are locked for this batch, so a server of ours still on this port
-            # is a leftover of a worker that died mid-probe: stop it, or the client would
-            # talk to it (iperf3: "the server is busy running a test").
-            await server_transport.run(
-                f"pkill -f {shlex.quote('^' + pair_commands.server + '$')} || true",
-                timeout_s=SERVER_READY_TIMEOUT_S,
-            )
-            server_process = await server_transport.start(
-                pair_commands.server, max_lifetime_s=options.throughput_seconds + 120
-            )
-            if run.tool == Tool.IPERF3:
-                await _wait_listening(server_transport, port)
-        client_transport = connections(client.hostname)
-        # Log in before the start line, so that concurrent pairs really start together.
+    client_transport = connections(client.hostname)
+
+    async def serve() -> None:
+        nonlocal server_process
+        server_transport = connections(server.hostname)
+        # The nodes are locked for this batch, so a server of ours still on this port is a
+        # leftover of a worker that died mid-probe: stop it, or the client would talk to it
+        # (iperf3: "the server is busy running a test").
+        await server_transport.run(
+            f"pkill -f {shlex.quote('^' + pair_commands.server + '$')} || true",
+            timeout_s=SERVER_READY_TIMEOUT_S,
+        )
+        server_process = await server_transport.start(
+            pair_commands.server, max_lifetime_s=options.throughput_seconds + 120
+        )
+        if run.tool == Tool.IPERF3:
+            await _wait_listening(server_transport, port)
+
+    async def log_in_client() -> None:
+        # Logged in before the start line, so that concurrent pairs really start together.
         await client_transport.run("true", timeout_s=SERVER_READY_TIMEOUT_S)
+
+    try:
+        # The server side starts while the client logs in: one login's time, not two.
+        await asyncio.gather(*([serve()] if pair_commands.server else []), log_in_client())
+        if ready is not None:
+            await asyncio.shield(ready)
         if barrier is not None:
             released = True
             await barrier.wait()

@@ -8,7 +8,12 @@ from django.db.models import Exists, OuterRef, Q
 from api.models import ApiToken
 from benchmarks.choices import Pattern, RunState, Trigger, Verdict
 from benchmarks.models import ProbeRun
-from billing.choices import FabricIncidentKind, IncidentState, InvoiceStatus
+from billing.choices import (
+    FabricIncidentKind,
+    IncidentState,
+    InvoiceStatus,
+    MeteringIncidentKind,
+)
 from billing.models import CreditNote, Incident, Invoice
 from common.instants import FILTER_YEARS, instant_problem
 from leases.choices import GpuModel, LeaseStatus, NodeStatus, ProbeKind
@@ -123,7 +128,9 @@ class ProbeRunFilterSet(filters.FilterSet):
 class IncidentFilterSet(filters.FilterSet):
     lease = IdFilter(field_name="lease_id")
     state = filters.ChoiceFilter(choices=IncidentState.choices)
-    kind = filters.ChoiceFilter(choices=[*ProbeKind.choices, *FabricIncidentKind.choices])
+    kind = filters.ChoiceFilter(
+        choices=[*ProbeKind.choices, *FabricIncidentKind.choices, *MeteringIncidentKind.choices]
+    )
     opened_at = InstantRangeFilter()
 
     class Meta:

@@ -526,6 +526,15 @@ class InvoiceSerializer(serializers.ModelSerializer):
     seller = serializers.DictField(child=serializers.CharField(), help_text=IDENTITY_HELP)
     buyer = serializers.DictField(child=serializers.CharField(), help_text=IDENTITY_HELP)
     forced_over = serializers.ListField(child=serializers.CharField())
+    metering_gaps = serializers.ListField(
+        child=serializers.DictField(),
+        help_text=(
+            "Recorded when issued: each metering gap of the period (a node not read for more "
+            "than three days), whose traffic is billed by time: incident, lease, node, start, "
+            "end, bytes (over the whole gap), bytes_in_period. Issuing warns, it does not "
+            "refuse."
+        ),
+    )
     credit_notes = serializers.SerializerMethodField()
     tax_groups = TaxGroupSerializer(
         many=True,
@@ -550,6 +559,7 @@ class InvoiceSerializer(serializers.ModelSerializer):
             "buyer",
             "forced_reason",
             "forced_over",
+            "metering_gaps",
             "paid_at",
             "voided_at",
             "void_reason",

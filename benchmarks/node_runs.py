@@ -6,7 +6,8 @@ of its own, with nothing to skip. So the dispatcher only says which (lease, kind
 due, and PostgreSQL makes the sweeps from the leases' assignments in one statement
 (``INSERT ... SELECT``): no node or run is loaded into Python, and the number of queries
 does not grow with the fleet. A sweep has no node links: the worker reads every node the
-lease holds when it runs. SQLite (``make run``) makes the same runs through the ORM."""
+lease holds when it runs (``held_at``: in its last instant, for the closing reading of a
+lease that has ended). SQLite (``make run``) makes the same runs through the ORM."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import connection
+from django.db.models import Q
 
 from benchmarks import selectors
 from benchmarks.choices import Pattern, RunState
@@ -30,7 +32,9 @@ NODE_KINDS = frozenset(NODE_TOOLS)
 
 @dataclass(frozen=True)
 class Due:
-    """A node-level kind due for a lease: one sweep of the nodes it holds."""
+    """A node-level kind due for a lease: one sweep of the nodes it holds at ``held_at``
+    (None: now; the closing reading of a lease that ended reads those of its last
+    instant, ``benchmarks.services.dispatch_due``)."""
 
     lease_id: int
     kind: str
@@ -38,6 +42,7 @@ class Due:
     deadline_at: datetime
     trigger: str
     terms_id: int
+    held_at: datetime | None = None
 
 
 Batches = list[tuple[uuid.UUID, str]]  # (batch, the probe queue of its site)
@@ -72,11 +77,21 @@ _GIVEN = (
 
 def _create_in_sql(due: Sequence[Due], now: datetime) -> Batches:
     quote = connection.ops.quote_name
-    held, held_params = (
-        NodeAssignment.objects.in_force_at(now)
-        .filter(lease_id__in={d.lease_id for d in due})
+    instants = [d.held_at or now for d in due]
+    assigned, assigned_params = (
+        NodeAssignment.objects.filter(
+            void=False, lease_id__in={d.lease_id for d in due}, assigned_from__lte=max(instants)
+        )
+        .filter(Q(assigned_until__isnull=True) | Q(assigned_until__gt=min(instants)))
         .order_by()
-        .values("lease_id", "node_id", "node__hostname", "node__leaf_switch__fabric__site_id")
+        .values(
+            "lease_id",
+            "node_id",
+            "node__hostname",
+            "node__leaf_switch__fabric__site_id",
+            "assigned_from",
+            "assigned_until",
+        )
         .query.sql_with_params()
     )
     template = ProbeRun(state=RunState.SCHEDULED)
@@ -84,30 +99,39 @@ def _create_in_sql(due: Sequence[Due], now: datetime) -> Batches:
         f for f in ProbeRun._meta.concrete_fields if not f.primary_key and f.attname not in _GIVEN
     ]
     columns = [*_GIVEN, *(str(f.column) for f in defaults)]
-    # Per lease holding a node now: the site of its first node by hostname, and the tool as
-    # plan_batches picks it (NODE_TOOLS), by whether any of its nodes has an InfiniBand port.
+    # Per lease and instant its nodes are read at (``held_at``): the nodes it holds then,
+    # the site of its first node by hostname, and the tool as plan_batches picks it
+    # (NODE_TOOLS), by whether any of its nodes has an InfiniBand port.
     sql = f"""
         WITH due AS (
             SELECT * FROM unnest(%s::bigint[], %s::text[], %s::timestamptz[],
                                  %s::timestamptz[], %s::text[], %s::bigint[],
-                                 %s::text[], %s::text[])
+                                 %s::text[], %s::text[], %s::timestamptz[])
                 AS d(lease_id, kind, slot_at, deadline_at, trigger, terms_id,
-                     infiniband_tool, other_tool)
+                     infiniband_tool, other_tool, held_at)
         ),
-        held (lease_id, node_id, hostname, site_id) AS ({held}),
+        assigned (lease_id, node_id, hostname, site_id, assigned_from, assigned_until)
+            AS ({assigned}),
+        held AS (
+            SELECT DISTINCT a.lease_id, instants.held_at, a.node_id, a.hostname, a.site_id
+            FROM (SELECT DISTINCT lease_id, held_at FROM due) instants
+            JOIN assigned a ON a.lease_id = instants.lease_id
+                AND a.assigned_from <= instants.held_at
+                AND (a.assigned_until IS NULL OR a.assigned_until > instants.held_at)
+        ),
         leases AS (
-            SELECT lease_id, (array_agg(site_id ORDER BY hostname))[1] AS site_id,
+            SELECT lease_id, held_at, (array_agg(site_id ORDER BY hostname))[1] AS site_id,
                    bool_or(EXISTS (SELECT 1 FROM {quote(NicPort._meta.db_table)} p
                                    WHERE p.node_id = held.node_id AND p.link_layer = %s))
                        AS infiniband
-            FROM held GROUP BY lease_id
+            FROM held GROUP BY lease_id, held_at
         )
         INSERT INTO {quote(ProbeRun._meta.db_table)} ({", ".join(quote(c) for c in columns)})
         SELECT due.lease_id, kind,
                CASE WHEN leases.infiniband THEN infiniband_tool ELSE other_tool END,
                %s, %s, gen_random_uuid(), trigger, slot_at, deadline_at, leases.site_id,
                terms_id, %s, {", ".join(f"%s::{f.db_type(connection)}" for f in defaults)}
-        FROM due JOIN leases USING (lease_id)
+        FROM due JOIN leases USING (lease_id, held_at)
         RETURNING batch, site_id
     """
     params = [
@@ -119,7 +143,8 @@ def _create_in_sql(due: Sequence[Due], now: datetime) -> Batches:
         [d.terms_id for d in due],
         [NODE_TOOLS[d.kind][0] for d in due],
         [NODE_TOOLS[d.kind][1] for d in due],
-        *held_params,
+        instants,
+        *assigned_params,
         LinkLayer.INFINIBAND,
         sweep.ALL,
         Pattern.SWEEP,
@@ -136,11 +161,18 @@ def _create_in_sql(due: Sequence[Due], now: datetime) -> Batches:
 
 
 def _create_with_orm(due: Sequence[Due], now: datetime) -> Batches:
-    held = selectors.lease_nodes_at({d.lease_id for d in due}, now)
-    ports = selectors.ports_of(node for nodes in held.values() for node in nodes)
+    held = {
+        instant: selectors.lease_nodes_at(
+            {d.lease_id for d in due if (d.held_at or now) == instant}, instant
+        )
+        for instant in {d.held_at or now for d in due}
+    }
+    ports = selectors.ports_of(
+        node for by_lease in held.values() for nodes in by_lease.values() for node in nodes
+    )
     runs: list[ProbeRun] = []
     for item in due:
-        nodes = held.get(item.lease_id, [])
+        nodes = held[item.held_at or now].get(item.lease_id, [])
         if not nodes:
             continue
         plan = selectors.plan_nodes(nodes, [p for p in ports if p.node_id in {n.pk for n in nodes}])

@@ -23,7 +23,7 @@ import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from decimal import Decimal
 
 from django.conf import settings
@@ -41,15 +41,16 @@ from benchmarks.recording import terms_view
 from benchmarks.transports import AsyncTransport, LocalTransport, SSHTarget, SSHTransport
 from billing.models import TrafficSample
 from common.locks import locking
-from leases.choices import HEAVY_PROBE_KINDS, HeavyProbePolicy, ProbeKind
-from leases.contract_rules import in_weekly_windows
+from gpulease_verify.traffic import SLOT_EPOCH
+from leases.choices import HEAVY_PROBE_KINDS, HeavyProbePolicy, LeaseStatus, ProbeKind
+from leases.contract_rules import MAX_CADENCE_S, in_weekly_windows
 from leases.models import Lease, LeaseTerms, Node, Site
 from leases.selectors import TermsTimeline
 from telemetry import witness as telemetry_witness
 
 log = logging.getLogger(__name__)
 
-EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
+EPOCH = SLOT_EPOCH  # the verifier cuts traffic intervals on the same grid
 MANUAL_DEADLINE = timedelta(hours=1)
 CROWDED_OUT = (
     "busy with tenant-requested runs: the tenant's run-now probes were on its nodes during "
@@ -243,20 +244,49 @@ class DispatchResult:
     batch_ids: list[uuid.UUID] = field(default_factory=list)
 
 
+def _closing_due(now: datetime) -> Q:
+    """Leases whose end passed within the longest cadence and that have no closing reading
+    yet (``dispatch_due``): active ones, and those an operator ended."""
+    closed = ProbeRun.objects.filter(
+        lease=OuterRef("pk"),
+        kind=ProbeKind.COUNTERS,
+        trigger=Trigger.SCHEDULE,
+        slot_at=OuterRef("ends_at"),
+    )
+    return Q(
+        status__in=[LeaseStatus.ACTIVE, LeaseStatus.ENDED],
+        ends_at__lte=now,
+        ends_at__gt=now - timedelta(seconds=MAX_CADENCE_S),
+    ) & ~Q(Exists(closed))
+
+
 def dispatch_due(*, now: datetime | None = None, enqueue: bool = True) -> DispatchResult:
     """One dispatcher cycle: mark missed runs, then create the runs of every slot that is
-    due and not yet created, for every active lease, in a fixed number of queries."""
+    due and not yet created, for every active lease, in a fixed number of queries.
+
+    The edges of a lease's metering (``gpulease_verify.traffic``): a lease that started
+    within the current slot gets its counters read at its start instant (slot_at = its
+    start), not at the slot before it began; and a lease whose end has passed gets one
+    closing counters reading, slot_at = its end, deadline one counters cadence later, of
+    the nodes it held in its last instant. The cycle that makes it is the first at or
+    after the end, however late, while the deadline has not passed; the unique slot key
+    and the closing reading it finds make it once."""
     now = now or timezone.now()
     result = DispatchResult(missed=mark_missed(now=now))
     result.settled = witness_settle.settle_overdue(now=now)
-    lease_ids = list(
-        Lease.objects.active()
-        .filter(probes_enabled=True, starts_at__lte=now)
-        .filter(Q(ends_at__isnull=True) | Q(ends_at__gt=now))
-        .values_list("pk", flat=True)
+    rows = list(
+        Lease.objects.filter(probes_enabled=True, starts_at__lte=now)
+        .filter(
+            Q(status=LeaseStatus.ACTIVE) & (Q(ends_at__isnull=True) | Q(ends_at__gt=now))
+            | _closing_due(now)
+        )
+        .values_list("pk", "starts_at", "ends_at")
     )
-    if not lease_ids:
+    if not rows:
         return result
+    lease_ids = [pk for pk, _starts, _ends in rows]
+    starts_of = {pk: starts_at for pk, starts_at, _ends in rows}
+    ending = {pk: end for pk, _starts, end in rows if end is not None and end <= now}
     # Every lease's versions as far as "what is due" reads them; the whole rows only of the
     # leases with a kind due that is not node-level (below).
     timelines: dict[int, list[Cadences]] = {lease_id: [] for lease_id in lease_ids}
@@ -272,6 +302,10 @@ def dispatch_due(*, now: datetime | None = None, enqueue: bool = True) -> Dispat
     other: dict[int, list[tuple[str, datetime, datetime, str]]] = defaultdict(list)
     terms_of: dict[int, int] = {}
     for lease_id in lease_ids:
+        if lease_id in ending:
+            closing = _closing_reading(lease_id, ending[lease_id], timelines[lease_id], now)
+            per_node += [closing] if closing is not None else []
+            continue
         current = TermsTimeline(timelines[lease_id]).at(now)
         if current is None:
             continue
@@ -284,6 +318,8 @@ def dispatch_due(*, now: datetime | None = None, enqueue: bool = True) -> Dispat
             slot = slot_start(now, cadence)
             if latest.get((lease_id, kind)) is not None and latest[(lease_id, kind)] >= slot:
                 continue
+            if kind == ProbeKind.COUNTERS and starts_of[lease_id] > slot:
+                slot = starts_of[lease_id]  # the opening reading of a lease begun mid-slot
             due.append((kind, slot, slot + timedelta(seconds=cadence), Trigger.SCHEDULE))
         for kind, slot_at, deadline_at, trigger in due:
             if kind in node_runs.NODE_KINDS:
@@ -364,6 +400,28 @@ def dispatch_due(*, now: datetime | None = None, enqueue: bool = True) -> Dispat
     result.runs += len(node_batches)
     result.batch_ids += [batch for batch, _queue in node_batches]
     return result
+
+
+def _closing_reading(
+    lease_id: int, ends_at: datetime, versions: list[Cadences], now: datetime
+) -> node_runs.Due | None:
+    """The closing counters reading of a lease that ended at ``ends_at`` (``dispatch_due``),
+    while its deadline, one counters cadence of the terms in force at the end, has not
+    passed; the leases fetched are only those without one yet (``_closing_due``)."""
+    last = ends_at - timedelta(microseconds=1)  # the lease's last instant
+    terms = TermsTimeline(versions).at(last)
+    cadence = terms.probe_cadence_s.get(ProbeKind.COUNTERS) if terms is not None else None
+    if terms is None or not cadence or now >= ends_at + timedelta(seconds=cadence):
+        return None
+    return node_runs.Due(
+        lease_id,
+        ProbeKind.COUNTERS,
+        ends_at,
+        ends_at + timedelta(seconds=cadence),
+        Trigger.SCHEDULE,
+        terms.pk,
+        held_at=last,
+    )
 
 
 def _latest_slots(
@@ -699,8 +757,10 @@ def execute_batch(
         return []
     lease = Lease.objects.get(pk=runs[0].lease_id)
     if runs[0].pattern == Pattern.SWEEP:
-        # A sweep reads every node the lease holds when it runs; it has no node links.
-        held = selectors.lease_nodes_at([lease.pk], now).get(lease.pk, [])
+        # A sweep reads every node the lease holds when it runs (in its last instant once
+        # it has ended: its closing reading, or a sweep that runs just after the end); it
+        # has no node links.
+        held = selectors.lease_nodes_at([lease.pk], sweep_nodes_at(lease, now)).get(lease.pk, [])
         nodes = {node.pk: node for node in held}
         links = [(run.pk, node.pk) for run in runs for node in held]
     else:
@@ -838,6 +898,14 @@ def execute_batch(
         )
         raise TransportRetry(f"{len(again)} run(s) of batch {batch} could not reach a node")
     return runs
+
+
+def sweep_nodes_at(lease: Lease, now: datetime) -> datetime:
+    """The instant whose assignments a sweep of the lease reads: now, or the lease's last
+    instant once it has ended (``dispatch_due``'s closing reading)."""
+    if lease.ends_at is not None and lease.ends_at <= now:
+        return lease.ends_at - timedelta(microseconds=1)
+    return now
 
 
 def _planned(run: ProbeRun, hostnames: list[str], plan: dict[str, PlanNode]):  # type: ignore[no-untyped-def]

@@ -146,11 +146,17 @@ def _each(modeladmin, request, queryset, service, done_message) -> None:  # type
 
 @admin.action(description=_("Issue selected drafts"))
 def issue(modeladmin, request, queryset):  # type: ignore[no-untyped-def]
+    def issue_one(invoice):  # type: ignore[no-untyped-def]
+        issued = services.issue_invoice(invoice=invoice)
+        # Issued all the same; the metering gaps of its period are for the operator to read.
+        for warning in services.issue_warnings(issued):
+            modeladmin.message_user(request, warning, messages.WARNING)
+
     _each(
         modeladmin,
         request,
         queryset,
-        lambda invoice: services.issue_invoice(invoice=invoice),
+        issue_one,
         lambda n: ngettext("%(n)d invoice issued.", "%(n)d invoices issued.", n) % {"n": n},
     )
 

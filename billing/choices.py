@@ -46,3 +46,15 @@ class FabricIncidentKind(models.TextChoices):
 
     TELEMETRY = "telemetry", _("fabric health")
     INTEGRITY = "integrity", _("measurement integrity")
+
+
+class MeteringIncidentKind(models.TextChoices):
+    """A node of a lease not read for longer than the reading reach
+    (``gpulease_verify.traffic.READING_REACH``): its bytes over the gap are billed by time,
+    and issuing an invoice of a period the gap reaches into reports it."""
+
+    GAP = "metering_gap", _("metering gap")
+
+
+# The pattern of a metering-gap incident (its target is the node).
+METERING_GAP_PATTERN = "gap"

@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 
 from django.db import transaction
-from django.db.models import Q, QuerySet
+from django.db.models import Count, Max, Min, Q, QuerySet
 from django.utils import timezone
 
 from benchmarks.choices import Pattern, RunState, Tool, Trigger, Verdict
@@ -31,6 +31,7 @@ from benchmarks.models import (
     with_confirmation,
     with_effective_judgement,
 )
+from billing import metering_gaps
 from billing.choices import IncidentState
 from billing.models import HourlyRollup, Incident, IngestCursor, TrafficSample
 from billing.probe_tax import record_sent, sent_of, taxed
@@ -49,8 +50,8 @@ from gpulease_verify.samples import (
 from gpulease_verify.telemetry import PortSample as Sample
 from gpulease_verify.traffic import (
     COUNTER_BITS,
-    READING_REACH,
     Reading,
+    gaps,
     max_rate_bps,
     reading_of,
     slot_traffic,
@@ -229,24 +230,42 @@ def _read(rows: Iterable[tuple]) -> Iterator[tuple[int, datetime, datetime, swee
                 yield pk, slot_at, deadline_at, result
 
 
+def _held_spans(lease: Lease, nodes: Iterable[str]) -> dict[str, tuple[datetime, datetime | None]]:
+    """Node -> the slots its counters readings for the lease can have: from its first
+    assignment to the lease to its last one's end (None: held still), widened by
+    ``SLOT_REACH`` (the monthly partitions those runs are in). One query."""
+    rows = (
+        lease.assignments.filter(void=False, node__hostname__in=list(nodes))
+        .values("node__hostname")
+        .annotate(
+            first=Min("assigned_from"),
+            last=Max("assigned_until"),
+            held=Count("pk", filter=Q(assigned_until__isnull=True)),
+        )
+        .order_by()
+    )
+    return {
+        row["node__hostname"]: (
+            row["first"] - SLOT_REACH,
+            None if row["held"] else row["last"] + SLOT_REACH,
+        )
+        for row in rows
+    }
+
+
 def _neighbours(
     lease: Lease, slots: dict[str, datetime], *, before: bool
 ) -> dict[str, tuple[int, datetime]]:
     """Node -> (id, slot) of its counters reading just before (``before``) or just after
-    its slot in ``slots``, at most ``READING_REACH`` away; nodes with none are left out.
-    One query for every node, over the few hours around the slots (one or two monthly
-    partitions); one more per node only where it was not read then, walking on to the
-    reach in the database."""
+    its slot in ``slots``, however far away (a metering gap: ``gpulease_verify.traffic``);
+    nodes with none are left out. One query for every node, over the few hours around the
+    slots (one or two monthly partitions); one more per node only where it was not read
+    then, walking on in the database within the time the lease held the node
+    (``_held_spans``: the partitions of its assignments, never every month held)."""
     if not slots:
         return {}
     runs = _counter_runs(lease).filter(Q(pattern=Pattern.SWEEP) | Q(target__in=list(slots)))
     lo, hi = min(slots.values()), max(slots.values())
-
-    def beside(node: str, slot_at: datetime) -> bool:
-        if before:
-            return slots[node] - READING_REACH <= slot_at < slots[node]
-        return slots[node] < slot_at <= slots[node] + READING_REACH
-
     near = (
         runs.filter(slot_at__gte=lo - NEIGHBOUR_SPAN, slot_at__lt=hi)
         if before
@@ -255,26 +274,26 @@ def _neighbours(
     found: dict[str, tuple[int, datetime]] = {}
     for pk, slot_at, _deadline, result in _read(near.order_by("slot_at").values_list(*READ)):
         node = result.node
-        if node not in slots or not beside(node, slot_at):
+        if node not in slots or (slot_at >= slots[node] if before else slot_at <= slots[node]):
             continue
         if before or node not in found:
             found[node] = (pk, slot_at)  # before: the latest one wins; after: the first
-    for node, slot in slots.items():
-        if node in found:
+    unread = [node for node in slots if node not in found]
+    spans = _held_spans(lease, unread) if unread else {}
+    for node in unread:
+        if node not in spans:
             continue
-        # Further away, up to the reach: the run that read the node ok, found in the
-        # database (a sweep's node entry, or a run of the node stored before sweeps).
+        first, last = spans[node]
+        slot = slots[node]
+        # Further away: the run that read the node ok, found in the database (a sweep's
+        # node entry, or a run of the node stored before sweeps).
         read = Q(pattern=Pattern.SWEEP, **{f"parsed__nodes__{node}__state": sweep.OK})
         near_node = runs.filter(read | Q(target=node, state=RunState.OK))
-        far = (
-            near_node.filter(slot_at__gte=slot - READING_REACH, slot_at__lt=slot).order_by(
-                "-slot_at"
-            )
-            if before
-            else near_node.filter(slot_at__gt=slot, slot_at__lte=slot + READING_REACH).order_by(
-                "slot_at"
-            )
-        )
+        if before:
+            far = near_node.filter(slot_at__gte=first, slot_at__lt=slot).order_by("-slot_at")
+        else:
+            far = near_node.filter(slot_at__gt=slot).order_by("slot_at")
+            far = far.filter(slot_at__lte=last) if last is not None else far
         row = far.values_list("pk", "slot_at").first()
         if row is not None:
             found[node] = row
@@ -348,15 +367,17 @@ def _edges(
     lease: Lease, start: datetime, end: datetime, read: set[str]
 ) -> tuple[dict[str, tuple[int, datetime]], dict[str, tuple[int, datetime]]]:
     """Node -> (id, slot) of its counters reading just before ``start`` and just after
-    ``end``, for every node read in the window (``read``) or held by the lease then: the
-    readings just outside the window close the intervals that reach into it."""
+    ``end``, for every node read in the window (``read``, up to and including ``end``) or
+    held by the lease then: the readings just outside the window close the intervals that
+    reach into it. A node read neither in nor after the window has no interval there, so
+    its reading before is not looked for (a node down for weeks costs no walk back)."""
     targets = read | set(
         lease.assignments.during(start - NEIGHBOUR_SPAN, end + NEIGHBOUR_SPAN).values_list(
             "node__hostname", flat=True
         )
     )
-    before = _neighbours(lease, dict.fromkeys(targets, start), before=True)
     after = _neighbours(lease, dict.fromkeys(targets, end), before=False)
+    before = _neighbours(lease, dict.fromkeys(read | set(after), start), before=True)
     return before, after
 
 
@@ -366,7 +387,7 @@ def traffic_evidence(*, lease: Lease, start: datetime, end: datetime) -> QuerySe
     after) and the heavy probes that ran over its readings' span. An audit bundle's
     stretch of the chain takes them in, so that the verifier rebuilds the samples from the
     runs (``gpulease_verify.traffic.rebuild``)."""
-    within = _counter_runs(lease).filter(slot_at__gte=start, slot_at__lt=end)
+    within = _counter_runs(lease).filter(slot_at__gte=start, slot_at__lte=end)
     read = {result.node for _pk, _slot, _deadline, result in _read(within.values_list(*READ))}
     before, after = _edges(lease, start, end, read)
     edges = [*before.values(), *after.values()]
@@ -382,23 +403,27 @@ def traffic_evidence(*, lease: Lease, start: datetime, end: datetime) -> QuerySe
 def recompute_traffic(*, lease: Lease, start: datetime, end: datetime) -> int:
     """Rebuild the lease's traffic samples of the slots in [start, end) from every node's
     counter readings (``gpulease_verify.traffic``: each node's bytes over its own
-    interval, spread over the slots it covers, each sample stamped with its slot's start).
+    interval, spread over the slots it covers, each sample stamped with its slot's start),
+    and record the metering gaps among those intervals (``billing.metering_gaps``).
     Returns the samples written."""
     runs = _counter_runs(lease)
     by_node: dict[str, list[Reading]] = defaultdict(list)
+    run_of: dict[tuple[str, datetime], tuple[int, datetime]] = {}
     window = runs.filter(slot_at__gte=start, slot_at__lte=end).order_by("slot_at")
-    for _pk, slot_at, deadline_at, result in _read(window.values_list(*READ)):
+    for pk, slot_at, deadline_at, result in _read(window.values_list(*READ)):
         by_node[result.node].append(
             reading_of(result.parsed, slot_at=slot_at, deadline_at=deadline_at)
         )
+        run_of[(result.node, slot_at)] = (pk, slot_at)
     before, after = _edges(lease, start, end, set(by_node))
-    wanted = {pk for pk, _slot in (*before.values(), *after.values())}
-    edges: dict[tuple[int, str], Reading] = {
-        (pk, result.node): reading_of(result.parsed, slot_at=slot_at, deadline_at=deadline_at)
-        for pk, slot_at, deadline_at, result in _read(
-            ProbeRun.objects.filter(pk__in=wanted).values_list(*READ)
+    edges: dict[tuple[int, str], Reading] = {}
+    for pk, slot_at, deadline_at, result in _read(
+        ProbeRun.objects.keyed([*before.values(), *after.values()]).values_list(*READ)
+    ):
+        edges[(pk, result.node)] = reading_of(
+            result.parsed, slot_at=slot_at, deadline_at=deadline_at
         )
-    }
+        run_of[(result.node, slot_at)] = (pk, slot_at)
     for node in set(by_node) | set(before) | set(after):
         first = edges.get((before[node][0], node)) if node in before else None
         last = edges.get((after[node][0], node)) if node in after else None
@@ -408,12 +433,13 @@ def recompute_traffic(*, lease: Lease, start: datetime, end: datetime) -> int:
     )
     read = [reading.at for found in by_node.values() for reading in found]
     probes = probe_sends(lease=lease, start=min(read), end=max(read)) if read else {}
+    rate = max_rate_bps(rates)
     slots = slot_traffic(
         by_node,
         start=start,
         end=end,
         counter_bits=COUNTER_BITS,
-        max_rate_bps=max_rate_bps(rates),
+        max_rate_bps=rate,
         probes=probes,
     )
     TrafficSample.objects.filter(lease=lease, slot_at__gte=start, slot_at__lt=end).delete()
@@ -430,6 +456,15 @@ def recompute_traffic(*, lease: Lease, start: datetime, end: datetime) -> int:
         )
         for slot in slots
     )
+    found = gaps(by_node, counter_bits=COUNTER_BITS, max_rate_bps=rate)
+    if found:
+        metering_gaps.record(
+            lease=lease,
+            gaps=found,
+            evidence={
+                gap: [run_of[(gap.node, gap.start)], run_of[(gap.node, gap.end)]] for gap in found
+            },
+        )
     return len(slots)
 
 

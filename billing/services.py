@@ -30,7 +30,7 @@ from django.utils.translation import ngettext
 
 from benchmarks.choices import RunState
 from benchmarks.models import ProbeRun
-from billing import invoicing
+from billing import invoicing, metering_gaps
 from billing.choices import CreditNoteKind, InvoiceStatus
 from billing.ingest import pending_runs
 from billing.models import (
@@ -150,6 +150,21 @@ def issue_blockers(invoice: Invoice) -> list[str]:
     return blockers
 
 
+def issue_warnings(invoice: Invoice) -> list[str]:
+    """What the operator must read when the invoice is issued, which does not stop it:
+    the metering gaps of its period (``billing.metering_gaps``), as recorded on the
+    invoice once issued, or as they stand now for a draft."""
+    found = (
+        invoice.metering_gaps
+        if invoice.status != InvoiceStatus.DRAFT
+        else metering_gaps.reported(
+            tenant_id=invoice.tenant_id, start=invoice.period_start, end=invoice.period_end
+        )
+    )
+    zone = invoice.tenant.time_zone
+    return [f"{invoice.label}: {metering_gaps.sentence(gap, zone)}" for gap in found]
+
+
 @transaction.atomic
 def issue_invoice(
     *,
@@ -160,7 +175,9 @@ def issue_invoice(
 ) -> Invoice:
     """Recompute the draft, then issue it: number, dates, identities, frozen. Refused
     before the month has ended, and while the month has unfinished or uningested runs
-    unless ``force`` with a ``reason`` (both recorded on the invoice)."""
+    unless ``force`` with a ``reason`` (both recorded on the invoice). The metering gaps of
+    its period do not stop it: they are recorded on it (``metering_gaps``), and callers
+    show them (``issue_warnings``)."""
     now = now or timezone.now()
     # The tenant row first, as drafting takes it: the two never wait on each other crosswise.
     locking(Tenant.objects).get(pk=invoice.tenant_id)
@@ -203,6 +220,9 @@ def issue_invoice(
     locked.buyer = tenant.buyer_identity()
     locked.forced_reason = text
     locked.forced_over = blockers
+    locked.metering_gaps = metering_gaps.reported(
+        tenant_id=tenant.pk, start=locked.period_start, end=locked.period_end
+    )
     locked.save()
     return locked
 
@@ -489,6 +509,7 @@ __all__ = [
     "issue_blockers",
     "issue_invoice",
     "issue_period",
+    "issue_warnings",
     "mark_paid",
     "next_number",
     "seller_identity",

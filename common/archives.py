@@ -384,8 +384,10 @@ def readable(
     """Within the block, the archived months that ``[start - margin, end + margin)``
     touches are back in the tables, from their files; afterwards they are gone again (the
     block runs in a transaction rolled back at its end, so it must not write). Yields the
-    months it loaded. The default margin is the farthest a node's counter reading can
-    lie outside a period and still close one of its intervals (``READING_REACH``)."""
+    months it loaded. The default margin is how far a node's counter reading can lie
+    outside a period and close one of its intervals without a metering gap
+    (``READING_REACH``); the audit bundle widens it over the gaps that reach over the
+    period's edges (``billing.metering_gaps.reach``)."""
     wanted = set(
         Period.span(
             Period.containing(start - margin, UTC),

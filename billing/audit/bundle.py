@@ -18,7 +18,7 @@ from benchmarks.models import (
     with_effective_judgement,
 )
 from benchmarks.models.outputs import load_texts
-from billing import checkpoints, ingest, invoicing, metering, sla
+from billing import checkpoints, ingest, invoicing, metering, metering_gaps, sla
 from billing.models import HourlyRollup
 from billing.probe_tax import sent_of, taxed
 from common import archives
@@ -138,8 +138,10 @@ def build_bundle(
     lease = Lease.objects.select_related("tenant").get(pk=lease.pk)
     chain.link_pending(lease_id=lease.pk, now=now)
     start, end = Period.parse(period).bounds(lease.tenant.time_zone)
-    # A period past the retention is read from its archive files (common.archives).
-    with archives.readable(start, end):
+    # A period past the retention is read from its archive files (common.archives), with
+    # the months of the readings that close its edge intervals: a metering gap's reach
+    # farther than READING_REACH.
+    with archives.readable(start, end, margin=metering_gaps.reach(lease, start, end)):
         return _bundle(lease=lease, period=period, now=now, include_raw=include_raw)
 
 

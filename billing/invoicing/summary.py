@@ -41,6 +41,7 @@ def invoice_summary(invoice: Invoice) -> dict[str, Any]:
         "seller": invoice.seller,
         "buyer": invoice.buyer,
         "forced_reason": invoice.forced_reason,
+        "metering_gaps": invoice.metering_gaps,
         "void_reason": invoice.void_reason,
         "currency": invoice.currency,
         "lines": [

@@ -1,7 +1,7 @@
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
-from billing.choices import FabricIncidentKind, IncidentState
+from billing.choices import FabricIncidentKind, IncidentState, MeteringIncidentKind
 from common.querysets import TenantScopedQuerySet
 from leases.choices import ProbeKind
 from leases.models import Lease, LeaseTerms
@@ -16,7 +16,9 @@ class Incident(models.Model):
         Lease, on_delete=models.CASCADE, related_name="incidents", verbose_name=_("lease")
     )
     kind = models.CharField(
-        _("kind"), max_length=16, choices=[*ProbeKind.choices, *FabricIncidentKind.choices]
+        _("kind"),
+        max_length=16,
+        choices=[*ProbeKind.choices, *FabricIncidentKind.choices, *MeteringIncidentKind.choices],
     )
     target = models.CharField(_("affected nodes or pair"), max_length=255)
     # Long enough for every fabric health rule name (gpulease_verify.health.RULE_SETS).
@@ -31,6 +33,14 @@ class Incident(models.Model):
     worst_latency_us = models.FloatField(_("worst latency (µs)"), null=True, blank=True)
     rule = models.CharField(_("rule"), max_length=255)
     detail = models.TextField(_("detail"), blank=True)
+    # A metering gap's counter difference, billed by time over [opened_at, closed_at).
+    gap_bytes = models.DecimalField(
+        _("bytes billed by time over the gap"),
+        max_digits=30,
+        decimal_places=0,
+        null=True,
+        blank=True,
+    )
     terms = models.ForeignKey(
         LeaseTerms, on_delete=models.PROTECT, related_name="incidents", verbose_name=_("terms")
     )

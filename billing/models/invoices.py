@@ -87,6 +87,15 @@ class Invoice(TimeStampedModel):
     forced_over = models.JSONField(
         _("refusals overridden"), default=list, blank=True, help_text=_("What forcing skipped.")
     )
+    metering_gaps = models.JSONField(
+        _("metering gaps reported at issue"),
+        default=list,
+        blank=True,
+        help_text=_(
+            "Nodes of its leases not read for longer than the reading reach in its period: "
+            "their traffic over each gap is billed by time (billing.services.issue_warnings)."
+        ),
+    )
     paid_at = models.DateTimeField(_("paid at"), null=True, blank=True)
     voided_at = models.DateTimeField(_("voided at"), null=True, blank=True)
     void_reason = models.TextField(_("void reason"), blank=True)

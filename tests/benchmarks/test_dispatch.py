@@ -1,5 +1,6 @@
 """The dispatcher: which runs it creates, when, and at what cost."""
 
+import dataclasses
 from datetime import timedelta
 
 import pytest
@@ -261,3 +262,71 @@ def test_node_level_runs_made_in_sql_are_those_the_orm_would_make():
             (ethernet.pk, "link", "ethtool", "all", "sweep", "scheduled", other, 0),
         ]
     )
+
+
+def test_closing_readings_cost_no_query_per_lease():
+    # Leases ending at 10:05 are read once more by the first cycle after it (their closing
+    # reading), in the same queries as the live leases' sweeps, however many end.
+    def cycle_queries(now):  # type: ignore[no-untyped-def]
+        with CaptureQueriesContext(connection) as captured:
+            result = services.dispatch_due(now=now, enqueue=False)
+        return len(captured), result
+
+    site = SiteFactory(code="q")
+    live = [active_lease(site=site) for _ in range(2)]
+    ending = [active_lease(site=site) for _ in range(2)]
+    services.dispatch_due(now=NOW, enqueue=False)
+    few, _result = cycle_queries(NOW + timedelta(minutes=5))
+    end = at("2026-11-29 10:10")
+    for lease in ending + [active_lease(site=site) for _ in range(8)]:
+        lease.ends_at = end
+        lease.save(update_fields=["ends_at"])
+        lease.assignments.update(assigned_until=end)
+    services.dispatch_due(now=end - timedelta(seconds=30), enqueue=False)
+    many, result = cycle_queries(end + timedelta(seconds=30))
+    assert many == few
+    closing = ProbeRun.objects.filter(slot_at=end, kind="counters")
+    # 10 closing readings, and the live leases' 10:10 link and counters sweeps.
+    assert closing.count() == 12 and result.runs == 14
+    assert set(closing.values_list("deadline_at", flat=True)) == {end + timedelta(minutes=5)}
+    assert {run.lease_id for run in closing} >= {lease.pk for lease in live}
+
+
+def test_a_closing_reading_is_made_of_the_nodes_held_in_the_last_instant_in_sql_and_orm():
+    """Due.held_at: the node-level insert reads the assignments in force then, not now
+    (the lease's nodes were released at its end), in SQL as through the ORM."""
+    from benchmarks import node_runs
+
+    lease = active_lease(nodes=2, technology="ethernet")
+    end = NOW - timedelta(minutes=1)
+    lease.assignments.update(assigned_until=end)
+    last = end - timedelta(microseconds=1)
+    due = [
+        node_runs.Due(
+            lease.pk,
+            "counters",
+            end,
+            end + timedelta(minutes=5),
+            Trigger.SCHEDULE,
+            lease.terms.get().pk,
+            held_at=last,
+        )
+    ]
+
+    def made(create):  # type: ignore[no-untyped-def]
+        batches = create(due, NOW)
+        found = list(
+            ProbeRun.objects.filter(batch__in=[b for b, _ in batches]).values_list(
+                "lease_id", "kind", "slot_at", "site_id"
+            )
+        )
+        ProbeRun.objects.filter(batch__in=[b for b, _ in batches]).delete()
+        return found
+
+    site = lease.assignments.first().node.leaf_switch.fabric.site_id
+    expected = [(lease.pk, "counters", end, site)]
+    assert made(node_runs._create_with_orm) == expected
+    if connection.vendor == "postgresql":
+        assert made(node_runs._create_in_sql) == expected
+    # Read at now, the lease holds nothing: no run.
+    assert node_runs.create([dataclasses.replace(due[0], held_at=None)], now=NOW) == []

@@ -71,6 +71,7 @@ def test_json_is_one_list_of_invoice_summaries(zhiyuan):
         "seller",
         "buyer",
         "forced_reason",
+        "metering_gaps",
         "void_reason",
         "lines",
         "subtotal",

@@ -22,7 +22,15 @@ from billing.choices import LineKind
 from billing.ingest import ingest_all
 from billing.models import TrafficSample
 from gpulease_verify.periods import Period
-from gpulease_verify.traffic import period_of, slot_shares
+from gpulease_verify.traffic import (
+    READING_REACH,
+    Gap,
+    Reading,
+    gaps,
+    period_of,
+    slot_shares,
+    slot_traffic,
+)
 from leases import services
 from leases.choices import BillingMode, LeaseStatus
 from tests.factories import NodeFactory, SiteFactory, TenantFactory, at, make_lease, make_run
@@ -294,3 +302,35 @@ def test_95th_percentile_drops_a_36_hour_burst_and_bills_a_37_hour_one(
     assert (usage.detail["samples"], usage.detail["dropped_samples"]) == (8640, 432)
     assert usage.detail["first_slot"] == "2026-10-31T16:00:00Z"  # 1 November 00:00
     assert usage.detail["last_slot"] == "2026-11-30T15:55:00Z"  # 30 November 23:55
+
+
+def test_a_reading_between_grid_instants_is_cut_on_the_grid():
+    # A lease's first reading at 10:02 (it started then), the next at 10:10 (10:05's
+    # missing): 8 minutes cut on the 5-minute grid, [10:02, 10:05) and [10:05, 10:10), not
+    # at 10:07. 80 GB -> 30 GB over 180 s and 50 GB over 300 s.
+    shares = slot_shares(
+        start=at("2026-11-02 10:02"), end=at("2026-11-02 10:10"), total_bytes=80 * GB, step_s=300
+    )
+    assert [(s.slot_at, s.seconds, s.bytes) for s in shares] == [
+        (at("2026-11-02 10:02"), 180, 30 * GB),
+        (at("2026-11-02 10:05"), 300, 50 * GB),
+    ]
+
+
+def test_readings_days_apart_are_a_gap_billed_by_time():
+    # 0 then 1,440 GB five days apart (1,440 slots): 1 GB a slot, and one metering gap.
+    start, end = at("2026-11-28 10:05"), at("2026-12-03 10:05")
+    readings = {
+        "n1": [
+            Reading(at=start, step_s=300, ports={"counters data0/data0": 0}),
+            Reading(at=end, step_s=300, ports={"counters data0/data0": 1440 * GB}),
+        ]
+    }
+    found = slot_traffic(readings, start=start, end=end, counter_bits=64, max_rate_bps=None)
+    assert len(found) == 1440 and {s.bytes for s in found} == {GB}
+    assert gaps(readings, counter_bits=64, max_rate_bps=None) == [Gap("n1", start, end, 1440 * GB)]
+    # Three days apart is still an interval, not a gap.
+    readings["n1"][1] = Reading(
+        at=start + READING_REACH, step_s=300, ports={"counters data0/data0": GB}
+    )
+    assert gaps(readings, counter_bits=64, max_rate_bps=None) == []

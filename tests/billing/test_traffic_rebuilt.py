@@ -142,9 +142,8 @@ def test_the_readings_just_outside_the_period_are_in_the_bundle_and_close_its_ed
     first, last = samples[0], samples[-1]
     assert (first["slot_at"], int(first["tx_bytes"])) == ("2026-10-31T16:00:00.000000Z", 5 * GB)
     assert (last["slot_at"], int(last["tx_bytes"])) == ("2026-11-30T15:55:00.000000Z", 10 * GB)
-    # November: 5 + 1 GB, then 1 + 10 GB. The 89 GB between the readings of 1 Nov 00:10
-    # and 30 Nov 23:50 are not billed: a node unread for more than READING_REACH (three
-    # days) starts again from its next reading.
-    assert sum(int(s["tx_bytes"]) for s in samples) == (5 + 1 + 1 + 10) * GB
+    # November: 5 + 1 GB, the 89 GB between the readings of 1 Nov 00:10 and 30 Nov 23:50
+    # (a metering gap, more than READING_REACH: billed by time all the same), then 1 + 10 GB.
+    assert sum(int(s["tx_bytes"]) for s in samples) == (5 + 1 + 89 + 1 + 10) * GB
     [line] = [line for line in bundle["invoice"]["lines"] if line["kind"] == "usage_gb"]
-    assert line["amount"] == "17.00"
+    assert line["amount"] == "106.00"

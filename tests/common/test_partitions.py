@@ -395,3 +395,48 @@ def test_the_partitions_command_lists_archives_and_restores(november, tmp_path, 
     call_command("partitions", "restore", path)
     assert f"restored {NOVEMBER}" in capsys.readouterr().out
     assert month_rows("benchmarks_proberun", NOVEMBER) == 22
+
+
+def test_a_bundle_loads_the_archived_month_where_a_metering_gap_began(tmp_path):
+    # n1 read at 10:00 and 10:05 on 20 October (0 and 1 GB), then not until 10:05 and
+    # 10:10 on 3 December (1 + 12,672 and 12,674 GB): a metering gap of 44 days (12,672
+    # slots of 5 minutes, 1 GB each), billed by time. With October and November archived,
+    # December's bundle needs the reading of 20 October 10:05 that opens the gap: it loads
+    # October from its file too, not only the three days before December, and verifies.
+    node = NodeFactory(hostname="n1")
+    lease = make_lease(
+        nodes=[node], starts_at=at("2026-10-01 00:00"), billing_mode="per_gb", price_per_gb="1"
+    )
+    services.transition_lease(lease=lease, to=LeaseStatus.ACTIVE, at=at("2026-10-01 00:00"))
+    for slot, sent in (
+        ("2026-10-20 10:00", 0),
+        ("2026-10-20 10:05", 1),
+        ("2026-12-03 10:05", 12673),
+        ("2026-12-03 10:10", 12674),
+    ):
+        make_run(
+            lease,
+            kind="counters",
+            target="n1",
+            pattern="node",
+            slot=at(slot),
+            cadence_s=300,
+            verdict="none",
+            nodes=[node],
+            parsed={
+                "ports": [{"section": "counters data0", "name": "data0", "tx_bytes": sent * 10**9}]
+            },
+        )
+    ingest_all(notify=False)
+    december = at("2026-12-04 00:00")
+    before = audit.signed_bundle(lease=lease, period="2026-12", now=december)  # links the runs
+    beat_made_months()  # October's and November's rows move out of the default partition
+    for month in ("2026-10", "2026-11"):
+        archives.archive_month(Period.parse(month), directory=tmp_path, now=LATER)
+    after = audit.signed_bundle(lease=lease, period="2026-12", now=december)
+    assert after["bundle"] == before["bundle"]
+    mismatches, notes = verify_report(after, audit.published_key_info()["public_key_pem"])
+    assert mismatches == []
+    assert any(
+        note.startswith("traffic: metering gap, n1 not read from 2026-10-20") for note in notes
+    )

@@ -641,6 +641,12 @@ class _Checker:
                 else ""
             )
         )
+        for gap in rebuilt.gaps:
+            self.notes.append(
+                f"traffic: metering gap, {gap.node} not read from {iso_utc(gap.start)} to "
+                f"{iso_utc(gap.end)} (more than {traffic.READING_REACH.days} days): its "
+                f"{gap.bytes} B are billed by time over the gap"
+            )
 
     def _credit_rate(self) -> Decimal | None:
         terms = self.terms_at_end()

@@ -4,27 +4,36 @@ Pure (no Django, no database), so an auditor can rebuild the traffic samples wit
 
 **The rule.** A node's counter interval runs from its previous reading to this one,
 ``[a, b)``, both readings taken at their slot. Its bytes are spread over the slots it
-covers, cut on the slot grid of the earlier reading's cadence: ``[a, a + step)``,
-``[a + step, a + 2 step)``, ..., the last piece ending at ``b``; each piece gets the bytes
-of its share of the interval's time (whole bytes, the pieces adding up exactly). A piece
-is stamped with its slot, the START of its time, and belongs to the billing period that
+covers, cut on the slot grid of the earlier reading's cadence, aligned on the scheduler's
+fixed epoch (``SLOT_EPOCH``): ``[a, g)``, ``[g, g + step)``, ..., the last piece ending at
+``b``, where ``g`` is the first grid instant after ``a``; each piece gets the bytes of its
+share of the interval's time (whole bytes, the pieces adding up exactly). A piece is
+stamped with its slot, the START of its time, and belongs to the billing period that
 instant lies in, on the tenant's clock (``period_of``).
 
 So the 5-minute interval ``[23:55, 24:00)`` of 31 October is October's last sample, and
 an interval a missing reading stretched across midnight, ``[23:50, 00:05)``, gives two of
 its three 5-minute shares to October and one to November. A 30-day month read every
-5 minutes has exactly 8,640 samples. Slots are aligned on the scheduler's fixed epoch;
-month boundaries fall on that grid whenever the cadence divides the zone's UTC offset
-(5 minutes divides every zone offset in use).
+5 minutes has exactly 8,640 samples. Month boundaries fall on that grid whenever the
+cadence divides the zone's UTC offset (5 minutes divides every zone offset in use), so
+the grid's reading at a month's first instant is the reading at the period boundary, and
+an interval that straddles it is split there by the rule above.
 
-A node's rate is its own interval's: a node whose reading of a slot is missing gives each
-slot of its longer interval its average rate over that interval. A node contributes
-nothing before its first reading or after its latest one (no interval covers those slots),
-nor between two readings more than ``READING_REACH`` (three days, a long weekend) apart:
-a node that could not be read for longer starts again from its next reading, and what it
-sent meanwhile is not billed (the provider's probes could not see it, so the tenant is not
-charged for it). It bounds how far ingest looks for a node's neighbouring reading, and so
-which runs an audit bundle needs to rebuild its samples.
+**The edges of a lease.** The dispatcher reads a lease's counters at its start and at its
+end (``benchmarks.services.dispatch_due``): a lease that starts mid-slot is read at its
+start instant (its first piece runs from there to the next grid instant), and every lease
+is read once more at its end instant, with the nodes it held then, so its last interval,
+and a month's last interval when the lease ends at the month's end, is metered. Such a
+reading's cadence is its slot's, like any other's.
+
+**Gaps.** A node's rate is its own interval's: a node whose reading of a slot is missing
+gives each slot of its longer interval its average rate over that interval, however long
+the interval is. Two readings of a node more than ``READING_REACH`` (three days, a long
+weekend) apart are a metering gap (``gaps``): the counters prove the bytes were sent, so
+they are billed by time like any interval, and ingest opens a metering-gap incident for
+the node that issuing an invoice of the period reports (the rate over days is an average,
+not a measurement of each slot). A node contributes nothing before its first reading or
+after its latest one (no interval covers those slots).
 
 **The probe tax.** The bytes gpulease's own heavy probes sent (``gpulease_verify.probe_tax``)
 are taken away from the sending node's share of each slot their run's time covers, pro
@@ -36,7 +45,8 @@ port's octets received where the run read the witness (as IDCs meter at their sw
 else the node's own bytes sent per port. ``billing.ingest`` builds the stored
 samples with these rules, and ``rebuild`` rebuilds them from an audit bundle's chained runs
 so that the verifier recomputes per-GB and 95th-percentile lines from evidence, not from
-the samples the bundle states.
+the samples the bundle states. The readings that close a period's edge intervals (however
+far outside it they lie) are in the bundle's stretch of the chain.
 """
 
 from __future__ import annotations
@@ -44,8 +54,8 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from itertools import pairwise
 from typing import Any
 
@@ -64,8 +74,11 @@ SWITCH_PORT = "switch:"
 # IF-MIB's ifHC counters are all 64 bits wide.
 COUNTER_BITS = 64
 COUNTERS, SCHEDULE = "counters", "schedule"  # the run kind and trigger of a reading
-# Two readings of a node further apart than this are not an interval (module docstring).
+# Two readings of a node further apart than this are a metering gap (module docstring).
 READING_REACH = timedelta(days=3)
+# Slots are aligned on this instant: the scheduler's, so every dispatcher and the verifier
+# cut the same grid (``benchmarks.services.slot_start``).
+SLOT_EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
 # The fastest port a lease's nodes have, in Gbit/s, when none states its rate: what tells
 # a counter reset from a wrap (``counter_deltas``).
 DEFAULT_RATE_GBPS = 400
@@ -138,23 +151,98 @@ def period_of(slot_at: datetime, zone_name: str) -> Period:
 def slot_shares(
     *, start: datetime, end: datetime, total_bytes: int, step_s: int
 ) -> list[SlotShare]:
-    """Spread the bytes of ``[start, end)`` over its slots of ``step_s`` seconds, pro rata
-    by time (module docstring). Piece ``k`` gets ``floor(B t_k / T) - floor(B t_(k-1) / T)``
-    bytes, where ``t_k`` is the time from ``start`` to the piece's end and ``T`` the whole
-    interval, so the pieces add up to ``B`` exactly."""
+    """Spread the bytes of ``[start, end)`` over its slots of ``step_s`` seconds on the grid
+    aligned on ``SLOT_EPOCH``, pro rata by time (module docstring). Piece ``k`` gets
+    ``floor(B t_k / T) - floor(B t_(k-1) / T)`` bytes, where ``t_k`` is the time from
+    ``start`` to the piece's end and ``T`` the whole interval, so the pieces add up to
+    ``B`` exactly. A ``start`` between grid instants (a lease's first reading) makes a
+    first piece that is shorter than a slot."""
     if end <= start:
         raise ValueError(f"An interval must end after it starts: {start} to {end}.")
     if step_s <= 0:
         raise ValueError("The slot length must be positive.")
     whole = (end - start) // _MICRO
     step = step_s * 10**6
+    into = ((start - SLOT_EPOCH) // _MICRO) % step  # how far into its slot ``start`` lies
+    cuts = [0, *range(step - into, whole, step), whole]
     shares: list[SlotShare] = []
-    for offset in range(0, whole, step):
-        upto = min(offset + step, whole)
+    for offset, upto in pairwise(cuts):
         given = total_bytes * upto // whole - total_bytes * offset // whole
         slot_at = start + timedelta(microseconds=offset)
         shares.append(SlotShare(slot_at, (upto - offset) // 10**6, given))
     return shares
+
+
+@dataclass(frozen=True)
+class Interval:
+    """The bytes a node's ports both readings have sent between them (``counter_deltas``:
+    wraps and resets); ``counted``: False when the two readings share no port."""
+
+    before: Reading
+    after: Reading
+    bytes: int
+    resets: int
+    wraps: int
+    counted: bool
+
+    @property
+    def gap(self) -> bool:
+        """Whether the readings are further apart than ``READING_REACH``."""
+        return self.after.at - self.before.at > READING_REACH
+
+
+def intervals(
+    readings: Sequence[Reading], *, counter_bits: int, max_rate_bps: int | None
+) -> list[Interval]:
+    """Each pair of consecutive readings of one node (in time order), with its bytes."""
+    found = []
+    for before, after in pairwise(readings):
+        total, resets, wraps, counted = 0, 0, 0, False
+        for port, value in after.ports.items():
+            if port not in before.ports:
+                continue
+            (delta,) = counter_deltas(
+                [(before.at, before.ports[port]), (after.at, value)],
+                counter_bits=counter_bits,
+                max_rate_bps=max_rate_bps,
+            )
+            total += delta.bytes
+            resets += delta.kind == DeltaKind.RESET
+            wraps += delta.kind == DeltaKind.WRAP
+            counted = True
+        found.append(Interval(before, after, total, resets, wraps, counted))
+    return found
+
+
+@dataclass(frozen=True)
+class Gap:
+    """A metering gap (module docstring): a node not read for longer than the reach, from
+    ``start`` to ``end``; ``bytes``, its counters' difference, billed by time."""
+
+    node: str
+    start: datetime
+    end: datetime
+    bytes: int
+
+
+def gaps(
+    readings_by_node: Mapping[str, Sequence[Reading]],
+    *,
+    counter_bits: int,
+    max_rate_bps: int | None,
+) -> list[Gap]:
+    """The metering gaps among each node's readings (in time order), by node and start."""
+    return sorted(
+        (
+            Gap(node, interval.before.at, interval.after.at, interval.bytes)
+            for node, readings in readings_by_node.items()
+            for interval in intervals(
+                readings, counter_bits=counter_bits, max_rate_bps=max_rate_bps
+            )
+            if interval.counted and interval.gap
+        ),
+        key=lambda gap: (gap.node, gap.start),
+    )
 
 
 def slot_traffic(
@@ -167,36 +255,22 @@ def slot_traffic(
     probes: Mapping[str, Sequence[ProbeSend]] | None = None,
 ) -> list[SlotTraffic]:
     """The samples of the slots in ``[start, end)``, from each node's readings in time
-    order. Each pair of consecutive readings of a node is one interval: the bytes of the
-    ports both readings have (``counter_deltas``: wraps and resets), spread by
-    ``slot_shares``. A slot's sample adds up its nodes' shares; its seconds are its
-    longest share's (shares of one slot differ only where a cadence changed
-    mid-interval). A slot no interval covers has no sample. ``probes``: node -> the
-    probe sends (``gpulease_verify.probe_tax``) taken away from that node's shares."""
+    order. Each pair of consecutive readings of a node is one interval (``intervals``),
+    however far apart (a gap over the reach too), spread by ``slot_shares``. A slot's
+    sample adds up its nodes' shares; its seconds are its longest share's (shares of one
+    slot differ only where a cadence changed mid-interval). A slot no interval covers has
+    no sample. ``probes``: node -> the probe sends (``gpulease_verify.probe_tax``) taken
+    away from that node's shares."""
     totals: dict[datetime, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for node, readings in readings_by_node.items():
         sent = (probes or {}).get(node, ())
-        for before, after in pairwise(readings):
-            if after.at - before.at > READING_REACH:
+        for interval in intervals(readings, counter_bits=counter_bits, max_rate_bps=max_rate_bps):
+            if not interval.counted:
                 continue
-            total, resets, wraps, counted = 0, 0, 0, False
-            for port, value in after.ports.items():
-                if port not in before.ports:
-                    continue
-                (delta,) = counter_deltas(
-                    [(before.at, before.ports[port]), (after.at, value)],
-                    counter_bits=counter_bits,
-                    max_rate_bps=max_rate_bps,
-                )
-                total += delta.bytes
-                resets += delta.kind == DeltaKind.RESET
-                wraps += delta.kind == DeltaKind.WRAP
-                counted = True
-            if not counted:
-                continue
+            before, after = interval.before, interval.after
             at_switch = all(port.startswith(SWITCH_PORT) for port in after.ports)
             shares = slot_shares(
-                start=before.at, end=after.at, total_bytes=total, step_s=before.step_s
+                start=before.at, end=after.at, total_bytes=interval.bytes, step_s=before.step_s
             )
             for index, share in enumerate(shares):
                 if not start <= share.slot_at < end:
@@ -209,8 +283,8 @@ def slot_traffic(
                 slot["nodes"] += 1
                 slot["switch_nodes"] += at_switch
                 if index == 0:
-                    slot["resets"] += resets
-                    slot["wraps"] += wraps
+                    slot["resets"] += interval.resets
+                    slot["wraps"] += interval.wraps
     return [
         SlotTraffic(
             slot_at=slot_at,
@@ -233,11 +307,13 @@ class Rebuilt:
     """The traffic samples of a bundle's period rebuilt from its chained runs.
     ``problems``: what makes the rebuild differ from the server's (mismatches);
     ``taken_as_stated``: heavy runs whose probe bytes come from the bundle's
-    ``sent_bytes`` because their tool's bytes need raw output the bundle does not carry."""
+    ``sent_bytes`` because their tool's bytes need raw output the bundle does not carry;
+    ``gaps``: the metering gaps that reach into the period, billed by time."""
 
     samples: list[SlotTraffic]
     problems: list[str]
     taken_as_stated: int = 0
+    gaps: list[Gap] = field(default_factory=list)  # those that reach into the period
 
 
 def _sends(entry: Mapping[str, Any], parsed: Any, rebuilt: Rebuilt) -> list[ProbeSend]:
@@ -318,12 +394,19 @@ def rebuild(bundle: Mapping[str, Any]) -> Rebuilt:
     rates = [
         port.get("rate_gbps") for name in assigned for port in nodes.get(name, {}).get("ports", [])
     ]
+    by_node = {node: sorted(found, key=lambda r: r.at) for node, found in readings.items()}
+    rate = max_rate_bps(rates)
     rebuilt.samples = slot_traffic(
-        {node: sorted(found, key=lambda r: r.at) for node, found in readings.items()},
+        by_node,
         start=start,
         end=end,
         counter_bits=COUNTER_BITS,
-        max_rate_bps=max_rate_bps(rates),
+        max_rate_bps=rate,
         probes=probe_tax.by_node(sends),
     )
+    rebuilt.gaps = [
+        gap
+        for gap in gaps(by_node, counter_bits=COUNTER_BITS, max_rate_bps=rate)
+        if gap.start < end and gap.end > start
+    ]
     return rebuilt

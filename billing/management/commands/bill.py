@@ -88,6 +88,12 @@ class Command(BaseCommand):
                         if invoice.pk in already
                     ]
                     + [
+                        warning
+                        for invoice in invoices
+                        if invoice.pk not in already
+                        for warning in services.issue_warnings(invoice)
+                    ]
+                    + [
                         f"{lease.reference} is not billed for {period}: the acceptance its terms "
                         "require has not passed yet."
                         for invoice in invoices

@@ -38,7 +38,7 @@ from benchmarks.models import SLOT_REACH, NodeLock, PendingWitness, ProbeRun, Si
 from benchmarks.probes import runner
 from benchmarks.probes.plan import PlannedBatch, PlanNode, plan_batches
 from benchmarks.recording import terms_view
-from benchmarks.transports import AsyncTransport, LocalTransport, SSHTarget, SSHTransport
+from benchmarks.transports import AsyncTransport, LocalTransport, SSHTarget, SSHTransport, kept_open
 from billing.models import TrafficSample
 from common.locks import locking
 from gpulease_verify.traffic import SLOT_EPOCH
@@ -799,6 +799,10 @@ def execute_batch(
         )
         throughput = bool(witness_ports) and runs[0].kind == ProbeKind.THROUGHPUT
 
+        # The worker's connections to the nodes stay open from one batch to the next (not
+        # those of a transport given for a test or a command).
+        kept = kept_open.kept_open(connect) if connect is transport_for else None
+
         def measure(
             these: list[ProbeRun], ready: concurrent.futures.Future | None = None
         ) -> witness_settle.Measured:
@@ -806,18 +810,27 @@ def execute_batch(
             ProbeRun.objects.filter(pk__in=[r.pk for r in these]).update(started_at=started)
             for run in these:
                 run.started_at = started
-            executions = asyncio.run(
-                runner.run_batch(
-                    runs=planned,
-                    nodes=plan,
-                    connect=lambda hostname: connect(by_name[hostname]),
-                    options=runner.Options(
-                        throughput_seconds=settings.PROBE_THROUGHPUT_SECONDS,
-                        grace_seconds=settings.PROBE_COMMAND_GRACE_S,
-                        contracted_gbps=float(terms.contracted_bandwidth_gbps) if terms else 100.0,
-                    ),
-                    ready=ready,
-                )
+            batch_run = runner.run_batch(
+                runs=planned,
+                nodes=plan,
+                connect=lambda hostname: (kept.transport if kept else connect)(by_name[hostname]),
+                options=runner.Options(
+                    throughput_seconds=settings.PROBE_THROUGHPUT_SECONDS,
+                    grace_seconds=settings.PROBE_COMMAND_GRACE_S,
+                    contracted_gbps=float(terms.contracted_bandwidth_gbps) if terms else 100.0,
+                ),
+                ready=ready,
+                close=kept is None,
+            )
+            if kept is None:
+                return witness_settle.Measured(these, asyncio.run(batch_run))
+            executions = kept.run(batch_run)
+            # A node that could not be reached gets a fresh connection next time.
+            kept.drop(
+                by_name[name].pk
+                for planned_run, execution in zip(planned, executions, strict=True)
+                if execution.state == RunState.UNREACHABLE
+                for name in planned_run.nodes
             )
             return witness_settle.Measured(these, executions)
 

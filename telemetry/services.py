@@ -29,6 +29,7 @@ from benchmarks import selectors
 from benchmarks.chain import as_sample, link_telemetry
 from benchmarks.probes import commands
 from benchmarks.transports import AsyncTransport, TransportError
+from benchmarks.transports.kept_open import kept_open
 from billing.choices import FabricIncidentKind, IncidentState
 from billing.ingest import hour_of, recompute_hour
 from billing.models import Incident
@@ -52,7 +53,7 @@ from gpulease_verify.telemetry import (
 from leases.choices import LeaseStatus, ProbeKind
 from leases.models import Lease, LeaseTerms, Node, NodeAssignment
 from leases.selectors import TermsTimeline
-from telemetry import poller, witness
+from telemetry import witness
 from telemetry.models import (
     NodeReading,
     PortClearance,
@@ -158,7 +159,7 @@ def poll(
     plan = selectors.plan_nodes(nodes, selectors.ports_of(nodes))
     texts = {node.pk: commands.telemetry(plan[node.hostname]) for node in nodes}
     expected = {node.pk: commands.telemetry_rates(plan[node.hostname]) for node in nodes}
-    answers = poller.poller(connect or transport_for).read(
+    answers = kept_open(connect or transport_for).read(
         nodes, texts, timeout_s=settings.TELEMETRY_COMMAND_TIMEOUT_S
     )
     readings = {

@@ -24,6 +24,7 @@ from benchmarks.transports import (
     CommandResult,
     CommandTimeout,
     HostKeyRejected,
+    NotReady,
     TransportError,
 )
 from gpulease_verify import sweep
@@ -102,15 +103,12 @@ def _failure(execution: Execution, error: TransportError) -> Execution:
     return execution
 
 
-async def _wait_listening(transport: AsyncTransport, port: int) -> None:
-    check = (
+def _listening(port: int) -> str:
+    """A shell check that passes once something listens on TCP ``port`` (up to 10 s)."""
+    return (
         f"i=0; while [ $i -lt 200 ]; do ss -Hltn {shlex.quote(f'sport = :{int(port)}')} "
-        "| grep -q . && exit 0; "
-        "sleep 0.05; i=$((i+1)); done; exit 1"
+        "| grep -q . && break; sleep 0.05; i=$((i+1)); done; [ $i -lt 200 ]"
     )
-    result = await transport.run(check, timeout_s=SERVER_READY_TIMEOUT_S + 5)
-    if result.exit_code != 0:
-        raise TransportError(f"the server side did not start listening on port {port}")
 
 
 async def run_batch(
@@ -120,10 +118,13 @@ async def run_batch(
     connect: Callable[[str], AsyncTransport],
     options: Options,
     ready: concurrent.futures.Future | None = None,
+    close: bool = True,
 ) -> list[Execution]:
     """Run the batch's runs together. ``ready``: work done elsewhere (the switch witness's
     reading before the batch) that every pair waits for at its start line, so that it
-    overlaps the logins and server starts but is over before any client sends."""
+    overlaps the logins and server starts but is over before any client sends.
+    ``close``: close the transports afterwards (not when they are kept open for the next
+    batch: ``benchmarks.transports.kept_open``)."""
     connections = _Connections(connect)
     pairs = [run for run in runs if len(run.nodes) == 2 and run.tool != Tool.ALL_REDUCE_PERF]
     barrier = asyncio.Barrier(len(pairs)) if pairs else None
@@ -138,7 +139,8 @@ async def run_batch(
             )
         )
     finally:
-        await connections.close()
+        if close:
+            await connections.close()
 
 
 async def _run_one(
@@ -277,23 +279,24 @@ async def _pair(execution, run, index, nodes, connections, options, barrier, rea
 
     async def serve() -> None:
         nonlocal server_process
-        server_transport = connections(server.hostname)
-        # The nodes are locked for this batch, so a server of ours still on this port is a
-        # leftover of a worker that died mid-probe: stop it, or the client would talk to it
-        # (iperf3: "the server is busy running a test").
-        await server_transport.run(
-            f"pkill -f {shlex.quote('^' + pair_commands.server + '$')} || true",
-            timeout_s=SERVER_READY_TIMEOUT_S,
-        )
-        server_process = await server_transport.start(
-            pair_commands.server, max_lifetime_s=options.throughput_seconds + 120
-        )
-        if run.tool == Tool.IPERF3:
-            await _wait_listening(server_transport, port)
+        try:
+            server_process = await connections(server.hostname).start(
+                pair_commands.server,
+                max_lifetime_s=options.throughput_seconds + 120,
+                # The nodes are locked for this batch, so a server of ours still on this
+                # port is a leftover of a worker that died mid-probe: stop it, or the
+                # client would talk to it (iperf3: "the server is busy running a test").
+                before=f"pkill -f {shlex.quote('^' + pair_commands.server + '$')}",
+                ready=_listening(port) if run.tool == Tool.IPERF3 else "",
+            )
+        except NotReady:
+            raise TransportError(
+                f"the server side did not start listening on port {port}"
+            ) from None
 
     async def log_in_client() -> None:
         # Logged in before the start line, so that concurrent pairs really start together.
-        await client_transport.run("true", timeout_s=SERVER_READY_TIMEOUT_S)
+        await client_transport.connect()
 
     try:
         # The server side starts while the client logs in: one login's time, not two.

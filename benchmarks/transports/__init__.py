@@ -1,6 +1,6 @@
 """Run commands on cluster nodes: over SSH (production) or locally (demo and lab)."""
 
-from benchmarks.transports.background import BackgroundProcess
+from benchmarks.transports.background import BackgroundProcess, NotReady
 from benchmarks.transports.base import (
     DEFAULT_MAX_LIFETIME_S,
     DEFAULT_MAX_OUTPUT_BYTES,
@@ -30,6 +30,7 @@ __all__ = [
     "HostKeyRejected",
     "HostUnreachable",
     "LocalTransport",
+    "NotReady",
     "SSHTarget",
     "SSHTransport",
     "SyncBackgroundProcess",

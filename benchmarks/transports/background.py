@@ -48,6 +48,9 @@ echo "$d $(cat "$d/pid")"
 # group: orphaned zombies keep a group alive until init reaps them, which can take seconds.
 _STOP_SCRIPT = """\
 d={workdir}; p={pid}
+i=0
+# A process that is ending by itself (an iperf3 server after its one test) gets a moment.
+while [ ! -e "$d/rc" ] && [ $i -lt 10 ]; do sleep 0.01; i=$((i+1)); done
 if [ ! -e "$d/rc" ]; then
   kill -TERM -"$p" 2>/dev/null || kill -TERM "$p" 2>/dev/null
   i=0
@@ -62,23 +65,47 @@ cat "$d/rc" 2>/dev/null || echo none
 """
 
 _COLLECT_SCRIPT = 'd={workdir}; cat "$d/out"; cat "$d/err" >&2; rm -rf "$d"'
+# After the start script: the process is up but its ``ready`` check never passed.
+_NOT_READY = 96
 
 
 def _sh(script: str) -> str:
     return "sh -c " + shlex.quote(script)
 
 
+class NotReady(TransportError):
+    """The background command started, but its ``ready`` check never passed (it was
+    stopped again)."""
+
+
 async def start_background(
-    transport: AsyncTransport, command: str, *, max_lifetime_s: float
+    transport: AsyncTransport,
+    command: str,
+    *,
+    max_lifetime_s: float,
+    before: str = "",
+    ready: str = "",
 ) -> BackgroundProcess:
-    """Start ``command`` on the node behind ``transport``; see the module docstring."""
+    """Start ``command`` on the node behind ``transport``; see the module docstring.
+    ``before``: a shell command run first; ``ready``: a shell check that must pass before
+    this returns (raises NotReady, the process stopped, when it does not). All in one
+    command on the node: one round trip, however slow the link."""
     lifetime = max(1, int(max_lifetime_s + 0.999))
     script = _START_SCRIPT.format(
         kill_after=_KILL_AFTER_S, lifetime=lifetime, command=shlex.quote(command)
     )
+    if before:
+        script = f"{before}\n{script}"
+    if ready:
+        script += f"{ready} || exit {_NOT_READY}\n"
     result = await transport.run(_sh(script), timeout_s=_CONTROL_TIMEOUT_S)
     fields = result.stdout.split()
-    if result.exit_code != 0 or len(fields) != 2 or not fields[1].isdigit():
+    started = len(fields) == 2 and fields[1].isdigit()
+    if started and result.exit_code == _NOT_READY and ready:
+        process = BackgroundProcess(transport, command, workdir=fields[0], pid=int(fields[1]))
+        await process.stop()
+        raise NotReady(f"{command!r} on {transport.label} started but never became ready")
+    if result.exit_code != 0 or not started:
         raise TransportError(
             f"could not start background command on {transport.label}: "
             f"exit {result.exit_code}, {result.stdout.strip()!r} {result.stderr.strip()!r}"
@@ -121,17 +148,19 @@ class BackgroundProcess:
         stop = _STOP_SCRIPT.format(
             workdir=workdir, pid=self.pid, grace_ticks=max(1, int(grace_s * 20))
         )
-        stopped = await self.transport.run(_sh(stop), timeout_s=_CONTROL_TIMEOUT_S + grace_s)
-        status = stopped.stdout.strip()
+        # Stopped and collected in one command: the exit status on the first line, then
+        # what the process printed.
         collected = await self.transport.run(
-            _sh(_COLLECT_SCRIPT.format(workdir=workdir)),
-            timeout_s=_CONTROL_TIMEOUT_S,
+            _sh(f"{stop}{_COLLECT_SCRIPT.format(workdir=workdir)}"),
+            timeout_s=_CONTROL_TIMEOUT_S + grace_s,
             max_output_bytes=max_output_bytes,
         )
+        status, _newline, output = collected.stdout.partition("\n")
+        status = status.strip()
         self._result = CommandResult(
             command=self.command,
             exit_code=int(status) if status.lstrip("-").isdigit() else None,
-            stdout=collected.stdout,
+            stdout=output,
             stderr=collected.stderr,
             duration_s=time.monotonic() - self._started,
             truncated=collected.truncated,

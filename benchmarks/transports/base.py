@@ -117,12 +117,24 @@ class AsyncTransport(Protocol):
         ...
 
     async def start(
-        self, command: str, *, max_lifetime_s: float = DEFAULT_MAX_LIFETIME_S
+        self,
+        command: str,
+        *,
+        max_lifetime_s: float = DEFAULT_MAX_LIFETIME_S,
+        before: str = "",
+        ready: str = "",
     ) -> BackgroundProcess:
-        """Start ``command`` in the background (e.g. an iperf3 server) and return a handle.
+        """Start ``command`` in the background (e.g. an iperf3 server) and return a handle,
+        after the shell command ``before`` and once the shell check ``ready`` passes, in
+        one round trip (``start_background``).
 
         The process is killed on the node after ``max_lifetime_s`` even if nobody stops it.
         """
+        ...
+
+    async def connect(self) -> object:
+        """Open the connection ahead of the first command (SSH: log in), or reuse the open
+        one; a transport with nothing to open does nothing."""
         ...
 
     async def close(self) -> None:

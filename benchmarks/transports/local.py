@@ -91,9 +91,19 @@ class LocalTransport:
             return
 
     async def start(
-        self, command: str, *, max_lifetime_s: float = DEFAULT_MAX_LIFETIME_S
+        self,
+        command: str,
+        *,
+        max_lifetime_s: float = DEFAULT_MAX_LIFETIME_S,
+        before: str = "",
+        ready: str = "",
     ) -> BackgroundProcess:
-        return await start_background(self, command, max_lifetime_s=max_lifetime_s)
+        return await start_background(
+            self, command, max_lifetime_s=max_lifetime_s, before=before, ready=ready
+        )
+
+    async def connect(self) -> None:
+        return None
 
     async def close(self) -> None:
         return None

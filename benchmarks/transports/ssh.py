@@ -292,9 +292,16 @@ class SSHTransport:
         return collector.result(exit_code)
 
     async def start(
-        self, command: str, *, max_lifetime_s: float = DEFAULT_MAX_LIFETIME_S
+        self,
+        command: str,
+        *,
+        max_lifetime_s: float = DEFAULT_MAX_LIFETIME_S,
+        before: str = "",
+        ready: str = "",
     ) -> BackgroundProcess:
-        return await start_background(self, command, max_lifetime_s=max_lifetime_s)
+        return await start_background(
+            self, command, max_lifetime_s=max_lifetime_s, before=before, ready=ready
+        )
 
     async def close(self) -> None:
         conn, self._conn = self._conn, None

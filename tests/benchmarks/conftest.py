@@ -223,16 +223,16 @@ async def iperf_pairs(lab: Lab, pairs: list[tuple[str, str]]) -> list[Measured]:
 
 @pytest.fixture
 def lab_lease(lab, settings):  # type: ignore[no-untyped-def]
-    """The session lab registered as lease LAB-1, probes of 3 s; the telemetry poller's
-    kept-open connections closed afterwards."""
+    """The session lab registered as lease LAB-1, probes of 3 s; the worker's kept-open
+    connections closed afterwards."""
     from benchmarks.lab_registry import register_lab
-    from telemetry import poller
+    from benchmarks.transports import kept_open
 
     settings.PROBE_SSH_KEY = Path(lab.state.client_key_path)
     settings.PROBE_THROUGHPUT_SECONDS = 3
     settings.PROBE_COMMAND_GRACE_S = 20
     yield register_lab(lab.state)
-    poller.reset()
+    kept_open.reset()
 
 
 def execute(lease, kind: str, target: str, pattern: str = "ring", trigger: str = "manual"):  # type: ignore[no-untyped-def]

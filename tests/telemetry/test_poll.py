@@ -14,14 +14,13 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from django.urls import reverse
 
 from benchmarks import chain
-from benchmarks.transports import CommandResult, HostUnreachable
+from benchmarks.transports import CommandResult, HostUnreachable, kept_open
 from billing import audit
 from billing.models import Incident
 from gpulease_verify.health import RULE_SETS
 from gpulease_verify.periods import Period
 from leases import services
 from leases.choices import LeaseStatus
-from telemetry import poller
 from telemetry import services as telemetry
 from telemetry.models import NodeReading, PortClearance, PortSample, TelemetryBatch
 from tests.factories import NicPortFactory, NodeFactory, StaffFactory, at, make_lease
@@ -33,9 +32,9 @@ NOW = at("2026-11-10 10:00")
 
 @pytest.fixture(autouse=True)
 def _fresh_connections():
-    poller.reset()
+    kept_open.reset()
     yield
-    poller.reset()
+    kept_open.reset()
 
 
 @pytest.fixture
@@ -88,7 +87,7 @@ def test_a_garbled_poll_is_kept_raw_and_counts_nothing(lease):
     telemetry.poll(now=NOW)
     garbled = "### boot_id\nnot a boot id\n### clock\nsoon\n"
     node = lease.assignments.get().node
-    poller.reset()  # the kept-open connection is the loopback's: now a garbling node's
+    kept_open.reset()  # the kept-open connection is the loopback's: now a garbling node's
     result = telemetry.poll(now=NOW + timedelta(seconds=30), connect=lambda n: Printing(garbled))
     assert result.failed == ["loop-01"]
     reading = NodeReading.objects.get(node=node)
@@ -96,7 +95,7 @@ def test_a_garbled_poll_is_kept_raw_and_counts_nothing(lease):
     assert reading.raw_output == garbled
     assert reading.at == NOW  # the last good reading stays the base of the next deltas
     assert not PortSample.objects.exists()
-    poller.reset()
+    kept_open.reset()
     unreachable = telemetry.poll(
         now=NOW + timedelta(seconds=60),
         connect=lambda n: Printing(HostUnreachable("loop-01: connection refused")),
@@ -156,7 +155,7 @@ def h100_lease(**terms):
 
 
 def poll_every_30_s(first: int, last: int, text: str) -> None:
-    poller.reset()  # the node's kept-open connection: now one printing ``text``
+    kept_open.reset()  # the node's kept-open connection: now one printing ``text``
     for n in range(first, last + 1):
         result = telemetry.poll(
             now=NOW + timedelta(seconds=30 * n), connect=lambda node: Printing(text)

@@ -10,6 +10,8 @@ import asyncio
 import io
 import json
 import re
+import subprocess
+import sys
 import time
 from contextlib import redirect_stdout
 from pathlib import Path
@@ -255,6 +257,71 @@ def reaches_link_rate(measured: Measured, rate: int = GBIT) -> bool:
 def test_same_leaf_pair_reaches_link_rate(lab: Lab) -> None:
     [measured] = asyncio.run(iperf_pairs(lab, [("lab-h1", "lab-h2")]))
     assert reaches_link_rate(measured), measured
+
+
+# The receiver reads and drops what arrives on port 5299, while a packet socket on its data0
+# notes the kernel's arrival time of every data packet: the first and the last of each
+# connection's 1 MB, whenever this process gets to read them. 35: SO_TIMESTAMPNS on Linux.
+_CATCH_UP_RECEIVER = """
+import select, socket, struct, sys
+capture = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0800))
+capture.setsockopt(socket.SOL_SOCKET, 33, 16 << 20)  # SO_RCVBUFFORCE: keep every packet
+capture.setsockopt(socket.SOL_SOCKET, 35, 1)
+capture.bind(("data0", 0x0800))
+listener = socket.create_server((sys.argv[1], 5299))
+print("listening", flush=True)
+conns, seen = [], {}
+while sum(got >= 1_000_000 for _, _, got in seen.values()) < int(sys.argv[2]):
+    for sock in select.select([listener, capture, *conns], [], [], 10)[0] or sys.exit(1):
+        if sock is listener:
+            conns.append(listener.accept()[0])
+        elif sock is capture:
+            frame, ancillary, _, _ = capture.recvmsg(128, 256)
+            ip = frame[14:]
+            ihl, total = (ip[0] & 15) * 4, struct.unpack("!H", ip[2:4])[0]
+            source, destination = struct.unpack("!HH", ip[ihl : ihl + 4])
+            payload = total - ihl - (ip[ihl + 12] >> 4) * 4
+            if destination == 5299 and payload > 0:
+                sec, ns = struct.unpack("qq", ancillary[0][2][:16])
+                first, _, got = seen.get(source, (sec + ns / 1e9, 0, 0))
+                seen[source] = (first, sec + ns / 1e9, got + payload)
+        elif not sock.recv(1 << 20):
+            conns.remove(sock)
+for first, last, _ in seen.values():
+    print((last - first) * 1e3)
+"""
+_CATCH_UP_SENDER = """
+import socket, sys, time
+for _ in range(int(sys.argv[3])):
+    time.sleep(0.05)
+    with socket.socket() as sender:
+        sender.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
+        sender.bind((sys.argv[1], 0))
+        sender.connect((sys.argv[2], 5299))
+        sender.sendall(bytes(1_000_000))
+"""
+
+
+def test_a_shaper_that_fell_behind_catches_up_10_ms_at_once(lab: Lab) -> None:
+    """Issue 34: after a quiet spell, as after a stall, the shaper holds 10 ms of its rate and
+    sends it at once: 1 MB (8 ms at 1 Gbit/s) crosses lab-h1 > lab-h2 in 0.5-0.7 ms, first to
+    last data packet as the receiver's kernel saw them. With the old 1 ms bucket it took at
+    least 6.59 ms, as it must ((1 MB - 125 KB - one 62 KB segment) / 125 MB/s is 6.5 ms). A
+    stall only makes a try slower: the best of 8 is judged."""
+    client, server = lab.host("lab-h1"), lab.host("lab-h2")
+    receiver = subprocess.Popen(
+        ["ip", "netns", "exec", server.namespace, sys.executable, "-c", _CATCH_UP_RECEIVER,
+         server.data_address, "8"], stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert receiver.stdout is not None and receiver.stdout.readline() == "listening\n"
+        run_tool(["ip", "netns", "exec", client.namespace, sys.executable, "-c",
+                  _CATCH_UP_SENDER, client.data_address, server.data_address, "8"])  # fmt: skip
+        out, _ = receiver.communicate(timeout=20)
+    finally:
+        receiver.kill()
+    milliseconds = sorted(float(line) for line in out.split())
+    assert len(milliseconds) == 8, out
+    assert milliseconds[0] < 3.0, milliseconds
 
 
 def test_degraded_host_measures_its_degraded_rate(lab: Lab) -> None:

@@ -9,6 +9,7 @@ from perf import (
     bench_billing,
     bench_dispatcher,
     bench_history,
+    bench_lab_fidelity,
     bench_probe_overhead,
     bench_telemetry,
 )
@@ -21,8 +22,9 @@ bench_history.main()
 bench_telemetry.main()
 if os.geteuid() == 0:
     bench_probe_overhead.main()
+    bench_lab_fidelity.main()
 else:
-    print("probe_overhead: skipped, it builds a network lab and needs root")
+    print("probe_overhead, lab_fidelity: skipped, they build a network lab and need root")
 # In a process of its own: it uses a database of its own (gpulease_bench_api), and Django
 # is already set up on the others' here.
 subprocess.run([sys.executable, "-m", "perf.bench_api"], check=True)

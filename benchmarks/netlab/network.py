@@ -10,7 +10,15 @@ under it (a byte FIFO), on the egress of the sending veth end:
 The management network (root ``P-mgmt`` <-> bridge ``mgmt`` <-> each host's ``mgmt0``, and
 the bridge ``mgmt`` itself: the switches' management address) is not shaped. The data
 network uses jumbo frames (spec.mtu, default 9000) as GPU cluster fabrics do; with
-1500-byte frames TCP goodput could not exceed ~95.5% of the shaped rate.
+1500-byte frames TCP goodput could not exceed ~95.5% of the shaped rate. With 9000, iperf3's
+figure tops out at 8948/9014 = 99.27 % of it (TCP payload per frame that HTB counts).
+
+Fidelity (issue 34): a shaped link is a timer, not a wire. HTB sends when its watchdog fires
+and the softirq runs, both late on a busy machine; with a 1 ms bucket every late millisecond
+was link time lost for good. The bucket holds SHAPER_BURST_MS, so a late shaper catches up.
+The hosts run Reno, not the root namespace's congestion control (namespaces inherit it: BBR
+on the development machine, which under-sends when the machine stalls). perf/README.md, "Lab
+fidelity", has the measurements.
 """
 
 from __future__ import annotations
@@ -34,6 +42,13 @@ from benchmarks.netlab.spec import (
 
 _HTB_QUANTUM = 60000
 QUEUE_MS = 10
+SHAPER_BURST_MS = 10
+"""HTB's bucket: how late the shaper may run and still send what its rate allows. A second
+can carry at most SHAPER_BURST_MS / 1000 (1 %) more than the rate, right after a stall."""
+HOST_CONGESTION_CONTROL = "reno"
+"""The lab hosts' TCP: loss-based like Linux's default (CUBIC), the same on every machine.
+A namespace may only pick an algorithm the root allows, and Reno is always allowed (CUBIC is
+not where the root runs BBR, as on the development machine)."""
 
 
 def list_namespaces() -> list[str]:
@@ -55,6 +70,12 @@ def _add_namespace(name: str) -> None:
     # No IPv6: keeps router solicitations and DAD chatter off the shaped links.
     in_netns(name, "sysctl", "-q", "-w", "net.ipv6.conf.all.disable_ipv6=1", check=False)
     in_netns(name, "sysctl", "-q", "-w", "net.ipv6.conf.default.disable_ipv6=1", check=False)
+
+
+def _add_host_namespace(name: str) -> None:
+    _add_namespace(name)
+    cc = f"net.ipv4.tcp_congestion_control={HOST_CONGESTION_CONTROL}"
+    in_netns(name, "sysctl", "-q", "-w", cc)
 
 
 def _add_bridge(fabric: str, name: str, mtu: int) -> None:
@@ -112,7 +133,7 @@ def build(spec: LabSpec, hosts: list[HostPlan]) -> None:
     ip("addr", "add", f"{spec.switch_mgmt_address}/{prefixlen}", "dev", "mgmt", netns=fabric)
 
     for host in hosts:
-        _add_namespace(host.namespace)
+        _add_host_namespace(host.namespace)
         _add_port(fabric, host.fabric_data_port, host.leaf, host.namespace, "data0", mtu)
         _add_port(fabric, host.fabric_mgmt_port, "mgmt", host.namespace, "mgmt0", 1500)
         data_len, mgmt_len = spec.data_network.prefixlen, prefixlen
@@ -123,10 +144,15 @@ def build(spec: LabSpec, hosts: list[HostPlan]) -> None:
         shape_host(spec.fabric_namespace, host.namespace, host.index, host.rate_bps)
 
 
+def burst_bytes(rate_bps: int) -> int:
+    """The HTB bucket of a link shaped to ``rate_bps``: SHAPER_BURST_MS at the rate, at least
+    64 KiB (a full TSO segment)."""
+    return max(64 * 1024, rate_bps // 8 * SHAPER_BURST_MS // 1000)
+
+
 def _class_args(rate_bps: int) -> list[str]:
     rate = f"{rate_bps}bit"
-    # Burst of ~1 ms at the rate (at least 64 KiB): keeps HTB accurate at Gbit speeds.
-    burst = f"{max(64 * 1024, rate_bps // 8 // 1000)}b"
+    burst = f"{burst_bytes(rate_bps)}b"
     return ["htb", "rate", rate, "ceil", rate, "burst", burst, "cburst", burst,
             "quantum", str(_HTB_QUANTUM)]  # fmt: skip
 

@@ -9,6 +9,9 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import re
+import subprocess
+import sys
 import time
 from contextlib import redirect_stdout
 from pathlib import Path
@@ -206,6 +209,37 @@ def test_management_path_is_not_shaped(lab: Lab) -> None:
     assert "htb" in data
 
 
+def shaper_buckets(lab: Lab) -> dict[str, tuple[str, int, int]]:
+    """Every shaped hop of the data network as tc shows it: rate, burst and cburst (bytes)."""
+    state = lab.state
+    hops = {f"{h.name} data0": (h.namespace, "data0") for h in state.hosts}
+    hops.update({f"h{i}-data": (state.fabric_namespace, f"h{i}-data") for i in (1, 2, 3, 4)})
+    for j in (1, 2):
+        hops.update({port: (state.fabric_namespace, port) for port in (f"l{j}-up", f"l{j}-down")})
+    buckets = {}
+    for hop, (namespace, dev) in hops.items():
+        shown = run_tool(["tc", "-n", namespace, "class", "show", "dev", dev])
+        found = re.search(r"\brate (\S+) .*\bburst (\d+)b cburst (\d+)b", shown)
+        assert found, f"{hop}: no HTB class in {shown!r}"
+        buckets[hop] = (found.group(1), int(found.group(2)), int(found.group(3)))
+    return buckets
+
+
+def test_every_shaper_can_catch_up_10_ms_and_the_hosts_run_reno(lab: Lab) -> None:
+    """Issue 34: HTB sends when its timer fires and the softirq runs, both late on a busy
+    machine; with a 1 ms bucket (125,000 bytes at 1 Gbit/s) every millisecond later than that
+    was lost for good, and healthy links carried 0.975-0.991 of the shaper through the probe
+    (perf/README.md, "Lab fidelity"). 10 ms at 1 Gbit/s is 1,250,000 bytes. The hosts' TCP
+    is the lab's own (Reno), not the root namespace's (BBR on the development machine)."""
+    buckets = shaper_buckets(lab)
+    assert len(buckets) == 12  # 4 hosts x 2 directions, 2 uplinks x 2 directions
+    assert set(buckets.values()) == {("1Gbit", 1_250_000, 1_250_000)}, buckets
+    for host in lab.state.hosts:
+        tcp = run_tool(["ip", "netns", "exec", host.namespace, "sysctl", "-n",
+                        "net.ipv4.tcp_congestion_control"])  # fmt: skip
+        assert tcp.strip() == "reno", host.name
+
+
 def test_set_host_rate_on_unknown_host_fails(lab: Lab) -> None:
     with pytest.raises(LabError, match="no host"):
         set_host_rate(lab.state_dir, "lab-h9", "1gbit")
@@ -225,9 +259,77 @@ def test_same_leaf_pair_reaches_link_rate(lab: Lab) -> None:
     assert reaches_link_rate(measured), measured
 
 
+# The receiver reads and drops what arrives on port 5299, while a packet socket on its data0
+# notes the kernel's arrival time of every data packet: the first and the last of each
+# connection's 1 MB, whenever this process gets to read them. 35: SO_TIMESTAMPNS on Linux.
+_CATCH_UP_RECEIVER = """
+import select, socket, struct, sys
+capture = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0800))
+capture.setsockopt(socket.SOL_SOCKET, 33, 16 << 20)  # SO_RCVBUFFORCE: keep every packet
+capture.setsockopt(socket.SOL_SOCKET, 35, 1)
+capture.bind(("data0", 0x0800))
+listener = socket.create_server((sys.argv[1], 5299))
+print("listening", flush=True)
+conns, seen = [], {}
+while sum(got >= 1_000_000 for _, _, got in seen.values()) < int(sys.argv[2]):
+    for sock in select.select([listener, capture, *conns], [], [], 10)[0] or sys.exit(1):
+        if sock is listener:
+            conns.append(listener.accept()[0])
+        elif sock is capture:
+            frame, ancillary, _, _ = capture.recvmsg(128, 256)
+            ip = frame[14:]
+            ihl, total = (ip[0] & 15) * 4, struct.unpack("!H", ip[2:4])[0]
+            source, destination = struct.unpack("!HH", ip[ihl : ihl + 4])
+            payload = total - ihl - (ip[ihl + 12] >> 4) * 4
+            if destination == 5299 and payload > 0:
+                sec, ns = struct.unpack("qq", ancillary[0][2][:16])
+                first, _, got = seen.get(source, (sec + ns / 1e9, 0, 0))
+                seen[source] = (first, sec + ns / 1e9, got + payload)
+        elif not sock.recv(1 << 20):
+            conns.remove(sock)
+for first, last, _ in seen.values():
+    print((last - first) * 1e3)
+"""
+_CATCH_UP_SENDER = """
+import socket, sys, time
+for _ in range(int(sys.argv[3])):
+    time.sleep(0.05)
+    with socket.socket() as sender:
+        sender.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
+        sender.bind((sys.argv[1], 0))
+        sender.connect((sys.argv[2], 5299))
+        sender.sendall(bytes(1_000_000))
+"""
+
+
+def test_a_shaper_that_fell_behind_catches_up_10_ms_at_once(lab: Lab) -> None:
+    """Issue 34: after a quiet spell, as after a stall, the shaper holds 10 ms of its rate and
+    sends it at once: 1 MB (8 ms at 1 Gbit/s) crosses lab-h1 > lab-h2 in 0.5-0.7 ms, first to
+    last data packet as the receiver's kernel saw them. With the old 1 ms bucket it took at
+    least 6.59 ms, as it must ((1 MB - 125 KB - one 62 KB segment) / 125 MB/s is 6.5 ms). A
+    stall only makes a try slower: the best of 8 is judged."""
+    client, server = lab.host("lab-h1"), lab.host("lab-h2")
+    receiver = subprocess.Popen(
+        ["ip", "netns", "exec", server.namespace, sys.executable, "-c", _CATCH_UP_RECEIVER,
+         server.data_address, "8"], stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert receiver.stdout is not None and receiver.stdout.readline() == "listening\n"
+        run_tool(["ip", "netns", "exec", client.namespace, sys.executable, "-c",
+                  _CATCH_UP_SENDER, client.data_address, server.data_address, "8"])  # fmt: skip
+        out, _ = receiver.communicate(timeout=20)
+    finally:
+        receiver.kill()
+    milliseconds = sorted(float(line) for line in out.split())
+    assert len(milliseconds) == 8, out
+    assert milliseconds[0] < 3.0, milliseconds
+
+
 def test_degraded_host_measures_its_degraded_rate(lab: Lab) -> None:
     set_host_rate(lab.state_dir, "lab-h4", "400mbit")
     try:
+        # Reshaped, both directions keep a 10 ms bucket at the new rate: 500,000 bytes.
+        buckets = shaper_buckets(lab)
+        assert buckets["lab-h4 data0"] == buckets["h4-data"] == ("400Mbit", 500_000, 500_000)
         [measured] = asyncio.run(iperf_pairs(lab, [("lab-h3", "lab-h4")]))
     finally:
         set_host_rate(lab.state_dir, "lab-h4", "1gbit")

@@ -18,6 +18,7 @@ from billing import probe_tax
 from billing.ingest import hour_of, ingest_all
 from billing.models import HourlyRollup
 from gpulease_verify.periods import Period
+from leases.models import Switch
 from tests.benchmarks.conftest import execute
 
 pytestmark = pytest.mark.lab
@@ -103,7 +104,10 @@ def test_concurrent_cross_leaf_pairs_are_confirmed_together_and_still_expose_the
     lab, lab_lease
 ):
     """Re-running only the failed pair would free the shared uplink and pass it; the whole
-    concurrent group is measured again at once, so the oversubscription shows twice."""
+    concurrent group is measured again at once, so the oversubscription shows twice. (No
+    switch witness here: the lab's snmpd refreshes its counters every 3 s, and what this
+    shows is the grouping, not the witness.)"""
+    Switch.objects.update(snmp_community="")
     first = execute(lab_lease, "throughput", "lab-h1>lab-h3", "cross_leaf", Trigger.SCHEDULE)
     group = ProbeRun.objects.filter(batch=first.batch).order_by("target")
     confirmations = [confirmation_of(run) for run in group]

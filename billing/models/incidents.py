@@ -19,7 +19,8 @@ class Incident(models.Model):
         _("kind"), max_length=16, choices=[*ProbeKind.choices, *FabricIncidentKind.choices]
     )
     target = models.CharField(_("affected nodes or pair"), max_length=255)
-    pattern = models.CharField(_("pattern"), max_length=16)
+    # a probe pattern, "witness", or a fabric health rule (gpulease_verify.health.RULES)
+    pattern = models.CharField(_("pattern"), max_length=32)
     state = models.CharField(
         _("state"), max_length=8, choices=IncidentState.choices, default=IncidentState.OPEN
     )

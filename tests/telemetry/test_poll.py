@@ -11,6 +11,8 @@ import pytest
 
 from benchmarks import chain
 from benchmarks.transports import CommandResult, HostUnreachable
+from billing.models import Incident
+from gpulease_verify import health
 from leases import services
 from leases.choices import LeaseStatus
 from telemetry import poller
@@ -117,3 +119,36 @@ def test_two_overlapping_cycles_never_read_a_node_twice(lease):
     assert telemetry.poll(now=NOW + timedelta(seconds=15)).nodes == 0
     # ...and a cycle that died holds the node only until its claim lapses.
     assert telemetry.poll(now=NOW + timedelta(seconds=31)).nodes == 1
+
+
+def _infiniband_poll(link_downed: int) -> str:
+    """An InfiniBand port's part of the telemetry command's output (its sysfs files)."""
+    base = "/sys/class/infiniband/mlx5_0/ports/1"
+    return (
+        "### boot_id\n5f0c8e0e-3c1b-4a55-9e1e-2a51c0b8f3d1\n### clock\n86400.00 5000000.00\n"
+        f"### ib mlx5_0:1\n{base}/state:4: ACTIVE\n{base}/phys_state:5: LinkUp\n"
+        f"{base}/rate:400 Gb/sec (4X NDR)\n{base}/link_layer:InfiniBand\n"
+        f"{base}/counters/link_downed:{link_downed}\n{base}/counters/port_xmit_data:1000\n"
+    )
+
+
+def test_a_link_downed_increase_opens_an_incident_named_by_its_rule():
+    """``ib_fatal_counters`` (17 characters) names the incident, on PostgreSQL too."""
+    node = NodeFactory(hostname="ib-01", management_address="ib-01.example.cn")
+    NicPortFactory(node=node, device="mlx5_0", netdev="", link_layer="infiniband", rate_gbps=400)
+    lease = make_lease(nodes=[node])
+    services.transition_lease(lease=lease, to=LeaseStatus.ACTIVE, at=at("2026-11-01 00:00"))
+    for step, downed in enumerate((0, 1)):
+        poller.reset()
+        result = telemetry.poll(
+            now=NOW + timedelta(seconds=30 * step),
+            connect=lambda n, downed=downed: Printing(_infiniband_poll(downed)),
+        )
+        assert result.nodes == 1 and not result.failed, result
+    incident = Incident.objects.get(lease=lease, target="ib-01:mlx5_0:1")
+    assert (incident.kind, incident.pattern, incident.rule) == (
+        "telemetry",
+        "ib_fatal_counters",
+        "ib_fatal_counters v1",
+    )
+    assert max(len(rule) for rule in health.RULES) <= Incident._meta.get_field("pattern").max_length

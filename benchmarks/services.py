@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from typing import Any
 
 from django.conf import settings
 from django.core.mail import mail_admins
@@ -43,8 +44,9 @@ from benchmarks.transports import AsyncTransport, LocalTransport, SSHTarget, SSH
 from billing.models import TrafficSample
 from common.locks import locking
 from gpulease_verify import sweep, witness
+from gpulease_verify.interpret import Interpretation
 from gpulease_verify.parsers import ParseError, RunFailed
-from gpulease_verify.verdicts import TermsView
+from gpulease_verify.verdicts import Judgement, TermsView
 from leases.choices import HEAVY_PROBE_KINDS, HeavyProbePolicy, ProbeKind
 from leases.contract_rules import in_weekly_windows
 from leases.models import Lease, LeaseTerms, Node, Site
@@ -816,6 +818,31 @@ def _sending_seconds(tool: str) -> float:
     return settings.PROBE_THROUGHPUT_SECONDS + omit
 
 
+def witnessed_pair(
+    *,
+    run: ProbeRun,
+    result: Interpretation,
+    terms: LeaseTerms,
+    witnessed: telemetry_witness.Witnessed | None,
+) -> tuple[dict[str, Any] | None, Judgement]:
+    """A pair run's parsed result and judgement with its client's switch-side witness
+    block (``gpulease_verify.witness``), where its switch port was read around it: a
+    disagreement leaves the run without a verdict (disputed)."""
+    parsed, judgement, measured = result.parsed, result.judgement, result.measured_bps
+    if witnessed is None or ">" not in run.target or not measured:
+        return parsed, judgement
+    block = witnessed.block(
+        client=run.target.split(">")[0],
+        seconds=_sending_seconds(run.tool),
+        measured_bps=measured,
+        tolerance_percent=terms.witness_tolerance_percent,
+    )
+    if block is None:
+        return parsed, judgement
+    parsed = {**(parsed or {}), witness.KEY: block}
+    return parsed, witness.judge(judgement, parsed, measured)
+
+
 def record_execution(
     *,
     run: ProbeRun,
@@ -856,21 +883,9 @@ def record_execution(
         except ParseError as error:
             run.state, run.error = RunState.UNPARSABLE, str(error)
         else:
-            parsed, judgement = result.parsed, result.judgement
-            measured = result.measured_bps
-            block = (
-                witnessed.block(
-                    client=run.target.split(">")[0],
-                    seconds=_sending_seconds(run.tool),
-                    measured_bps=measured,
-                    tolerance_percent=terms.witness_tolerance_percent,
-                )
-                if witnessed is not None and ">" in run.target and measured
-                else None
+            parsed, judgement = witnessed_pair(
+                run=run, result=result, terms=terms, witnessed=witnessed
             )
-            if block is not None and measured:
-                parsed = {**(parsed or {}), witness.KEY: block}
-                judgement = witness.judge(judgement, parsed, measured)
             if witnessed is not None and run.kind == ProbeKind.COUNTERS:
                 switch = witnessed.after.get(run.target)
                 if switch is not None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -52,10 +52,14 @@ from leases.models import Lease, LeaseTerms, Node
 from leases.selectors import TermsTimeline
 from telemetry import poller, witness
 from telemetry.models import NodeReading, PortSample, SwitchReading, TelemetryBatch
+from telemetry.switch_snmp import SwitchPortReading
 
 log = logging.getLogger(__name__)
 
 HOUR = timedelta(hours=1)
+
+# Reads the witness ports now: hostname -> its switch port's counters (``witness.read``).
+SwitchReader = Callable[[Mapping[str, witness.WitnessPort]], Mapping[str, SwitchPortReading]]
 
 # Below this many bytes in an interval, host and switch are not compared: a few packets
 # of ARP or neighbour discovery would make any tolerance meaningless.
@@ -141,17 +145,35 @@ def poll(
     else:
         due = _due(held, now)
     due = _claim(due, now)
+    if not due:
+        return PollResult()
+    nodes = [h.node for h in due]
+    plan = selectors.plan_nodes(nodes, selectors.ports_of(nodes))
+    texts = {node.pk: commands.telemetry(plan[node.hostname]) for node in nodes}
+    answers = poller.poller(connect or transport_for).read(
+        nodes, texts, timeout_s=settings.TELEMETRY_COMMAND_TIMEOUT_S
+    )
+    return record(due, now, {node.pk: _failure(answers[node.pk]) for node in nodes})
+
+
+def record(
+    due: Sequence[Held],
+    now: datetime,
+    printed: Mapping[int, tuple[str | None, str]],
+    *,
+    read_switch: SwitchReader = witness.read,
+) -> PollResult:
+    """Store what one cycle read: ``printed`` is node id -> (why the poll failed, or None;
+    what it printed). Each node's interval against its previous reading, the switch ports
+    that witness them (``read_switch``: hostname -> its port's reading now), a chain link
+    per lease, availability and the health rules' incidents, as ``poll`` does after
+    reading the nodes."""
     result = PollResult(nodes=len(due))
     if not due:
         return result
     nodes = [h.node for h in due]
     terms_of = {h.node.pk: h.terms for h in due}
     limits_of: dict[int, health.HealthThresholds] = {}
-    plan = selectors.plan_nodes(nodes, selectors.ports_of(nodes))
-    texts = {node.pk: commands.telemetry(plan[node.hostname]) for node in nodes}
-    answers = poller.poller(connect or transport_for).read(
-        nodes, texts, timeout_s=settings.TELEMETRY_COMMAND_TIMEOUT_S
-    )
     readings = {
         reading.node_id: reading
         for reading in NodeReading.objects.filter(node__in=[node.pk for node in nodes])
@@ -161,7 +183,7 @@ def poll(
     with transaction.atomic():
         for node in nodes:
             reading = readings.setdefault(node.pk, NodeReading(node=node))
-            error, raw = _failure(answers[node.pk])
+            error, raw = printed[node.pk]
             snapshot = None
             if error is None:
                 try:
@@ -187,7 +209,7 @@ def poll(
             stored += [_row(node, sample) for sample in kept]
             reading.at, reading.snapshot = now, snapshot.to_json()
             reading.error, reading.raw_output, reading.claimed_until = "", "", None
-        switch_rows, result.disputed = _witness(due, now, fresh, stored, readings)
+        switch_rows, result.disputed = _witness(due, now, fresh, stored, readings, read_switch)
         _store(due, now, stored, switch_rows)
         _recount_availability(due, stored)
         result.samples, result.switch_readings = len(stored), len(switch_rows)
@@ -353,6 +375,7 @@ def _witness(
     fresh: dict[int, list[Sample]],
     stored: Sequence[PortSample],
     readings: dict[int, NodeReading],
+    read_switch: SwitchReader,
 ) -> tuple[list[SwitchReading], list[str]]:
     """Read the switch ports of the polled nodes and compare each node's bytes sent in
     this interval with what its switch port received since the last reading. A reading
@@ -361,7 +384,7 @@ def _witness(
     ports = witness.witness_ports(h.node for h in due)
     if not ports:
         return [], []
-    switch_now = witness.read(ports)
+    switch_now = read_switch(ports)
     stored_ports = {(row.node_id, row.port) for row in stored}
     rows, disputed = [], []
     for held in due:

@@ -249,16 +249,27 @@ def cjson(value: Any, depth: int = 0) -> str:
     Written out by hand: the standard library's indenting encoder is pure Python and
     several times slower on the thousands of documents the demo prints."""
     if isinstance(value, dict):
-        inner, outer = "\t" * (depth + 1), "\t" * depth
+        inner = TABS[depth + 1]
         members = ",\n".join(
-            f'{inner}"{key}":\t{cjson(item, depth + 1)}' for key, item in value.items()
+            f'{inner}"{key}":\t{_scalar(item) if type(item) in SCALARS else cjson(item, depth + 1)}'
+            for key, item in value.items()
         )
-        return "{\n" + members + "\n" + outer + "}"
+        return "{\n" + members + "\n" + TABS[depth] + "}"
     if isinstance(value, list):
         return "[" + ", ".join(cjson(item, depth + 1) for item in value) + "]"
-    if value is True or value is False:
-        return "true" if value else "false"
-    if isinstance(value, int | float):
+    return _scalar(value)
+
+
+TABS = ["\t" * depth for depth in range(16)]
+SCALARS = frozenset({bool, int, float, str, type(None)})
+
+
+def _scalar(value: Any) -> str:
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if type(value) in (int, float):
         return repr(value)
     return json.dumps(value)
 

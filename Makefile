@@ -9,10 +9,10 @@ TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 # The browser tests (tests/browser) drive Debian's chromium through Playwright; Playwright's
 # own browser download is never used.
 CHROMIUM ?= /usr/bin/chromium
-# make run's embedded SQLite must behave as PostgreSQL does where dates and hostile input
-# are concerned: these tests run a second time on SQLite.
+# make run's embedded SQLite must behave as PostgreSQL does where dates, hostile input and
+# the demo's evidence are concerned: these tests run a second time on SQLite.
 SQLITE_TESTS := tests/test_clock_matrix.py tests/api/test_hostile_input.py \
-	tests/portal/test_hostile_input.py
+	tests/portal/test_hostile_input.py tests/leases/test_demo_evidence.py
 
 .PHONY: run setup test lint format typecheck bench messages clean browser assets
 

@@ -147,11 +147,17 @@ def link_pending(*, lease_id: int, now: datetime | None = None) -> list[ProbeRun
 def _store_links(runs: list[ProbeRun]) -> None:
     """Write the runs' chain fields. On PostgreSQL one UPDATE per thousand runs, joined on
     the whole primary key (id, slot_at) and bounded by slot, so it reads only the month
-    partitions the runs are in."""
-    if connection.vendor != "postgresql":
-        ProbeRun.objects.bulk_update(runs, ["chain_index", "prev_hash", "run_hash"], batch_size=500)
-        return
+    partitions the runs are in; elsewhere (SQLite) one prepared UPDATE for every run."""
     table = connection.ops.quote_name(ProbeRun._meta.db_table)
+    if connection.vendor != "postgresql":
+        # One prepared UPDATE run for each row (the id is the key there): a bulk_update's
+        # CASE over hundreds of rows costs more to build than to run.
+        with connection.cursor() as cursor:
+            cursor.executemany(
+                f"UPDATE {table} SET chain_index = %s, prev_hash = %s, run_hash = %s WHERE id = %s",
+                [(run.chain_index, run.prev_hash, run.run_hash, run.pk) for run in runs],
+            )
+        return
     for start in range(0, len(runs), 1000):
         part = runs[start : start + 1000]
         with connection.cursor() as cursor:

@@ -1,13 +1,25 @@
 """Measurement history for the demo's leases, so that `make run` shows charts, incidents,
-credits and a fleet view with something in them.
+credits, fabric health and a fleet view with something in them.
 
 The demo's nodes are not real hosts, so nothing can be measured on them. Instead each
 active demo lease gets DAYS of runs as the scheduler would have stored them: every
-CADENCE a link check per node and a throughput run per ring pair, and NCCL bus bandwidth
-where the contract has a floor. Every raw output says it is synthetic. Verdicts come from
-the probes' own rules (``gpulease_verify.verdicts``) against the terms in force, the
-runs join their lease's hash chain, and ``billing.ingest`` turns them into rollups and
-incidents like any other run.
+CADENCE a link check of every node and a throughput run per ring pair, one pair after the
+other, and NCCL bus bandwidth every six hours where the contract has a floor. Each run
+holds what its tool prints (``benchmarks.demo_outputs``: iperf3 ``-J`` JSON, perftest and
+nccl-tests tables, the link check's ``ibstatus`` / ``ethtool`` sections) with the command
+the probe runs, after a first line saying it is synthetic; its parsed result, figure and
+verdict are what the probes' own interpreter reads from that text against the terms in
+force (``gpulease_verify.interpret``), so a bundle fetched with ``raw=1`` re-parses to the
+same figures. The runs join their lease's hash chain and ``billing.ingest`` turns them
+into rollups, incidents, traffic samples and the probe tax like any other run.
+
+Every reading of a node agrees with the others (``benchmarks.demo_traffic``): the NIC
+counters the counters probe and the telemetry poll print hold the node's own traffic plus
+its probes' bytes (so ingest takes the probes' bytes back out, as the probe tax says), the
+link check's link-down counters count the outages the telemetry sees, and the switch
+port that witnesses a node (the Shenzhen fabric's first leaf is read over SNMP:
+ZY-2026-001's nodes) counted what the node sent: each throughput run of ZY-2026-001
+carries its switch-side witness block, in agreement.
 
 Two episodes make the pages worth reading:
 - ZY-2026-001: one node pair dropped to about 38 % of the contract for two days, from
@@ -16,47 +28,73 @@ Two episodes make the pages worth reading:
   a day before the episode however few days are asked for;
 - LX-2026-001: a pair has been below its threshold for the last eight hours (an open
   incident: breached, first in the provider's fleet view).
+And one port flaps (``telemetry.demo.FLAP``), in the last 75 minutes of telemetry that
+every demo lease gets (``telemetry.demo``).
 
 The pay-per-use leases (per GB, 95计费) also get NIC counter readings every 5 minutes
-per node, printed as the real counters probe prints them (``ethtool -S`` per port,
-``benchmarks.probes.commands.counters``) and parsed by the probe's own interpreter, so the
-real ingest turns them into the traffic samples their invoices bill (``TRAFFIC``: a daily
-pattern, a two-hour burst the 95th percentile drops, one node rebooted, its counters
-restarting from zero). A lease whose terms start billing on acceptance gets a passing
-acceptance run, every kind the dispatcher would run, when it went live.
+(``benchmarks.demo_counters``), which the real ingest turns into the traffic samples their
+invoices bill, the probes' bytes kept out. A lease whose terms start billing on acceptance
+gets a passing acceptance run, every kind the dispatcher would run, when it went live.
+The runs are made one by one in ``benchmarks.demo_runs``.
 
 Only leases without any run get history, so running the demo again changes nothing."""
 
 from __future__ import annotations
 
-import hashlib
 import random
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
-from zoneinfo import ZoneInfo
 
 from django.db import transaction
 from django.utils import timezone
 
-from benchmarks import chain, selectors
-from benchmarks.choices import Pattern, RunState, Tool, Trigger
+from benchmarks import chain, demo_counters, selectors
+from benchmarks.choices import Pattern, Tool, Trigger
+from benchmarks.demo_counters import counters_sweep, metered
+from benchmarks.demo_runs import (
+    CADENCE,
+    GIGA,
+    SWEEP_TAKES,
+    LeaseDemo,
+    SweepSpec,
+    busbw,
+    collective,
+    link_sweep,
+    pair,
+    sends_of,
+    witnessed,
+)
+from benchmarks.demo_traffic import WOBBLE, PortTimeline, ProbeBytes, Steady
 from benchmarks.models import ProbeRun
 from benchmarks.models.outputs import store_unsaved
-from benchmarks.probes import commands
-from benchmarks.probes.plan import PlannedRun, PlanNode, plan_batches
-from benchmarks.services import MANUAL_DEADLINE, terms_view
+from benchmarks.probes.plan import plan_batches
+from benchmarks.services import MANUAL_DEADLINE
 from common.progress import progress
-from gpulease_verify import sweep, verdicts
 from gpulease_verify.periods import Period
-from leases.choices import LeaseStatus, LinkLayer, ProbeKind, Technology
-from leases.contract_rules import DEFAULT_PROBE_CADENCE_S
+from gpulease_verify.probe_tax import ProbeSend
+from leases.choices import LeaseStatus, ProbeKind, Technology
 from leases.models import Lease, LeaseTerms, NicPort, Node
 from leases.selectors import TermsTimeline
+from telemetry import demo as telemetry_demo
+from telemetry import witness as telemetry_witness
 
 DAYS = 21
-CADENCE = timedelta(hours=2)
-GIGA = 10**9
+
+# A slot's first batch starts this long after the slot; ring pairs run one batch after the
+# other, BATCH_STEP apart (each holds its two nodes).
+RUN_START = timedelta(seconds=3)
+BATCH_STEP = timedelta(seconds=20)
+
+# Each node's own traffic on its data port, as a share of its lease's contracted
+# bandwidth (bytes a second); its other ports carry a tenth of that. Light: heavy probes
+# run on idle nodes, and a switch port counts the tenant's traffic during a probe too
+# (its witness tolerates 10 %).
+OWN_SHARE = 0.005
+
+# ZY-2026-001's own traffic, storage and checkpoints over TCP, is all the kernel's (its
+# netdev statistics count every byte); other leases' is RoCE's (demo_counters).
+KERNEL_SHARE = {"ZY-2026-001": 1}
 
 
 @dataclass(frozen=True)
@@ -87,177 +125,22 @@ EPISODES = (
 class DemoHistory:
     leases: int = 0
     runs: int = 0
+    telemetry_polls: int = 0
+    telemetry_samples: int = 0
+    switch_readings: int = 0
 
 
-def _raw(tool: str, text: str) -> str:
-    return f"gpulease demo: synthetic {tool} result, not a measurement\n{text}\n"
+# --- the schedule's history -----------------------------------------------------------------
 
 
-def _run(
-    *,
-    lease: Lease,
-    terms: LeaseTerms,
-    kind: str,
-    tool: str,
-    target: str,
-    pattern: str,
-    slot: datetime,
-    site_id: int,
-    raw: str,
-    judgement: verdicts.Judgement,
-    trigger: str = Trigger.SCHEDULE,
-    cadence: timedelta = CADENCE,
-    started: timedelta = timedelta(seconds=3),
-    took: timedelta = timedelta(seconds=12),
-    **figures: Any,
-) -> ProbeRun:
-    return ProbeRun(
-        lease=lease,
-        kind=kind,
-        tool=tool,
-        target=target,
-        pattern=pattern,
-        trigger=trigger,
-        slot_at=slot,
-        deadline_at=slot + cadence,
-        site_id=site_id,
-        state=RunState.OK,
-        attempts=1,
-        started_at=slot + started,
-        finished_at=slot + started + took,
-        raw_output=raw,
-        raw_sha256=hashlib.sha256(raw.encode()).hexdigest(),
-        exit_code=0,
-        terms=terms,
-        verdict=judgement.verdict,
-        rule=judgement.rule,
-        verdict_reason=judgement.reason,
-        **figures,
-    )
-
-
-def _link_output(node: PlanNode) -> str:
-    """What the link check prints on a node whose every port is up at its rate, in the
-    tools' own formats after a first line saying it is synthetic (so that it parses, as a
-    real one would)."""
-    parts = []
-    for port in node.ports:
-        if port.link_layer == LinkLayer.INFINIBAND:
-            label = f"{port.device}:{port.port}"
-            parts.append(
-                f"### ibstatus {label}\nInfiniband device '{port.device}' port {port.port} "
-                f"status:\n\tstate:\t\t 4: ACTIVE\n\tphys state:\t 5: LinkUp\n"
-                f"\trate:\t\t {port.rate_gbps} Gb/sec (4X)\n\tlink_layer:\t InfiniBand\n"
-                f"### link_downed {label}\n0\n"
-            )
-        elif port.netdev:
-            parts.append(
-                f"### ethtool {port.netdev}\nSettings for {port.netdev}:\n"
-                f"\tSpeed: {port.rate_gbps * 1000}Mb/s\n\tDuplex: Full\n\tLink detected: yes\n"
-                f"### carrier_down_count {port.netdev}\n0\n"
-            )
-    return _raw("link check", "".join(parts).rstrip("\n"))
-
-
-def _sweep(
-    *,
-    kind: str,
-    tool: str,
-    terms: LeaseTerms,
-    plan: dict[str, PlanNode],
-    outputs: dict[str, str],
-    previous: dict[str, dict[str, int]] | None = None,
-    **common: Any,
-) -> ProbeRun:
-    """A sweep of every node (``gpulease_verify.sweep``) whose nodes printed ``outputs``
-    (hostname -> output) for the probe's own commands, judged by the probes' own rules."""
-    view = terms_view(terms)
-    printed = [
-        sweep.NodeOutput(
-            node=name,
-            state=RunState.OK,
-            command=(commands.counters if kind == ProbeKind.COUNTERS else commands.link_check)(
-                plan[name]
-            ),
-            exit_code=0,
-            stdout=text,
-        )
-        for name, text in sorted(outputs.items())
-    ]
-    results = [
-        sweep.interpret_node(
-            tool=tool,
-            output=output,
-            terms=view,
-            node=plan[output.node],
-            previous_link_down=(previous or {}).get(output.node),
-        )
-        for output in printed
-    ]
-    judged = sweep.judge(tool=tool, results=results, terms=view)
-    return _run(
-        kind=kind,
-        tool=tool,
-        target=sweep.ALL,
-        pattern=Pattern.SWEEP,
-        terms=terms,
-        raw=sweep.transcript(printed),
-        judgement=verdicts.Judgement(judged.verdict, judged.rule, judged.reason),
-        parsed=sweep.parsed_of(results),
-        **common,
-    )
-
-
-def _link_sweep(*, terms: LeaseTerms, plan: dict[str, PlanNode], **common: Any) -> ProbeRun:
-    """A link check of every node, every port up at its rate."""
-    infiniband = any(p.link_layer == LinkLayer.INFINIBAND for n in plan.values() for p in n.ports)
-    tool = Tool.IBSTATUS if infiniband else Tool.ETHTOOL
-    outputs = {name: _link_output(node) for name, node in plan.items()}
-    previous = {name: {label: 0 for label in _labels(node)} for name, node in plan.items()}
-    return _sweep(
-        kind=ProbeKind.LINK,
-        tool=tool,
-        terms=terms,
-        plan=plan,
-        outputs=outputs,
-        previous=previous,
-        **common,
-    )
-
-
-def _labels(node: PlanNode) -> list[str]:
-    return [
-        f"{p.device}:{p.port}" if p.link_layer == LinkLayer.INFINIBAND else p.netdev
-        for p in node.ports
-        if p.link_layer == LinkLayer.INFINIBAND or p.netdev
-    ]
-
-
-def _nodes(lease: Lease) -> list[Node]:
-    return list(
-        Node.objects.filter(assignments__lease=lease, assignments__void=False)
-        .select_related("leaf_switch__fabric")
-        .order_by("hostname")
-        .distinct()
-    )
-
-
-def _ports(nodes: list[Node]) -> dict[int, list[NicPort]]:
-    ports: dict[int, list[NicPort]] = {}
-    for port in NicPort.objects.filter(node__in=nodes).order_by("device", "port_number"):
-        ports.setdefault(port.node_id, []).append(port)
-    return ports
-
-
-def _history(lease: Lease, now: datetime, days: int) -> list[tuple[ProbeRun, list[Node]]]:
-    rng = random.Random(lease.reference)
-    nodes = _nodes(lease)
+def _history(demo: LeaseDemo, now: datetime, days: int) -> None:
+    """Every CADENCE: a link check (``demo.sweeps``), a throughput run per ring pair and,
+    every six hours where the contract has a floor, an all-reduce (``demo.heavy``)."""
+    lease, nodes = demo.lease, sorted(demo.plan)
     if len(nodes) < 2:
-        return []
-    ports = _ports(nodes)
-    versions = list(LeaseTerms.objects.filter(lease=lease).order_by("effective_from"))
+        return
+    rng = random.Random(lease.reference)
     pairs = [(nodes[k], nodes[(k + 1) % len(nodes)]) for k in range(min(4, len(nodes)))]
-    site_id = nodes[0].leaf_switch.fabric.site_id
     episodes = [episode for episode in EPISODES if episode.reference == lease.reference]
     zone = lease.tenant.time_zone
     slow = {
@@ -272,257 +155,50 @@ def _history(lease: Lease, now: datetime, days: int) -> list[tuple[ProbeRun, lis
         + [episode.start(now, zone) - timedelta(days=1) for episode in episodes]
     )
     start = max(lease.starts_at, start)
+    demo.switch_cleared = start - timedelta(days=1)
     slot = start.astimezone(UTC).replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
-    plan = selectors.plan_nodes(nodes, [p for found in ports.values() for p in found])
-    made: list[tuple[ProbeRun, list[Node]]] = []
     while slot < now:
-        terms = next((v for v in reversed(versions) if v.effective_from <= slot), None)
+        terms = demo.timeline.at(slot)
         if terms is None:
             slot += CADENCE
             continue
-        view = terms_view(terms)
         contracted = float(terms.contracted_bandwidth_gbps) * GIGA
-        common: dict[str, Any] = {"lease": lease, "terms": terms, "slot": slot, "site_id": site_id}
-        made.append((_link_sweep(plan=plan, **common), []))
+        demo.sweeps.append(
+            SweepSpec(
+                ProbeKind.LINK,
+                terms,
+                slot,
+                slot + RUN_START,
+                SWEEP_TAKES,
+                Trigger.SCHEDULE,
+                CADENCE,
+            )
+        )
+        tool = Tool.IB_WRITE_BW if terms.technology == Technology.INFINIBAND else Tool.IPERF3
+        started = slot + RUN_START
         for index, (client, server) in enumerate(pairs):
             degraded = any(index == i and slot <= at < slot + CADENCE for i, at in slow)
             factor = share * rng.uniform(0.97, 1.03) if degraded else rng.uniform(0.955, 0.99)
-            bps = int(contracted * factor)
-            tool = Tool.IB_WRITE_BW if terms.technology == Technology.INFINIBAND else Tool.IPERF3
-            judgement = verdicts.throughput(measured_bps=bps, terms=view)
-            raw = _raw(tool, f"{bps / GIGA:.2f} Gbit/s from {client.hostname} to {server.hostname}")
-            run = _run(
-                kind=ProbeKind.THROUGHPUT,
-                tool=tool,
-                target=f"{client.hostname}>{server.hostname}",
-                pattern=Pattern.RING,
-                raw=raw,
-                judgement=judgement,
-                measured_bps=bps,
-                parsed={"demo": True, "bits_per_second": bps},
-                **common,
-            )
-            made.append((run, [client, server]))
-        if terms.collective_busbw_floor_gbps is not None and slot.hour // 2 % 3 == 0:
-            # Near the per-node contract, as a healthy ring all-reduce runs (and the
-            # training-impact estimate expects), never below the contracted floor.
-            floor = float(terms.collective_busbw_floor_gbps) * GIGA
-            busbw = int(max(contracted * rng.uniform(0.90, 0.96), floor * rng.uniform(1.02, 1.08)))
-            judgement = verdicts.collective(busbw_bps=busbw, terms=view)
-            raw = _raw(Tool.ALL_REDUCE_PERF, f"# Avg bus bandwidth : {busbw / 8 / GIGA:.2f}")
-            run = _run(
-                kind=ProbeKind.COLLECTIVE,
-                tool=Tool.ALL_REDUCE_PERF,
-                target="all",
-                pattern=Pattern.ALL_NODES,
-                raw=raw,
-                judgement=judgement,
-                measured_bps=busbw,
-                parsed={"demo": True, "busbw_bps": busbw},
-                **common,
-            )
-            made.append((run, nodes))
-        slot += CADENCE
-    return made
-
-
-# --- NIC counters of the pay-per-use leases ---------------------------------------------
-
-COUNTER_STEP = timedelta(seconds=DEFAULT_PROBE_CADENCE_S[ProbeKind.COUNTERS])
-HOUR = timedelta(hours=1)
-SLOTS_PER_HOUR = HOUR // COUNTER_STEP
-# A node's rate in each hour of the tenant's day, in percent of its plan's level: quiet at
-# night, busiest in the afternoon.
-DAILY_PROFILE = (
-    45, 40, 35, 35, 35, 40, 50, 65, 85, 105, 120, 130,
-    130, 125, 130, 140, 145, 140, 130, 120, 105, 90, 75, 60,
-)  # fmt: skip
-# A 5-minute slot sends up to this share more or less than its hour's rate. The slots of an
-# hour are paired (+d, -d), so an hour still sends exactly 12 slots at its rate.
-JITTER = 0.2
-BYTES_PER_MBPS_SLOT = 10**6 * 300 // 8  # bytes 1 Mbps sends in a 5-minute slot
-# What a port sends while its node boots (LLDP, ARP, DHCP): its first count after a reset.
-BOOT_TX_BYTES = 9_216
-# The rebooting node is drained for its hour and reboots in that hour's third slot (xx:10
-# to xx:15): the xx:15 reading is the first from zero.
-REBOOT_SLOT = 2
-COUNTERS_TAKE = timedelta(seconds=2)
-# Counter readings go this far back at most (12 runs an hour per node: a longer span makes
-# `make run` slow; the chain and ingest handle every run one by one).
-COUNTER_DAYS = 7
-
-
-@dataclass(frozen=True)
-class TrafficPlan:
-    """What a pay-per-use lease's nodes send. Hours count back from the start of the hour
-    the demo loads in."""
-
-    level_mbps: int  # each node, at 100 % of DAILY_PROFILE
-    burst_mbps: int  # each node, during the burst
-    burst_hours_ago: int  # the burst's first hour
-    burst_hours: int
-    reboot_hours_ago: int | None = None  # the lease's last node (by hostname) reboots
-
-
-TRAFFIC = {
-    # Inference load tests on 100G RoCE: light traffic and one 40 Gbps-a-node load test.
-    "LX-2026-001": TrafficPlan(
-        level_mbps=1_600,
-        burst_mbps=40_000,
-        burst_hours_ago=80,
-        burst_hours=2,
-        reboot_hours_ago=60,
-    ),
-    # Fine-tuning on 25G RoCE: steady all-reduce traffic and a checkpoint sync burst.
-    "LX-2026-002": TrafficPlan(
-        level_mbps=3_000, burst_mbps=20_000, burst_hours_ago=86, burst_hours=2
-    ),
-}
-
-
-def _ethtool_block(netdev: str, tx_phy: int) -> str:
-    """What ``ethtool -S`` prints for an mlx5 port (a few of its counters) that has sent
-    ``tx_phy`` bytes: the *_phy counters see the RoCE traffic, the kernel's a small part."""
-    rx_phy = tx_phy - tx_phy // 37
-    stats = (
-        ("rx_bytes", rx_phy // 50),
-        ("tx_bytes", tx_phy // 50),
-        ("rx_bytes_phy", rx_phy),
-        ("tx_bytes_phy", tx_phy),
-        ("rx_crc_errors_phy", 0),
-        ("link_down_events_phy", 0),
-        ("rx_prio3_pause", rx_phy // (5 * GIGA)),
-        ("tx_prio3_pause", tx_phy // (7 * GIGA)),
-    )
-    lines = "".join(f"     {name}: {value}\n" for name, value in stats)
-    return f"### counters {netdev}\n# ethtool -S {netdev}\nNIC statistics:\n{lines}"
-
-
-def _sysfs_block(device: str, port: int, tx: int) -> str:
-    """What ``grep -H . /sys/class/infiniband/DEV/ports/N/counters/*`` prints for a port
-    that has sent ``tx`` bytes (the data counters count 4-octet units)."""
-    rx = tx - tx // 41
-    values = {
-        "link_downed": 0,
-        "port_rcv_data": rx // 4,
-        "port_rcv_errors": 0,
-        "port_rcv_packets": rx // 4096,
-        "port_xmit_data": tx // 4,
-        "port_xmit_discards": 0,
-        "port_xmit_packets": tx // 4096,
-        "symbol_error": 0,
-    }
-    base = f"/sys/class/infiniband/{device}/ports/{port}/counters"
-    lines = "".join(f"{base}/{name}:{value}\n" for name, value in values.items())
-    return f"### counters {device}:{port}\n{lines}"
-
-
-def _counters_output(node: PlanNode, sent: list[int]) -> str:
-    """The counters probe's output for a node whose ports have sent ``sent`` bytes."""
-    blocks = [
-        _sysfs_block(port.device, port.port, tx)
-        if port.link_layer == LinkLayer.INFINIBAND
-        else _ethtool_block(port.netdev, tx)
-        for port, tx in zip(node.ports, sent, strict=True)
-    ]
-    return _raw(Tool.COUNTERS, "".join(blocks).rstrip("\n"))
-
-
-def _counters_sweep(
-    *, terms: LeaseTerms, plan: dict[str, PlanNode], sent: dict[str, list[int]], **common: Any
-) -> ProbeRun:
-    """The counters of every node, whose ports have sent ``sent`` (hostname -> bytes)."""
-    return _sweep(
-        kind=ProbeKind.COUNTERS,
-        tool=Tool.COUNTERS,
-        terms=terms,
-        plan=plan,
-        outputs={name: _counters_output(plan[name], ports) for name, ports in sent.items()},
-        **common,
-    )
-
-
-def _slot_bytes(rng: random.Random, mbps: int) -> list[int]:
-    """One node's bytes in each slot of an hour at ``mbps``, jittered in +d/-d pairs."""
-    base = mbps * BYTES_PER_MBPS_SLOT
-    sent = [base] * SLOTS_PER_HOUR
-    order = list(range(SLOTS_PER_HOUR))
-    rng.shuffle(order)
-    for up, down in zip(order[::2], order[1::2], strict=True):
-        swing = int(base * JITTER * rng.random())
-        sent[up] += swing
-        sent[down] -= swing
-    return sent
-
-
-def _counter_history(lease: Lease, now: datetime, days: int) -> list[tuple[ProbeRun, list[Node]]]:
-    """A counters run every 5 minutes per node, from the first whole hour of the last
-    ``min(days, COUNTER_DAYS)`` days (each node's first reading is where its traffic starts
-    to count) until now."""
-    plan = TRAFFIC.get(lease.reference)
-    nodes = _nodes(lease)
-    if plan is None or not nodes:
-        return []
-    planned = selectors.plan_nodes(nodes, [p for ps in _ports(nodes).values() for p in ps])
-    timeline = TermsTimeline.for_lease(lease)
-    zone = ZoneInfo(lease.tenant.time_zone)
-    rng = random.Random(f"{lease.reference}/counters")
-    this_hour = _hour_of(now)
-    burst = {this_hour - (plan.burst_hours_ago - k) * HOUR for k in range(plan.burst_hours)}
-    reboot = None if plan.reboot_hours_ago is None else this_hour - plan.reboot_hours_ago * HOUR
-    # Whatever each port had sent since its node last booted.
-    sent = {
-        node.hostname: [rng.randrange(10**12, 10**14) for _ in planned[node.hostname].ports]
-        for node in nodes
-    }
-    site_id = nodes[0].leaf_switch.fabric.site_id
-    start = max(lease.starts_at, now - timedelta(days=min(days, COUNTER_DAYS)))
-    hour = _hour_of(start) if _hour_of(start) == start else _hour_of(start) + HOUR
-    made: list[tuple[ProbeRun, list[Node]]] = []
-    while hour < now:
-        terms = timeline.at(hour)
-        local_hour = hour.astimezone(zone).hour
-        mbps = (
-            plan.burst_mbps if hour in burst else plan.level_mbps * DAILY_PROFILE[local_hour] // 100
-        )
-        moves = {
-            node.hostname: [0] * SLOTS_PER_HOUR
-            if hour == reboot and node == nodes[-1]
-            else _slot_bytes(rng, mbps)
-            for node in nodes
-        }
-        for index in range(SLOTS_PER_HOUR):
-            slot = hour + index * COUNTER_STEP
-            if slot + COUNTERS_TAKE > now:
-                break
-            if terms is not None:
-                run = _counters_sweep(
-                    lease=lease,
+            demo.heavy.append(
+                pair(
+                    demo,
+                    kind=ProbeKind.THROUGHPUT,
+                    tool=tool,
+                    pattern=Pattern.RING,
+                    client=client,
+                    server=server,
                     terms=terms,
-                    plan=planned,
-                    sent={name: list(ports) for name, ports in sent.items()},
                     slot=slot,
-                    site_id=site_id,
-                    cadence=COUNTER_STEP,
-                    started=timedelta(seconds=1),
-                    took=COUNTERS_TAKE - timedelta(seconds=1),
+                    started=started,
+                    figure=contracted * factor,
                 )
-                made.append((run, []))
-            for node in nodes:
-                ports, moved = sent[node.hostname], moves[node.hostname][index]
-                if hour == reboot and node == nodes[-1] and index == REBOOT_SLOT:
-                    ports[:] = [BOOT_TX_BYTES] * len(ports)
-                    continue
-                for port in range(len(ports)):
-                    # Bonded ports share the node's traffic evenly (the first ones take the
-                    # odd bytes).
-                    ports[port] += moved // len(ports) + (port < moved % len(ports))
-        hour += HOUR
-    return made
-
-
-def _hour_of(instant: datetime) -> datetime:
-    return instant.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+            )
+            started += BATCH_STEP
+        if terms.collective_busbw_floor_gbps is not None and slot.hour // 2 % 3 == 0:
+            demo.heavy.append(
+                collective(demo, terms=terms, slot=slot, started=started, busbw=busbw(rng, terms))
+            )
+        slot += CADENCE
 
 
 # --- acceptance ---------------------------------------------------------------------------
@@ -530,93 +206,208 @@ def _hour_of(instant: datetime) -> datetime:
 ACCEPTANCE_BATCH = timedelta(seconds=40)
 
 
-def _acceptance(lease: Lease, now: datetime) -> list[tuple[ProbeRun, list[Node]]]:
+def _acceptance(demo: LeaseDemo, now: datetime) -> None:
     """The acceptance run of a lease whose terms bill from it: every run the dispatcher
     makes when a lease goes live (every kind, as ``plan_batches`` plans it), one batch
     after the other from the lease's start, all passing."""
-    timeline = TermsTimeline.for_lease(lease)
-    first = next(iter(timeline), None)
-    nodes = _nodes(lease)
-    if first is None or not first.billing_starts_on_acceptance or not nodes:
-        return []
-    if lease.starts_at > now:
-        return []
-    terms = timeline.at(lease.starts_at) or first
-    view = terms_view(terms)
-    ports = _ports(nodes)
-    planned = selectors.plan_nodes(nodes, [p for found in ports.values() for p in found])
-    by_name = {node.hostname: node for node in nodes}
+    lease = demo.lease
+    first = next(iter(demo.timeline), None)
+    if first is None or not first.billing_starts_on_acceptance or lease.starts_at > now:
+        return
+    terms = demo.timeline.at(lease.starts_at) or first
     rng = random.Random(f"{lease.reference}/acceptance")
     contracted = float(terms.contracted_bandwidth_gbps) * GIGA
-
-    def judged(run: PlannedRun) -> tuple[str, verdicts.Judgement, dict[str, Any]]:
-        """Raw output, judgement and figures of one passing acceptance run."""
-        pair = " from {} to {}".format(*run.nodes) if len(run.nodes) == 2 else ""
-        if run.kind == ProbeKind.THROUGHPUT:
-            bps = int(contracted * rng.uniform(0.96, 0.99))
-            judgement = verdicts.throughput(measured_bps=bps, terms=view)
-            figures = {"measured_bps": bps, "parsed": {"demo": True, "bits_per_second": bps}}
-            return _raw(run.tool, f"{bps / GIGA:.2f} Gbit/s{pair}"), judgement, figures
-        if run.kind == ProbeKind.LATENCY:
-            rdma = run.tool == Tool.IB_WRITE_LAT
-            latency = round(rng.uniform(1.8, 2.6) if rdma else rng.uniform(18, 30), 2)
-            judgement = verdicts.latency(measured_us=latency, terms=view)
-            figures = {"latency_us": latency, "parsed": {"demo": True, "latency_us": latency}}
-            return _raw(run.tool, f"typical latency {latency} usec{pair}"), judgement, figures
-        # The collective: near the per-node contract and above any floor.
-        floor = float(terms.collective_busbw_floor_gbps or 0) * GIGA
-        busbw = int(max(contracted * rng.uniform(0.90, 0.96), floor * rng.uniform(1.02, 1.08)))
-        judgement = verdicts.collective(busbw_bps=busbw, terms=view)
-        raw = _raw(run.tool, f"# Avg bus bandwidth : {busbw / 8 / GIGA:.2f}")
-        figures = {"measured_bps": busbw, "parsed": {"demo": True, "busbw_bps": busbw}}
-        return raw, judgement, figures
-
-    made: list[tuple[ProbeRun, list[Node]]] = []
     elapsed = timedelta()
     for kind in ProbeKind.values:
         for batch in plan_batches(
-            kind=kind, nodes=list(planned.values()), technology=terms.technology
+            kind=kind, nodes=list(demo.plan.values()), technology=terms.technology
         ):
+            started = lease.starts_at + elapsed + timedelta(seconds=2)
             common: dict[str, Any] = {
-                "lease": lease,
                 "terms": terms,
                 "slot": lease.starts_at,
-                "site_id": nodes[0].leaf_switch.fabric.site_id,
+                "started": started,
                 "trigger": Trigger.ACCEPTANCE,
                 "cadence": MANUAL_DEADLINE,
-                "started": elapsed + timedelta(seconds=2),
-                "took": ACCEPTANCE_BATCH / 2,
             }
-            for run in batch.runs:
-                if kind == ProbeKind.COUNTERS:
-                    sent = {
-                        name: [rng.randrange(10**9, 10**11) for _ in node.ports]
-                        for name, node in planned.items()
-                    }
-                    probe = _counters_sweep(plan=planned, sent=sent, **common)
-                elif kind == ProbeKind.LINK:
-                    probe = _link_sweep(plan=planned, **common)
-                else:
-                    raw, judgement, figures = judged(run)
-                    probe = _run(
-                        kind=kind,
-                        tool=run.tool,
-                        target=run.target,
-                        pattern=run.pattern,
-                        raw=raw,
-                        judgement=judgement,
-                        **figures,
-                        **common,
+            for index, run in enumerate(batch.runs):
+                if kind in (ProbeKind.COUNTERS, ProbeKind.LINK):
+                    demo.sweeps.append(
+                        SweepSpec(
+                            kind,
+                            terms,
+                            lease.starts_at,
+                            started,
+                            ACCEPTANCE_BATCH / 2,
+                            Trigger.ACCEPTANCE,
+                            MANUAL_DEADLINE,
+                        )
                     )
-                linked = [] if run.pattern == Pattern.SWEEP else [by_name[n] for n in run.nodes]
-                made.append((probe, linked))
+                elif kind == ProbeKind.COLLECTIVE:
+                    demo.heavy.append(collective(demo, busbw=busbw(rng, terms), **common))
+                else:
+                    client, server = run.nodes
+                    latency = run.tool in (Tool.IB_WRITE_LAT, Tool.PING)
+                    figure = (
+                        round(rng.uniform(1.8, 2.6), 2)
+                        if latency
+                        else contracted * rng.uniform(0.96, 0.99)
+                    )
+                    demo.heavy.append(
+                        pair(
+                            demo,
+                            kind=kind,
+                            tool=run.tool,
+                            pattern=run.pattern,
+                            client=client,
+                            server=server,
+                            figure=figure,
+                            index=index,
+                            **common,
+                        )
+                    )
             elapsed += ACCEPTANCE_BATCH
+
+
+# --- the nodes' timelines, the sweeps, storing -------------------------------------------
+
+
+def _timelines(demo: LeaseDemo, now: datetime, days: int) -> None:
+    """Each port's timeline: a metered lease's drawn traffic, else a steady share of the
+    contract; the node's probes on its data port; the flapping port's outages."""
+    drawn = metered(demo, now, days)
+    sends: dict[str, list[ProbeSend]] = {}
+    for heavy in demo.heavy:
+        sent = sends_of(heavy)
+        for send in sent:
+            sends.setdefault(send.node, []).append(send)
+        # What ingest records (``billing.probe_tax.record_sent``, the same reading): read
+        # once here rather than again there.
+        heavy.run.sent_bytes = {send.node: send.bytes for send in sent}
+    flap = telemetry_demo.FLAP
+    first = next(iter(demo.timeline), None)
+    rate = float(first.contracted_bandwidth_gbps) * GIGA / 8 * OWN_SHARE if first else 0.0
+    rng = random.Random(f"{demo.lease.reference}/traffic")
+    for index, name in enumerate(sorted(demo.plan)):
+        ports = []
+        for number, _port in enumerate(demo.plan[name].ports):
+            base = rng.randrange(10**12, 10**14)
+            own = (
+                drawn[name][number]
+                if drawn is not None
+                else Steady(
+                    base,
+                    (rate if number == 0 else rate / 10) * rng.uniform(0.8, 1.2),
+                    rng.uniform(0, WOBBLE.total_seconds()),
+                )
+            )
+            timeline = PortTimeline(own)
+            if number == 0:
+                timeline.probes = ProbeBytes(sends.get(name, []))
+                if name in demo.reboots:
+                    timeline.reboots = [demo.reboots[name]]
+            if (demo.lease.reference, index, number) == (flap.reference, flap.node, flap.port):
+                timeline.outages = telemetry_demo.flap_outages(now, telemetry_demo.STEP_S)
+            ports.append(timeline)
+        demo.ports[name] = ports
+
+
+def _sweeps(demo: LeaseDemo) -> list[ProbeRun]:
+    """The sweeps, printed from the timelines; each link check against the one before."""
+    made, previous = [], None
+    for spec in sorted(demo.sweeps, key=lambda spec: spec.started):
+        if spec.kind == ProbeKind.LINK:
+            made.append(link_sweep(demo, spec, previous or spec.started))
+            previous = spec.started
+        else:
+            made.append(counters_sweep(demo, spec))
     return made
+
+
+def _nodes(lease: Lease) -> list[Node]:
+    return list(
+        Node.objects.filter(assignments__lease=lease, assignments__void=False)
+        .select_related("leaf_switch__fabric")
+        .order_by("hostname")
+        .distinct()
+    )
+
+
+def build(lease: Lease, now: datetime, days: int) -> LeaseDemo | None:
+    """The lease's whole history, not stored yet; None for a lease without nodes."""
+    nodes = _nodes(lease)
+    if not nodes:
+        return None
+    ports = list(NicPort.objects.filter(node__in=nodes).order_by("device", "port_number"))
+    demo = LeaseDemo(
+        lease=lease,
+        nodes=nodes,
+        plan=selectors.plan_nodes(nodes, ports),
+        timeline=TermsTimeline.for_lease(lease),
+        site_id=nodes[0].leaf_switch.fabric.site_id,
+        rng=random.Random(f"{lease.reference}/outputs"),
+        witness=telemetry_witness.witness_ports(nodes),
+    )
+    _acceptance(demo, now)
+    _history(demo, now, days)
+    _timelines(demo, now, days)
+    for heavy in demo.heavy:
+        witnessed(demo, heavy)
+    made = [(heavy.run, [demo.by_name[n] for n in heavy.nodes]) for heavy in demo.heavy]
+    made += [(run, []) for run in _sweeps(demo)]
+    demo.pending = sorted(made, key=lambda item: item[0].finished_at or now)
+    return demo
+
+
+def store(demo: LeaseDemo, *, before: datetime | None, now: datetime) -> int:
+    """Store and chain the lease's runs that finished before ``before`` (all: None)."""
+    count = len(demo.pending)
+    if before is not None:
+        count = next(
+            (k for k, (run, _) in enumerate(demo.pending) if (run.finished_at or now) >= before),
+            count,
+        )
+    made, demo.pending = demo.pending[:count], demo.pending[count:]
+    if not made:
+        return 0
+    with transaction.atomic():
+        store_unsaved(run for run, _ in made)
+        runs = ProbeRun.objects.bulk_create([run for run, _ in made], batch_size=500)
+        links = [
+            ProbeRun.nodes.through(proberun_id=run.pk, node_id=node.pk)
+            for run, (_, nodes) in zip(runs, made, strict=True)
+            for node in nodes
+        ]
+        ProbeRun.nodes.through.objects.bulk_create(links, batch_size=1000)
+    chain.link_pending(lease_id=demo.lease.pk, now=now)
+    demo.stored += len(runs)
+    return len(runs)
+
+
+def _telemetry_nodes(demo: LeaseDemo) -> list[telemetry_demo.DemoNode]:
+    rng = random.Random(f"{demo.lease.reference}/boot")
+    # The nodes were racked and booted before their lease began.
+    installed = demo.lease.starts_at - timedelta(days=3, hours=rng.randrange(24))
+    return [
+        telemetry_demo.DemoNode(
+            node=node,
+            lease=demo.lease,
+            plan=demo.plan[node.hostname],
+            ports=demo.ports[node.hostname],
+            booted=demo.reboots.get(node.hostname, installed),
+            boot_id=telemetry_demo.boot_id(rng),
+            kernel_share=KERNEL_SHARE.get(demo.lease.reference, demo_counters.KERNEL_SHARE),
+            switch_cleared=demo.switch_cleared or demo.lease.starts_at,
+        )
+        for node in demo.nodes
+    ]
 
 
 def load_history(*, now: datetime | None = None, days: int = DAYS) -> DemoHistory:
     """History for every active demo lease that has none (probes_enabled off: the demo's
-    own; the network lab's lease is measured for real)."""
+    own; the network lab's lease is measured for real): its runs, then the last stretch
+    of telemetry of every lease (``telemetry.demo.WINDOW``), each poll stored after the
+    runs that finished before it, so that the chain holds both in time order."""
     from billing.ingest import ingest_all
 
     now = now or timezone.now()
@@ -624,26 +415,40 @@ def load_history(*, now: datetime | None = None, days: int = DAYS) -> DemoHistor
     leases = Lease.objects.filter(status=LeaseStatus.ACTIVE, probes_enabled=False).exclude(
         probe_runs__isnull=False
     )
-    for lease in progress(list(leases), desc="demo history", unit="lease"):
-        made = [
-            *_acceptance(lease, now),
-            *_history(lease, now, days),
-            *_counter_history(lease, now, days),
-        ]
-        if not made:
-            continue
-        with transaction.atomic():
-            store_unsaved(run for run, _ in made)
-            runs = ProbeRun.objects.bulk_create([run for run, _ in made], batch_size=500)
-            links = [
-                ProbeRun.nodes.through(proberun_id=run.pk, node_id=node.pk)
-                for run, (_, nodes) in zip(runs, made, strict=True)
-                for node in nodes
-            ]
-            ProbeRun.nodes.through.objects.bulk_create(links, batch_size=1000)
-        chain.link_pending(lease_id=lease.pk, now=now)
-        result.leases += 1
-        result.runs += len(runs)
+    demos = []
+    for lease in progress(list(leases.select_related("tenant")), desc="demo history", unit="lease"):
+        demo = build(lease, now, days)
+        if demo is not None and demo.pending:
+            demos.append(demo)
+    if not demos:
+        return result
+
+    def before_poll(at: datetime) -> None:
+        for demo in demos:
+            store(demo, before=at, now=now)
+
+    def terms_at(lease: Lease, at: datetime) -> LeaseTerms | None:
+        return next(demo.timeline.at(at) for demo in demos if demo.lease.pk == lease.pk)
+
+    # One transaction: thousands of small writes, committed (and on SQLite synced to disk)
+    # once rather than each on its own.
+    with transaction.atomic():
+        polls = telemetry_demo.poll_grid(now, telemetry_demo.STEP_S)
+        for demo in demos:
+            store(demo, before=polls[0] if polls else None, now=now)
+        loaded = telemetry_demo.load(
+            [node for demo in demos for node in _telemetry_nodes(demo)],
+            terms_at=terms_at,
+            now=now,
+            step_s=telemetry_demo.STEP_S,
+            before_poll=before_poll,
+        )
+        for demo in demos:
+            store(demo, before=None, now=now)
+            result.leases += 1
+            result.runs += demo.stored
+    result.telemetry_polls, result.telemetry_samples = loaded.polls, loaded.samples
+    result.switch_readings = loaded.switch_readings
     if result.runs:
         ingest_all(notify=False)
     return result

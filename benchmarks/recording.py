@@ -6,6 +6,7 @@ reading is in (``benchmarks.witness_settle``)."""
 
 import dataclasses
 import hashlib
+from typing import Any
 
 from django.conf import settings
 from django.utils import timezone
@@ -17,9 +18,10 @@ from benchmarks.probes import runner
 from benchmarks.probes.commands import IPERF3_OMIT_SECONDS
 from benchmarks.probes.interpret import interpret
 from benchmarks.probes.plan import PlanNode
-from gpulease_verify import sweep, witness
+from gpulease_verify import probe_tax, sweep, witness
+from gpulease_verify.interpret import Interpretation
 from gpulease_verify.parsers import ParseError, RunFailed
-from gpulease_verify.verdicts import TermsView
+from gpulease_verify.verdicts import Judgement, TermsView
 from leases.choices import ProbeKind
 from leases.models import LeaseTerms
 from telemetry import witness as telemetry_witness
@@ -40,6 +42,52 @@ def _sending_seconds(tool: str) -> float:
     but leaves out of its figure."""
     omit = IPERF3_OMIT_SECONDS if tool == Tool.IPERF3 else 0
     return settings.PROBE_THROUGHPUT_SECONDS + omit
+
+
+def witnessed_pair(
+    *,
+    run: ProbeRun,
+    result: Interpretation,
+    terms: LeaseTerms,
+    witnessed: telemetry_witness.Witnessed | None,
+) -> tuple[dict[str, Any] | None, Judgement]:
+    """A pair run's parsed result and judgement with its client's switch-side witness
+    block (``gpulease_verify.witness``), where its switch port was read around it: a
+    disagreement leaves the run without a verdict (disputed)."""
+    parsed, judgement, measured = result.parsed, result.judgement, result.measured_bps
+    if witnessed is None or ">" not in run.target or not measured:
+        return parsed, judgement
+    client = run.target.split(">")[0]
+    block = witnessed.block(
+        client=client,
+        seconds=_sending_seconds(run.tool),
+        measured_bps=measured,
+        tolerance_percent=terms.witness_tolerance_percent,
+        host_bytes=_client_bytes(run, parsed, client),
+    )
+    if block is None:
+        return parsed, judgement
+    parsed = {**(parsed or {}), witness.KEY: block}
+    return parsed, witness.judge(judgement, parsed, measured)
+
+
+def _client_bytes(run: ProbeRun, parsed: dict[str, Any] | None, client: str) -> int | None:
+    """What the run's tool says its client sent, the omitted first second included (the
+    bytes the probe tax counts): what the switch witness holds the switch's octets
+    against. None when the output does not say (the rate is compared then)."""
+    try:
+        sent = probe_tax.bytes_sent(
+            tool=run.tool,
+            state=RunState.OK,
+            parsed=parsed,
+            raw_output=run.raw_output,
+            command=run.command,
+            target=run.target,
+            nodes=run.target.split(">"),
+        )
+    except ParseError:
+        return None
+    return sent.get(client)
 
 
 def record_execution(
@@ -82,21 +130,9 @@ def record_execution(
         except ParseError as error:
             run.state, run.error = RunState.UNPARSABLE, str(error)
         else:
-            parsed, judgement = result.parsed, result.judgement
-            measured = result.measured_bps
-            block = (
-                witnessed.block(
-                    client=run.target.split(">")[0],
-                    seconds=_sending_seconds(run.tool),
-                    measured_bps=measured,
-                    tolerance_percent=terms.witness_tolerance_percent,
-                )
-                if witnessed is not None and ">" in run.target and measured
-                else None
+            parsed, judgement = witnessed_pair(
+                run=run, result=result, terms=terms, witnessed=witnessed
             )
-            if block is not None and measured:
-                parsed = {**(parsed or {}), witness.KEY: block}
-                judgement = witness.judge(judgement, parsed, measured)
             if witnessed is not None and run.kind == ProbeKind.COUNTERS:
                 switch = witnessed.after.get(run.target)
                 if switch is not None:

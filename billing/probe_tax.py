@@ -14,6 +14,7 @@ first few on the lease page."""
 from __future__ import annotations
 
 import logging
+from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -37,6 +38,7 @@ from leases.models import Lease, LeaseTerms
 log = logging.getLogger(__name__)
 
 DEFERRED = "deferred:"
+UNREAD_IDS_SHOWN = 5  # run ids a warning names before "and N more"
 ZERO = Decimal("0.00")
 
 
@@ -146,10 +148,10 @@ LEDGER_COLUMNS = (
 )
 
 
-def _read_sent(run: ProbeRun) -> dict[str, int]:
+def _read_sent(run: ProbeRun) -> tuple[dict[str, int], str | None]:
     """Node -> the bytes a finished heavy run sent, from what its tool printed
-    (``gpulease_verify.probe_tax.bytes_sent``; its texts and ``run.nodes`` loaded); empty,
-    and logged, when its output cannot be read again."""
+    (``gpulease_verify.probe_tax.bytes_sent``; its texts and ``run.nodes`` loaded), and
+    None; empty, with the reason, when its output cannot be read again."""
     try:
         return probe_tax.bytes_sent(
             tool=run.tool,
@@ -159,10 +161,9 @@ def _read_sent(run: ProbeRun) -> dict[str, int]:
             command=run.command,
             target=run.target,
             nodes=[node.hostname for node in run.nodes.all()],
-        )
+        ), None
     except ParseError as error:
-        log.warning("probe run %s: its probe bytes are not known: %s", run.pk, error)
-        return {}
+        return {}, str(error)
 
 
 def taxed(run: ProbeRun) -> bool:
@@ -182,7 +183,25 @@ def _read_all(keys: Sequence[tuple[int, datetime]]) -> dict[int, dict[str, int]]
         return {}
     whole = list(ProbeRun.objects.keyed(keys).prefetch_related("nodes"))
     load_texts(whole)
-    return {run.pk: _read_sent(run) for run in whole}
+    read: dict[int, dict[str, int]] = {}
+    unread: dict[str, list[int]] = defaultdict(list)  # reason -> run ids
+    for run in whole:
+        read[run.pk], reason = _read_sent(run)
+        if reason is not None:
+            unread[reason].append(run.pk)
+    # One line per reason, however many runs: a catch-up over thousands of runs of one
+    # kind of unreadable output says so once.
+    for reason, ids in unread.items():
+        shown = ", ".join(str(pk) for pk in sorted(ids)[:UNREAD_IDS_SHOWN])
+        more = f" and {len(ids) - UNREAD_IDS_SHOWN} more" if len(ids) > UNREAD_IDS_SHOWN else ""
+        log.warning(
+            "%d probe run(s) (%s%s): their probe bytes are not known: %s",
+            len(ids),
+            shown,
+            more,
+            reason,
+        )
+    return read
 
 
 def record_sent(runs: Iterable[ProbeRun]) -> None:

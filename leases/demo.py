@@ -31,6 +31,7 @@ from leases.choices import (
 from leases.models import Fabric, Lease, Membership, NicPort, Node, Site, Switch, Tenant
 
 DEMO_ZONE = "Asia/Shanghai"
+WITNESS_COMMUNITY = "gpulease-ro"
 LOGINS_FILE = "demo-logins.txt"
 
 
@@ -65,6 +66,9 @@ class FabricPlan:
     node_prefix: str
     nodes: int
     nic_ports: int
+    data_network: str  # the nodes' data addresses: node n of the fabric is .n
+    management_network: str  # the switches' management addresses: leaf n is .n
+    witness_leaves: int = 0  # the first leaves are read over SNMP (the switch-side witness)
 
 
 FABRICS = [
@@ -82,6 +86,9 @@ FABRICS = [
         "sz-a100",
         8,
         2,
+        "10.16.1",
+        "10.16.0",
+        witness_leaves=1,
     ),
     FabricPlan(
         ("广州黄埔智算中心 GZ-HP2", "gz-hp2", "Guangzhou"),
@@ -97,6 +104,8 @@ FABRICS = [
         "gz-h800",
         6,
         8,
+        "10.32.1",
+        "10.32.0",
     ),
     FabricPlan(
         ("东莞松山湖数据中心 DG-SSL", "dg-ssl", "Dongguan"),
@@ -112,6 +121,8 @@ FABRICS = [
         "dg-a800",
         4,
         1,
+        "10.48.1",
+        "10.48.0",
     ),
 ]
 
@@ -163,7 +174,18 @@ class _Loader:
                     Switch,
                     fabric=fabric,
                     name=f"{plan.name}-leaf{index}",
-                    defaults={"role": SwitchRole.LEAF},
+                    defaults={
+                        "role": SwitchRole.LEAF,
+                        # gpulease reads the first leaves' port counters over SNMP.
+                        **(
+                            {
+                                "management_address": f"{plan.management_network}.{index}",
+                                "snmp_community": WITNESS_COMMUNITY,
+                            }
+                            if index <= plan.witness_leaves
+                            else {}
+                        ),
+                    },
                 )
                 for index in range(1, plan.leaves + 1)
             ]
@@ -173,6 +195,7 @@ class _Loader:
                 else LinkLayer.ETHERNET
             )
             nodes[plan.name] = []
+            per_leaf = -(-plan.nodes // plan.leaves)
             for index in range(1, plan.nodes + 1):
                 node = self.get_or_create(
                     Node,
@@ -197,6 +220,12 @@ class _Loader:
                             else f"ens{port + 1}f0np0",
                             "rate_gbps": plan.speed_gbps,
                             "link_layer": layer,
+                            # The first port carries the node's data address (IPoIB on
+                            # InfiniBand), which throughput probes bind to.
+                            "address": f"{plan.data_network}.{index}" if port == 0 else None,
+                            # As cabled: the leaf's ports in node order, one per NIC port.
+                            "switch_port": f"{'IB1' if layer == LinkLayer.INFINIBAND else 'Eth1'}/"
+                            f"{(index - 1) % per_leaf * plan.nic_ports + port + 1}",
                         },
                     )
                 nodes[plan.name].append(node)

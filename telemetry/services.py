@@ -13,8 +13,9 @@ text and reason on the node's reading and counts nothing.
 from __future__ import annotations
 
 import logging
+import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -61,10 +62,14 @@ from telemetry.models import (
     SwitchReading,
     TelemetryBatch,
 )
+from telemetry.switch_snmp import SwitchPortReading
 
 log = logging.getLogger(__name__)
 
 HOUR = timedelta(hours=1)
+
+# Reads the witness ports now: hostname -> its switch port's counters (``witness.read``).
+SwitchReader = Callable[[Mapping[str, witness.WitnessPort]], Mapping[str, SwitchPortReading]]
 
 # Below this many bytes in an interval, host and switch are not compared: a few packets
 # of ARP or neighbour discovery would make any tolerance meaningless.
@@ -150,6 +155,29 @@ def poll(
     else:
         due = _due(held, now)
     due = _claim(due, now)
+    if not due:
+        return PollResult()
+    nodes = [h.node for h in due]
+    plan = selectors.plan_nodes(nodes, selectors.ports_of(nodes))
+    texts = {node.pk: commands.telemetry(plan[node.hostname]) for node in nodes}
+    answers = kept_open(connect or transport_for).read(
+        nodes, texts, timeout_s=settings.TELEMETRY_COMMAND_TIMEOUT_S
+    )
+    return record(due, now, {node.pk: _failure(answers[node.pk]) for node in nodes})
+
+
+def record(
+    due: Sequence[Held],
+    now: datetime,
+    printed: Mapping[int, tuple[str | None, str]],
+    *,
+    read_switch: SwitchReader = witness.read,
+) -> PollResult:
+    """Store what one cycle read: ``printed`` is node id -> (why the poll failed, or None;
+    what it printed). Each node's interval against its previous reading, the switch ports
+    that witness them (``read_switch``: hostname -> its port's reading now), a chain link
+    per lease, availability and the health rules' incidents, as ``poll`` does after
+    reading the nodes."""
     result = PollResult(nodes=len(due))
     if not due:
         return result
@@ -157,11 +185,7 @@ def poll(
     terms_of = {h.node.pk: h.terms for h in due}
     limits_of: dict[int, health.HealthThresholds] = {}
     plan = selectors.plan_nodes(nodes, selectors.ports_of(nodes))
-    texts = {node.pk: commands.telemetry(plan[node.hostname]) for node in nodes}
     expected = {node.pk: commands.telemetry_rates(plan[node.hostname]) for node in nodes}
-    answers = kept_open(connect or transport_for).read(
-        nodes, texts, timeout_s=settings.TELEMETRY_COMMAND_TIMEOUT_S
-    )
     readings = {
         reading.node_id: reading
         for reading in NodeReading.objects.filter(node__in=[node.pk for node in nodes])
@@ -172,7 +196,7 @@ def poll(
     with transaction.atomic():
         for node in nodes:
             reading = readings.setdefault(node.pk, NodeReading(node=node))
-            error, raw = _failure(answers[node.pk])
+            error, raw = printed[node.pk]
             snapshot = None
             if error is None:
                 try:
@@ -206,7 +230,7 @@ def poll(
             stored += [_row(node, sample) for sample in kept]
             reading.at, reading.snapshot = now, snapshot.to_json()
             reading.error, reading.raw_output, reading.claimed_until = "", "", None
-        switch_rows, result.disputed = _witness(due, now, fresh, stored, readings)
+        switch_rows, result.disputed = _witness(due, now, fresh, stored, readings, read_switch)
         _store(due, now, stored, switch_rows)
         _recount_availability(due, stored)
         result.samples, result.switch_readings = len(stored), len(switch_rows)
@@ -386,6 +410,7 @@ def _witness(
     fresh: dict[int, list[Sample]],
     stored: Sequence[PortSample],
     readings: dict[int, NodeReading],
+    read_switch: SwitchReader,
 ) -> tuple[list[SwitchReading], list[str]]:
     """Read the switch ports of the polled nodes and hold each node's port against its
     own: the bytes it sent in this interval against what its switch port received, and
@@ -398,7 +423,7 @@ def _witness(
     ports = witness.witness_ports(h.node for h in due)
     if not ports:
         return [], []
-    switch_now = witness.read(ports)
+    switch_now = read_switch(ports)
     checks = [
         check
         for held in due
@@ -406,7 +431,8 @@ def _witness(
     ]
     unconfirmed = {c.held.node.hostname: ports[c.held.node.hostname] for c in checks if c.dispute}
     if unconfirmed:
-        settled = witness.read_settled(unconfirmed)
+        time.sleep(settings.WITNESS_SETTLE_S)  # the switch's counters catch up
+        settled = read_switch(unconfirmed)
         for check in checks:
             if check.held.node.hostname in settled:
                 check.judge(settled[check.held.node.hostname])

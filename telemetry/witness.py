@@ -112,7 +112,13 @@ class Witnessed:
     after: Mapping[str, SwitchPortReading]
 
     def block(
-        self, *, client: str, seconds: float, measured_bps: int, tolerance_percent: Decimal
+        self,
+        *,
+        client: str,
+        seconds: float,
+        measured_bps: int,
+        tolerance_percent: Decimal,
+        host_bytes: int | None = None,
     ) -> dict[str, Any] | None:
         if client not in self.before or client not in self.after:
             return None
@@ -125,6 +131,7 @@ class Witnessed:
             seconds=seconds,
             measured_bps=measured_bps,
             tolerance_percent=tolerance_percent,
+            host_bytes=host_bytes,
         )
 
 

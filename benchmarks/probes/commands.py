@@ -203,11 +203,16 @@ def _mpi_host(node: PlanNode) -> str:
     return f"{name}:{arg.count(node.gpus, what='GPU count', low=0, high=1024)}"
 
 
-def all_reduce(nodes: Sequence[PlanNode]) -> str:
+# all_reduce_perf's message sizes (-b, -e; doubling each step).
+ALL_REDUCE_SIZES = ("8", "1G")
+
+
+def all_reduce(nodes: Sequence[PlanNode], sizes: tuple[str, str] = ALL_REDUCE_SIZES) -> str:
     # Each entry is quoted on its own; joined by ':' and ',' they stay one shell word.
     hosts = ",".join(_mpi_host(node) for node in nodes)
     ranks = sum(node.gpus for node in nodes)
+    smallest, largest = sizes
     return (
         f"mpirun --allow-run-as-root -np {ranks} -H {hosts} -x NCCL_DEBUG=WARN "
-        "all_reduce_perf -b 8 -e 1G -f 2 -g 1"
+        f"all_reduce_perf -b {smallest} -e {largest} -f 2 -g 1"
     )

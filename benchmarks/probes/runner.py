@@ -266,13 +266,18 @@ async def _sweep(execution, run, nodes, connections, options) -> None:  # type: 
     execution.exit_code = next((code for code in codes if code != 0), codes[0] if codes else None)
 
 
+def pair_command(client: str, server: str, pair_commands: commands.PairCommands) -> str:
+    """What a pair run stores as its command: each side's command on its node."""
+    return (
+        f"on {server}: {pair_commands.server}\n" if pair_commands.server else ""
+    ) + f"on {client}: {pair_commands.client}"
+
+
 async def _pair(execution, run, index, nodes, connections, options, barrier, ready=None) -> None:  # type: ignore[no-untyped-def]
     client, server = nodes[run.nodes[0]], nodes[run.nodes[1]]
     port = commands.IPERF3_BASE_PORT + index
     pair_commands = planned_commands(run, index, nodes, options)
-    execution.command = (
-        f"on {server.hostname}: {pair_commands.server}\n" if pair_commands.server else ""
-    ) + f"on {client.hostname}: {pair_commands.client}"
+    execution.command = pair_command(client.hostname, server.hostname, pair_commands)
     server_process: BackgroundProcess | None = None
     released = False
     client_transport = connections(client.hostname)

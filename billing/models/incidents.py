@@ -21,7 +21,7 @@ class Incident(models.Model):
         choices=[*ProbeKind.choices, *FabricIncidentKind.choices, *MeteringIncidentKind.choices],
     )
     target = models.CharField(_("affected nodes or pair"), max_length=255)
-    # Long enough for every fabric health rule name (gpulease_verify.health.RULE_SETS).
+    # a probe pattern, "witness", or a fabric health rule (gpulease_verify.health.RULE_SETS)
     pattern = models.CharField(_("pattern"), max_length=32)
     state = models.CharField(
         _("state"), max_length=8, choices=IncidentState.choices, default=IncidentState.OPEN

@@ -277,7 +277,7 @@ def test_a_forged_throughput_is_caught_by_the_switch_within_one_cycle_and_earns_
     )
     assert switch_bps >= 0.85 * RATE
     assert forged.verdict == Verdict.NONE
-    assert forged.rule == "witness_disagreement v1"
+    assert forged.rule == "witness_disagreement v2"
     assert forged.verdict_reason.startswith("disputed: the node reported ")
     # Its tool figure failed, so it was measured again at once, forged again, and the
     # switch disputed the confirmation too: the node's one incident holds both.
@@ -285,7 +285,7 @@ def test_a_forged_throughput_is_caught_by_the_switch_within_one_cycle_and_earns_
         lease=lab_lease, slot_at=forged.slot_at, target=forged.target, trigger="confirmation"
     )
     assert again.started_at >= forged.finished_at
-    assert again.verdict == Verdict.NONE and again.rule == "witness_disagreement v1"
+    assert again.verdict == Verdict.NONE and again.rule == "witness_disagreement v2"
     incident = Incident.objects.get(lease=lab_lease, kind=FabricIncidentKind.INTEGRITY)
     assert incident.state == IncidentState.OPEN and incident.target == "lab-h1"
     assert sorted(run.pk for run in incident.runs.all()) == [forged.pk, again.pk]

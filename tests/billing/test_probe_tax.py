@@ -323,6 +323,27 @@ def test_a_probe_whose_output_cannot_be_read_records_no_bytes_and_is_left_out():
     assert probe_tax_of(lease=lease, period=NOVEMBER).runs == []
 
 
+def test_runs_whose_output_cannot_be_read_are_named_in_one_warning(caplog):
+    """A catch-up over many runs with the same unreadable output logs one line, with the
+    count and the first run ids, not a line per run."""
+    lease = _lease(billing_mode=BillingMode.PER_GB, price_per_gb=D("0.5000"))
+    runs = [_iperf3(lease, f"2026-11-02 10:{minute:02d}") for minute in range(0, 35, 5)]
+    outputs.store(["iperf3 printed nothing we can read"])
+    ProbeRun.objects.filter(pk__in=[run.pk for run in runs]).update(
+        raw_sha256=hashlib.sha256(b"iperf3 printed nothing we can read").hexdigest()
+    )
+    with caplog.at_level("WARNING", logger="billing.probe_tax"):
+        ingest_all(notify=False)
+    ids = sorted(run.pk for run in runs)
+    assert [record.getMessage() for record in caplog.records] == [
+        f"7 probe run(s) ({', '.join(str(pk) for pk in ids[:5])} and 2 more): their probe "
+        "bytes are not known: not iperf3 output: no '{' and no iperf3 summary lines"
+    ]
+    assert (
+        list(ProbeRun.objects.filter(pk__in=ids).values_list("sent_bytes", flat=True)) == [{}] * 7
+    )
+
+
 def test_p95_leaves_the_probe_out_of_the_peak():
     # Counters 0, 30 GB, 62 GB: samples 30 GB (800 Mbps) and 32 GB (853.33 Mbps), but the
     # iperf3 run at 10:06 sent 2,154,299,392 B of the second: 29,845,700,608 B x 8 / 300 =

@@ -9,6 +9,7 @@ the 95计费 lease's burst (86 hours back). Expectations are worked out here fro
 generator's parameters, hour by hour, not by calling the generator or the billing code.
 """
 
+import json
 import re
 from collections import defaultdict
 from datetime import UTC, datetime, timedelta
@@ -19,7 +20,8 @@ import pytest
 import time_machine
 
 from benchmarks import chain
-from benchmarks.demo_history import BOOT_TX_BYTES, DAILY_PROFILE, TRAFFIC, load_history
+from benchmarks.demo_counters import BOOT_TX_BYTES, DAILY_PROFILE, TRAFFIC
+from benchmarks.demo_history import load_history
 from benchmarks.models import ProbeRun
 from benchmarks.models.outputs import load_texts
 from billing import invoicing
@@ -119,7 +121,9 @@ def _tx_phy(raw: str) -> list[int]:
 
 def test_this_months_traffic_is_the_counter_deltas_read_from_the_raw_output(demo):
     """November so far, up to the last reading: the bytes between consecutive readings of
-    each port, a reading lower than the one before counting from zero."""
+    each port, a reading lower than the one before counting from zero, less the bytes
+    the lease's own iperf3 probes sent (their client JSON's bytes, the omitted first
+    second included): the probe tax, kept out of metering."""
     lease = Lease.objects.get(reference="LX-2026-001")
     november = OCTOBER_END
     expected = 0
@@ -140,8 +144,27 @@ def test_this_months_traffic_is_the_counter_deltas_read_from_the_raw_output(demo
                 continue
             for old, new in zip(_tx_phy(before), _tx_phy(after), strict=True):
                 expected += new - old if new >= old else new
+    last = max(run.slot_at for run in runs)
+    probes = list(
+        ProbeRun.objects.filter(
+            lease=lease, tool="iperf3", started_at__gte=november, finished_at__lte=last
+        )
+    )
+    load_texts(probes)
+    sent = 0
+    for probe in probes:
+        document = json.loads(probe.raw_output[probe.raw_output.index("{") :])
+        bytes_sent = document["end"]["sum_sent"]["bytes"] + sum(
+            interval["sum"]["bytes"]
+            for interval in document["intervals"]
+            if interval["sum"]["omitted"]
+        )
+        # 10 s at its measured rate, and the omitted first second ramping up to it.
+        assert 10.6 < bytes_sent / (probe.measured_bps / 8) < 11.0
+        sent += bytes_sent
+    assert len(probes) >= 2
     line = _lines("lingxi", "2026-11", "LX-2026-001")["usage_gb"]
-    assert expected > 0 and line.detail["bytes"] == expected
+    assert expected > sent > 0 and line.detail["bytes"] == expected - sent
 
 
 def test_the_p95_lease_bills_the_95th_percentile_of_its_samples(demo):

@@ -17,6 +17,7 @@ from benchmarks import chain
 from benchmarks.transports import CommandResult, HostUnreachable, kept_open
 from billing import audit
 from billing.models import Incident
+from gpulease_verify import health
 from gpulease_verify.health import RULE_SETS
 from gpulease_verify.periods import Period
 from leases import services
@@ -319,3 +320,36 @@ def test_clearing_a_port_says_why_it_cannot(lease):
     with pytest.raises(ValueError, match="no active lease holds spare-01 at 2026-11-10 02:00 UTC"):
         telemetry.clear_port(node=spare, port="lo", by="ops", reason="reseated", at=NOW)
     assert not PortClearance.objects.exists()
+
+
+def _infiniband_poll(link_downed: int) -> str:
+    """An InfiniBand port's part of the telemetry command's output (its sysfs files)."""
+    base = "/sys/class/infiniband/mlx5_0/ports/1"
+    return (
+        "### boot_id\n5f0c8e0e-3c1b-4a55-9e1e-2a51c0b8f3d1\n### clock\n86400.00 5000000.00\n"
+        f"### ib mlx5_0:1\n{base}/state:4: ACTIVE\n{base}/phys_state:5: LinkUp\n"
+        f"{base}/rate:400 Gb/sec (4X NDR)\n{base}/link_layer:InfiniBand\n"
+        f"{base}/counters/link_downed:{link_downed}\n{base}/counters/port_xmit_data:1000\n"
+    )
+
+
+def test_a_link_downed_increase_opens_an_incident_named_by_its_rule():
+    """``ib_fatal_counters`` (17 characters) names the incident, on PostgreSQL too."""
+    node = NodeFactory(hostname="ib-01", management_address="ib-01.example.cn")
+    NicPortFactory(node=node, device="mlx5_0", netdev="", link_layer="infiniband", rate_gbps=400)
+    lease = make_lease(nodes=[node])
+    services.transition_lease(lease=lease, to=LeaseStatus.ACTIVE, at=at("2026-11-01 00:00"))
+    for step, downed in enumerate((0, 1)):
+        kept_open.reset()
+        result = telemetry.poll(
+            now=NOW + timedelta(seconds=30 * step),
+            connect=lambda n, downed=downed: Printing(_infiniband_poll(downed)),
+        )
+        assert result.nodes == 1 and not result.failed, result
+    incident = Incident.objects.get(lease=lease, target="ib-01:mlx5_0:1")
+    assert (incident.kind, incident.pattern, incident.rule) == (
+        "telemetry",
+        "ib_fatal_counters",
+        "ib_fatal_counters v1",
+    )
+    assert max(len(rule) for rule in health.RULES) <= Incident._meta.get_field("pattern").max_length

@@ -39,7 +39,7 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
-from gpulease_verify import chain, sweep, verdicts, witness
+from gpulease_verify import chain, probe_tax, sweep, verdicts, witness
 from gpulease_verify.canonical import canonical_json, number_text
 from gpulease_verify.canonical import parse_instant as _at
 from gpulease_verify.interpret import (
@@ -373,6 +373,40 @@ class Rejudge:
                     f"{name(entry)}: its {field} differs from its raw output re-parsed: the "
                     f"bundle says {_short(stated_value)}, re-parsed {_short(recomputed)}"
                 )
+        self.witness_bytes(entry, stated, again.parsed, raw)
+
+    def witness_bytes(
+        self,
+        entry: Mapping[str, Any],
+        stated: Mapping[str, Any],
+        parsed: Mapping[str, Any] | None,
+        raw: str,
+    ) -> None:
+        """A v2 switch witness holds the switch's octets against the bytes the tool says
+        its client sent: re-read them from the raw output (``gpulease_verify.probe_tax``)."""
+        block = stated.get(witness.KEY)
+        content = entry["content"]
+        if not isinstance(block, Mapping) or witness.HOST_BYTES not in block:
+            return
+        client = content["target"].split(">")[0]
+        try:
+            sent = probe_tax.bytes_sent(
+                tool=content["tool"],
+                state=content["state"],
+                parsed=parsed,
+                raw_output=raw,
+                command=content["command"],
+                target=content["target"],
+                nodes=content["target"].split(">"),
+            ).get(client)
+        except ParseError as error:
+            self.mismatches.append(f"{name(entry)}: its raw output gives no bytes sent: {error}")
+            return
+        if sent != int(block[witness.HOST_BYTES]):
+            self.mismatches.append(
+                f"{name(entry)}: its switch witness holds the switch against "
+                f"{int(block[witness.HOST_BYTES]):,} bytes sent, its raw output says {sent}"
+            )
 
     def summary(self, count: int, raw: int) -> None:
         self.notes.append(

@@ -4,15 +4,24 @@ counted while the probe ran, against what the node's tool reported.
 The tenant has root on its nodes, so a node can print any figure; the leaf switch is the
 provider's. gpulease reads the client node's switch port (IF-MIB ``ifHCInOctets``: what
 the node sent into the fabric) just before and just after the probe, and keeps both
-readings in the run's parsed result under ``"witness"``. The switch's rate is the octets
-between them over the seconds the tool was sending (its duration plus the first second
-it leaves out of its figure). When the tool's figure and the switch's differ by more
-than the terms' tolerance, the run is *disputed*: it gets no verdict, so it neither
-passes nor earns a credit, and a measurement-integrity incident asks a person to
-resolve it.
+readings in the run's parsed result under ``"witness"``.
+
+**v2 (bytes):** the block also carries ``host_bytes``, what the tool says the client sent
+over the whole run, its omitted first second included (``gpulease_verify.probe_tax``: the
+bytes the probe tax keeps out of metering); the switch's octets between the two readings
+must agree with it within the terms' tolerance. Both count the same bytes whatever the
+rate did within the run (the switch adds a frame header per packet: 0.7 % at MTU 9000,
+4.6 % at 1500). **v1 (rates)**, the blocks written before: the switch's octets over the
+seconds the tool was sending against the tool's figure, which leaves the first second
+out, so concurrent flows still settling their shares in that second could differ by
+more than the tolerance although nobody lied; v1 blocks are still judged by v1.
+
+When the two disagree, the run is *disputed*: it gets no verdict, so it neither passes
+nor earns a credit, and a measurement-integrity incident asks a person to resolve it.
 
 The block is part of the run's hashed content, so an auditor recomputes the agreement
-from the two readings and the tolerance it carries, with this module.
+from the readings and the tolerance it carries, with this module (and, given the raw
+output, recomputes ``host_bytes`` too).
 """
 
 from __future__ import annotations
@@ -27,8 +36,9 @@ from gpulease_verify.units import format_bps
 from gpulease_verify.verdicts import Judgement, Verdict
 
 RULE = "witness_disagreement"
-VERSION = 1
+VERSION = 2  # v1: a block without host_bytes, judged by rates
 KEY = "witness"
+HOST_BYTES = "host_bytes"
 
 
 def throughput_block(
@@ -40,8 +50,10 @@ def throughput_block(
     seconds: float,
     measured_bps: int,
     tolerance_percent: Decimal | str,
+    host_bytes: int | None = None,
 ) -> dict[str, Any]:
-    """The witness block a throughput run's parsed result carries."""
+    """The witness block a throughput run's parsed result carries (v2 with
+    ``host_bytes``, the bytes the tool says the client sent)."""
     block: dict[str, Any] = {
         "switch": switch,
         "port": port,
@@ -50,8 +62,20 @@ def throughput_block(
         "seconds": str(Decimal(str(seconds)).quantize(Decimal("0.001"))),
         "tolerance_percent": str(Decimal(str(tolerance_percent))),
     }
+    if host_bytes is not None:
+        block[HOST_BYTES] = int(host_bytes)
     block["agrees"] = agrees(block, measured_bps)
     return block
+
+
+def switch_octets(block: Mapping[str, Any]) -> int:
+    """What the switch port counted between the two readings; negative when its counter
+    went backwards (the switch rebooted)."""
+    return int(block["in_octets_after"]) - int(block["in_octets_before"])
+
+
+def version_of(block: Mapping[str, Any]) -> int:
+    return 2 if HOST_BYTES in block else 1
 
 
 def switch_bps(block: Mapping[str, Any]) -> int:
@@ -65,10 +89,16 @@ def switch_bps(block: Mapping[str, Any]) -> int:
 
 
 def agrees(block: Mapping[str, Any], measured_bps: int) -> bool:
+    tolerance = Decimal(str(block["tolerance_percent"]))
+    if version_of(block) == 2:
+        octets = switch_octets(block)
+        return witness_check(
+            host_value=int(block[HOST_BYTES]),
+            switch_value=max(octets, 0),
+            tolerance_percent=tolerance,
+        ).agrees
     return witness_check(
-        host_value=measured_bps,
-        switch_value=switch_bps(block),
-        tolerance_percent=Decimal(str(block["tolerance_percent"])),
+        host_value=measured_bps, switch_value=switch_bps(block), tolerance_percent=tolerance
     ).agrees
 
 
@@ -78,14 +108,21 @@ def judge(judgement: Judgement, parsed: Mapping[str, Any] | None, measured_bps: 
     block = (parsed or {}).get(KEY)
     if not isinstance(block, Mapping) or agrees(block, measured_bps):
         return judgement
-    seen = switch_bps(block)
-    return Judgement(
-        Verdict.NONE,
-        f"{RULE} v{VERSION}",
-        f"disputed: the node reported {format_bps(measured_bps)}, its switch port "
-        f"{block['switch']} {block['port']} counted {format_bps(seen)} (tolerance "
-        f"{block['tolerance_percent']}%); neither pass nor credit until resolved",
-    )
+    where = f"its switch port {block['switch']} {block['port']}"
+    tolerance = f"(tolerance {block['tolerance_percent']}%)"
+    if version_of(block) == 2:
+        reason = (
+            f"disputed: the node reported sending {int(block[HOST_BYTES]):,} bytes "
+            f"({format_bps(measured_bps)}), {where} counted {max(switch_octets(block), 0):,} "
+            f"{tolerance}; neither pass nor credit until resolved"
+        )
+    else:
+        reason = (
+            f"disputed: the node reported {format_bps(measured_bps)}, {where} counted "
+            f"{format_bps(switch_bps(block))} {tolerance}; neither pass nor credit until "
+            "resolved"
+        )
+    return Judgement(Verdict.NONE, f"{RULE} v{version_of(block)}", reason)
 
 
 def without_witness(parsed: Mapping[str, Any]) -> dict[str, Any]:

@@ -1,6 +1,8 @@
 from django.core.management.base import BaseCommand
 
 from leases.demo import load_demo, load_invoices
+from telemetry.demo import FLAP
+from telemetry.demo import WINDOW as TELEMETRY_WINDOW
 
 
 class Command(BaseCommand):
@@ -31,6 +33,13 @@ class Command(BaseCommand):
                 f"Synthetic measurement history: {history.runs} runs on {history.leases} "
                 "leases (their nodes are not real hosts; the network lab's lease is measured "
                 "for real)."
+            )
+            self.stdout.write(
+                f"Telemetry: {history.telemetry_polls} polls of the last "
+                f"{int(TELEMETRY_WINDOW.total_seconds() // 60)} minutes, "
+                f"{history.telemetry_samples} port intervals and {history.switch_readings} "
+                f"switch readings stored; a port of {FLAP.reference} flaps (manage.py "
+                f"fabric_health --lease {FLAP.reference})."
             )
         self.stdout.write(
             f"Invoices: {invoices.issued} issued with an SLA credit, credit note "

@@ -105,8 +105,7 @@ def test_concurrent_cross_leaf_pairs_are_confirmed_together_and_still_expose_the
 ):
     """Re-running only the failed pair would free the shared uplink and pass it; the whole
     concurrent group is measured again at once, so the oversubscription shows twice. (No
-    switch witness here: the lab's snmpd refreshes its counters every 3 s, and what this
-    shows is the grouping, not the witness.)"""
+    switch witness here: what this shows is the grouping.)"""
     Switch.objects.update(snmp_community="")
     first = execute(lab_lease, "throughput", "lab-h1>lab-h3", "cross_leaf", Trigger.SCHEDULE)
     group = ProbeRun.objects.filter(batch=first.batch).order_by("target")

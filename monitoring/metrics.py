@@ -53,7 +53,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from benchmarks.choices import Pattern, RunState
-from benchmarks.models import SLOT_REACH, ProbeRun
+from benchmarks.models import SLOT_REACH, MissedRunCount, ProbeRun
 from billing import invoicing
 from billing.choices import FabricIncidentKind, IncidentState
 from billing.ingest import pending_runs
@@ -367,7 +367,8 @@ def _site_metrics(instant: datetime) -> Iterator[Metric]:
     )
     missed = CounterMetricFamily(
         "gpulease_site_missed_runs",
-        "Probe runs whose slot passed without a start, since the site was created",
+        "Probe runs marked missed (their slot passed without a start), counted as they are "
+        "marked: archiving a month does not lower it",
         labels=["site"],
     )
     lag = GaugeMetricFamily(
@@ -389,12 +390,7 @@ def _site_metrics(instant: datetime) -> Iterator[Metric]:
         .annotate(n=Count("pk"))
         .order_by()
     )
-    missed_count = dict(
-        ProbeRun.objects.filter(state=RunState.MISSED)
-        .values_list("site_id")
-        .annotate(n=Count("pk"))
-        .order_by()
-    )
+    missed_count = dict(MissedRunCount.objects.values_list("site_id", "total"))
     pending = pending_runs().filter(finished_at__lte=instant)
     oldest = dict(pending.values_list("site_id").annotate(oldest=Min("finished_at")).order_by())
     for site_id, code in sorted(sites.items(), key=lambda item: item[1]):

@@ -27,7 +27,6 @@ a contract of 100 Gbps reads 1.25e10; multiply by 8 for bits.
 from __future__ import annotations
 
 import math
-import os
 from collections import defaultdict
 from collections.abc import Iterator
 from datetime import datetime, timedelta
@@ -61,6 +60,7 @@ from billing.models import Incident
 from gpulease_verify import health, sweep
 from leases.choices import LeaseStatus, ProbeKind
 from leases.models import Lease, NicPort, NodeAssignment, Site
+from monitoring import worker_metrics
 from portal import provider_selectors, selectors
 
 LEASE_LABELS = ["lease", "tenant", "site", "fabric"]
@@ -498,13 +498,14 @@ class GpuleaseCollector(Collector):
 
 def registry() -> CollectorRegistry:
     """What one scrape of /metrics answers. Under gunicorn with PROMETHEUS_MULTIPROC_DIR set,
-    the counters every worker process recorded (requests, and Celery tasks where the worker
-    shares the directory) are merged by prometheus_client.multiprocess, and the process
-    metrics are those of the worker that answers. Otherwise this process's own."""
+    what every worker process recorded (requests, their process figures, and Celery tasks
+    where the worker shares the directory) is merged by prometheus_client.multiprocess; the
+    process, platform and gc collectors are left out, since they would describe only the
+    worker that answers (monitoring.worker_metrics). Otherwise this process's own."""
     from prometheus_client import REGISTRY
 
     reg = CollectorRegistry(auto_describe=False)
-    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+    if worker_metrics.enabled():
         from prometheus_client import multiprocess
 
         multiprocess.MultiProcessCollector(reg)
@@ -512,12 +513,13 @@ def registry() -> CollectorRegistry:
         for collector in list(REGISTRY._collector_to_names):  # type: ignore[attr-defined]
             if not isinstance(collector, ProcessCollector | PlatformCollector | GCCollector):
                 reg.register(collector)
-    ProcessCollector(registry=reg)
-    PlatformCollector(registry=reg)
-    GCCollector(registry=reg)
+        ProcessCollector(registry=reg)
+        PlatformCollector(registry=reg)
+        GCCollector(registry=reg)
     reg.register(GpuleaseCollector())
     return reg
 
 
 def exposition() -> bytes:
+    worker_metrics.write(force=True)  # this worker's figures as of now, the others' as written
     return generate_latest(registry())

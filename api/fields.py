@@ -8,8 +8,10 @@ from common.instants import WRITE_YEARS, instant_problem
 
 
 class InstantField(serializers.DateTimeField):
-    """An ISO 8601 instant with a UTC offset within ±14:00, in the years 2000 to 2999
-    (common.instants): a 400 naming the field instead of an overflow deeper down."""
+    """An ISO 8601 instant with its UTC offset, within ±14:00, in the years 2000 to 2999
+    (common.instants): a 400 naming the field instead of a naive time read in the server's
+    zone, or an overflow deeper down. Every instant the API takes is one of these
+    (tests/api/test_instants.py walks the schema to hold it so)."""
 
     def enforce_timezone(self, value: datetime) -> datetime:
         # Checked here, where the parsed value still carries the offset that was sent.

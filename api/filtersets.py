@@ -4,6 +4,7 @@ inside the rows the user may see: another tenant's id simply matches nothing."""
 import django_filters as filters
 from django import forms
 from django.db.models import Exists, OuterRef, Q
+from django.utils.dateparse import parse_datetime
 
 from api.models import ApiToken
 from benchmarks.choices import Pattern, RunState, Trigger, Verdict
@@ -32,14 +33,19 @@ class IdFilter(filters.NumberFilter):
 
 
 class _BoundedIsoDateTimeField(filters.fields.IsoDateTimeField):
-    """An ISO 8601 instant the database can hold (common.instants, FILTER_YEARS)."""
+    """An ISO 8601 instant with its UTC offset that the database can hold
+    (common.instants, FILTER_YEARS)."""
 
     def to_python(self, value):  # type: ignore[no-untyped-def]
-        instant = super().to_python(value)
-        problem = instant_problem(instant, FILTER_YEARS) if instant is not None else None
+        # Checked as sent, before Django reads a naive value in the server's zone.
+        try:
+            parsed = parse_datetime(value.strip()) if isinstance(value, str) else None
+        except ValueError:
+            parsed = None  # not a real date (February 30th): super() says so
+        problem = instant_problem(parsed, FILTER_YEARS) if parsed is not None else None
         if problem:
             raise forms.ValidationError(problem, code="invalid")
-        return instant
+        return super().to_python(value)
 
 
 class _BoundedIsoDateTimeRangeField(filters.fields.RangeField):

@@ -186,7 +186,7 @@ class TermsAmendmentSerializer(serializers.ModelSerializer):
 
 class TermsAmendmentProposeSerializer(StrictSerializer):
     lease = serializers.IntegerField(help_text="The lease's id.")
-    effective_from = serializers.DateTimeField()
+    effective_from = InstantField()
     changes = serializers.DictField(help_text="Contract fields and their new values.")
     reason = serializers.CharField(max_length=2000)
 

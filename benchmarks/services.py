@@ -20,7 +20,7 @@ import logging
 import math
 import time
 import uuid
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -28,13 +28,20 @@ from decimal import Decimal
 
 from django.conf import settings
 from django.core.mail import mail_admins
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Exists, OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
 
 from benchmarks import confirmation, node_runs, selectors, witness_settle
 from benchmarks.choices import FINAL_STATES, Pattern, RunState, Trigger
-from benchmarks.models import SLOT_REACH, NodeLock, PendingWitness, ProbeRun, SiteAlert
+from benchmarks.models import (
+    SLOT_REACH,
+    MissedRunCount,
+    NodeLock,
+    PendingWitness,
+    ProbeRun,
+    SiteAlert,
+)
 from benchmarks.probes import runner
 from benchmarks.probes.plan import PlannedBatch, PlanNode, plan_batches
 from benchmarks.recording import terms_view
@@ -605,26 +612,55 @@ def crowded_out_by_tenant(runs: QuerySet[ProbeRun]) -> QuerySet:
     )
 
 
+MARK_CHUNK = 5000  # runs per UPDATE (a statement takes at most 65,535 parameters)
+
+
+def count_missed(sites: Iterable[int]) -> None:
+    """Add runs just marked missed (one site id per run) to their sites' MissedRunCount,
+    in the transaction that marks them: one upsert, its rows in site order."""
+    counts = sorted(Counter(sites).items())
+    if not counts:
+        return
+    table = MissedRunCount._meta.db_table
+    rows = ", ".join(["(%s, %s)"] * len(counts))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {table} (site_id, total) VALUES {rows} "
+            f"ON CONFLICT (site_id) DO UPDATE SET total = {table}.total + EXCLUDED.total",
+            [value for pair in counts for value in pair],
+        )
+
+
 def mark_missed(*, now: datetime) -> int:
-    """Runs whose slot passed without starting are missed: visible, never silently gone.
-    A scheduled run that the tenant's own run-now crowded out is skipped instead, with the
-    reason, so that the SLA excludes it. Returns the number missed."""
+    """Runs whose slot passed without starting are missed: visible, never silently gone,
+    and counted (count_missed). A scheduled run that the tenant's own run-now crowded out
+    is skipped instead, with the reason, so that the SLA excludes it. Returns the number
+    missed."""
     overdue = ProbeRun.objects.filter(state=RunState.SCHEDULED, deadline_at__lt=now)
-    excused = ProbeRun.objects.filter(pk__in=crowded_out_by_tenant(overdue)).update(
-        state=RunState.SKIPPED, error=CROWDED_OUT, finished_at=now
-    )
+    with transaction.atomic():
+        excused = ProbeRun.objects.filter(pk__in=crowded_out_by_tenant(overdue)).update(
+            state=RunState.SKIPPED, error=CROWDED_OUT, finished_at=now
+        )
+        # Locked first, in key order as a worker's claim locks its batch (common.locks):
+        # none can start between being counted and being marked.
+        missed = list(locking(overdue.order_by("pk")).values_list("pk", "site_id"))
+        for start in range(0, len(missed), MARK_CHUNK):
+            ProbeRun.objects.filter(
+                pk__in=[pk for pk, _ in missed[start : start + MARK_CHUNK]]
+            ).update(
+                state=RunState.MISSED,
+                error="its slot passed before any worker started it",
+                finished_at=now,
+            )
+        count_missed(site_id for _, site_id in missed)
     if excused:
         log.info("%d scheduled run(s) crowded out by tenant run-now: skipped, not missed", excused)
-    return overdue.update(
-        state=RunState.MISSED,
-        error="its slot passed before any worker started it",
-        finished_at=now,
-    )
+    return len(missed)
 
 
 def _give_up(late: list[ProbeRun], now: datetime) -> None:
-    """Runs found past their deadline when a worker came for them: missed, or skipped if
-    the tenant's run-now crowded them out."""
+    """Runs found past their deadline when a worker came for them (locked by the caller):
+    missed and counted, or skipped if the tenant's run-now crowded them out."""
     if not late:
         return
     crowded = crowded_out_by_tenant(ProbeRun.objects.filter(pk__in=[run.pk for run in late]))
@@ -636,6 +672,7 @@ def _give_up(late: list[ProbeRun], now: datetime) -> None:
             run.state, run.error = RunState.MISSED, "its deadline passed before it could run"
         run.finished_at = now
         run.save(update_fields=["state", "error", "finished_at"])
+    count_missed(run.site_id for run in late if run.state == RunState.MISSED)
 
 
 # --- executing a batch ---------------------------------------------------------------

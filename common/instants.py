@@ -8,7 +8,13 @@ SQLite's adapter overflows converting 9999-12-31T23:59:59-14:00 to UTC, a month 
 Line Islands are +14:00), so an offset beyond that is a typing mistake, not a place.
 
 Writes (a lease's dates, a token's expiry, a measurement's time) take the years 2000 to
-2999, the same span as the API's billing months; filters take 1970 to 9999."""
+2999, the same span as the API's billing months; filters take 1970 to 9999.
+
+An instant sent to the API carries its UTC offset (``Z``, ``+08:00``): a bare
+2026-11-10T08:00:00 would be read in the server's zone (Asia/Shanghai by default), eight
+hours from what a client in UTC meant, so it is refused, naming the field. A portal form
+is different: its browser field has no zone, and the page says which one it is read in
+(InstantFormField)."""
 
 from datetime import UTC, datetime, timedelta
 
@@ -20,14 +26,23 @@ WRITE_YEARS = (2000, 2999)
 FILTER_YEARS = (1970, 9999)
 
 
+def naive_problem() -> str:
+    return _(
+        "Give the instant with its UTC offset (2026-11-10T08:00:00+08:00, or Z for UTC): "
+        "without one it is ambiguous."
+    )
+
+
 def instant_problem(value: datetime, years: tuple[int, int]) -> str | None:
-    """Why ``value`` (aware, as parsed, offset kept) is not an instant we take, or None."""
+    """Why ``value`` (as parsed, offset kept) is not an instant we take, or None."""
     offset = value.utcoffset()
-    if offset is not None and abs(offset) > MAX_OFFSET:
+    if offset is None:
+        return naive_problem()
+    if abs(offset) > MAX_OFFSET:
         return _("A UTC offset is at most ±14:00.")
     first, last = years
     try:
-        in_utc = value.astimezone(UTC) if offset is not None else value
+        in_utc = value.astimezone(UTC)
     except OverflowError:
         in_utc = None
     if in_utc is None or not first <= value.year <= last or not first <= in_utc.year <= last:

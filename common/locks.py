@@ -10,11 +10,17 @@ UPDATE conflicts with itself. Where one transaction locks many rows that another
 lock too (runs: ingest marks them read, the chain appender links them), both lock them
 first in primary-key order (``lock_in_key_order``): whatever order their UPDATEs then
 visit the rows in, neither can hold one the other needs while it waits for one the other
-holds. SQLite ignores row locks."""
+holds. SQLite ignores row locks.
 
+One exception: ``intake_lock`` serializes writers of rows that do not exist yet (there is
+no row to lock before the first of them inserts it). It is a PostgreSQL advisory lock
+held to the end of the transaction; SQLite needs none (settings: every transaction there
+takes the database's write lock when it begins)."""
+
+import hashlib
 from typing import Any, TypeVar
 
-from django.db import models
+from django.db import connection, models
 
 M = TypeVar("M", bound=models.Model)
 
@@ -27,3 +33,13 @@ def locking(rows: "models.QuerySet[M] | models.Manager[M]", **options: Any) -> "
 def lock_in_key_order(rows: "models.QuerySet[M]") -> None:
     """Lock ``rows`` now, one after another in primary-key order (module docstring)."""
     list(locking(rows.order_by("pk")).values_list("pk", flat=True))
+
+
+def intake_lock(name: str) -> None:
+    """Wait for, then hold until the transaction ends, the lock named ``name`` (module
+    docstring): call it first in the transaction, inside ``transaction.atomic()``."""
+    if connection.vendor != "postgresql":
+        return
+    key = int.from_bytes(hashlib.blake2b(name.encode(), digest_size=8).digest(), "big", signed=True)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(%s)", [key])

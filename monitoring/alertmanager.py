@@ -13,9 +13,18 @@ each of them; ``status: resolved`` closes what it opened.
   target "ALERTNAME on SUBJECT"), notified like every incident (email and signed webhook,
   after commit). Two alerts with the same name on the same subject share the incident,
   which closes when the last of them is resolved.
-- **Idempotent.** One ExternalAlert per fingerprint: a repeated notification (Alertmanager
-  repeats firing groups every repeat_interval) changes nothing, and a resolved alert is
-  closed once.
+- **Occurrences.** An alert is an occurrence, (fingerprint, startsAt): the fingerprint
+  hashes the labels, so every outage of one port carries the same one, and Alertmanager
+  gives an alert that fires again after it resolved a new startsAt. So a recurrence is a
+  new ExternalAlert and opens a new incident. Alertmanager holds one alert per
+  fingerprint, so an occurrence still firing here when a later one arrives ended by the
+  later one's start (its resolved notification was lost, or send_resolved is off): it is
+  resolved then, and so is an older occurrence first delivered after a newer one.
+- **Idempotent.** A repeated notification of an occurrence (Alertmanager repeats firing
+  groups every repeat_interval, and its HA peers each deliver) changes nothing, and a
+  resolved one is closed once. Deliveries are taken in one at a time (a transaction
+  holding ``common.locks.intake_lock``), so simultaneous deliveries of one new alert
+  create it once: no duplicate row, no 500.
 """
 
 from __future__ import annotations
@@ -31,12 +40,13 @@ from django.utils import timezone
 
 from billing.choices import IncidentState
 from billing.models import Incident
-from common.locks import locking
+from common.locks import intake_lock, locking
 from leases.choices import LeaseStatus, ProbeKind, SwitchRole
 from leases.models import Lease, LeaseTerms, Node, NodeAssignment, Switch
 from monitoring.models import ExternalAlert
 
 PATTERN = "alertmanager"
+LOCK = "monitoring.alertmanager.intake"
 EVIDENCE_ONLY_SEVERITIES = frozenset({"info", "none"})
 NODE_LABELS = ("node", "hostname", "instance")
 
@@ -185,46 +195,83 @@ def _close_incidents(record: ExternalAlert, at: datetime, notify: bool) -> list[
     return closed
 
 
+def _new_occurrence(alert: dict[str, Any], result: IntakeResult, notify: bool) -> ExternalAlert:
+    labels, resolved = alert["labels"], alert["status"] == "resolved"
+    subject, nodes = affected_nodes(labels)
+    if not nodes:
+        result.unmatched += 1
+    leases = leases_holding(nodes, alert["startsAt"]) if nodes else []
+    record = ExternalAlert.objects.create(
+        fingerprint=alert["fingerprint"],
+        alertname=labels.get("alertname", "")[:255],
+        status=alert["status"],
+        severity=labels.get("severity", "")[:32],
+        labels=labels,
+        annotations=alert["annotations"],
+        starts_at=alert["startsAt"],
+        ends_at=alert["endsAt"],
+        generator_url=alert["generatorURL"][:2000],
+        subject=subject[:255],
+    )
+    record.leases.set(leases)
+    result.created += 1
+    if resolved:
+        result.resolved += 1
+    elif record.severity.lower() not in EVIDENCE_ONLY_SEVERITIES:
+        result.opened += _open_incidents(record, alert, leases, notify)
+    return record
+
+
+def _resolve(record: ExternalAlert, at: datetime, result: IntakeResult, notify: bool) -> None:
+    record.status = ExternalAlert.Status.RESOLVED
+    record.ends_at = at
+    record.save(update_fields=["status", "ends_at", "updated_at"])
+    result.closed += _close_incidents(record, at, notify)
+
+
+def _successor(record: ExternalAlert) -> datetime | None:
+    """When the next occurrence of the record's fingerprint started, if one did."""
+    return (
+        ExternalAlert.objects.filter(fingerprint=record.fingerprint, starts_at__gt=record.starts_at)
+        .order_by("starts_at")
+        .values_list("starts_at", flat=True)
+        .first()
+    )
+
+
+def _take_new(alert: dict[str, Any], result: IntakeResult, notify: bool) -> None:
+    """A first delivery of an occurrence. Only the newest occurrence of a fingerprint can
+    be firing (module docstring, Occurrences): an earlier one still firing ended when this
+    one started, and this one, if a later one is already here, ended when that started."""
+    earlier = ExternalAlert.objects.filter(
+        fingerprint=alert["fingerprint"],
+        starts_at__lt=alert["startsAt"],
+        status=ExternalAlert.Status.FIRING,
+    )
+    for record in earlier.order_by("starts_at"):
+        _resolve(record, alert["startsAt"], result, notify)
+    record = _new_occurrence(alert, result, notify)
+    later = _successor(record)
+    if later is not None and record.status == ExternalAlert.Status.FIRING:
+        _resolve(record, later, result, notify)
+
+
 def take_in(payload: dict[str, Any], *, notify: bool = True) -> IntakeResult:
     """Apply one validated webhook payload (monitoring.serializers) in one transaction."""
     result = IntakeResult()
     now = timezone.now()
     with transaction.atomic():
+        intake_lock(LOCK)
         for alert in payload["alerts"]:
             result.received += 1
-            labels, resolved = alert["labels"], alert["status"] == "resolved"
-            record = locking(ExternalAlert.objects).filter(fingerprint=alert["fingerprint"]).first()
+            record = ExternalAlert.objects.filter(
+                fingerprint=alert["fingerprint"], starts_at=alert["startsAt"]
+            ).first()
             if record is None:
-                subject, nodes = affected_nodes(labels)
-                if not nodes:
-                    result.unmatched += 1
-                leases = leases_holding(nodes, alert["startsAt"]) if nodes else []
-                record = ExternalAlert.objects.create(
-                    fingerprint=alert["fingerprint"],
-                    alertname=labels.get("alertname", "")[:255],
-                    status=alert["status"],
-                    severity=labels.get("severity", "")[:32],
-                    labels=labels,
-                    annotations=alert["annotations"],
-                    starts_at=alert["startsAt"],
-                    ends_at=alert["endsAt"],
-                    generator_url=alert["generatorURL"][:2000],
-                    subject=subject[:255],
-                )
-                record.leases.set(leases)
-                result.created += 1
-                if not resolved and record.severity.lower() not in EVIDENCE_ONLY_SEVERITIES:
-                    result.opened += _open_incidents(record, alert, leases, notify)
-                if resolved:
-                    result.resolved += 1
-                continue
-            if record.status == ExternalAlert.Status.RESOLVED or not resolved:
-                # Already resolved, or still firing (a repeat): nothing new.
+                _take_new(alert, result, notify)
+            elif record.status == ExternalAlert.Status.FIRING and alert["status"] == "resolved":
+                result.resolved += 1
+                _resolve(record, alert["endsAt"] or now, result, notify)
+            else:  # a repeat of a firing occurrence, or of one already resolved
                 result.unchanged += 1
-                continue
-            record.status = ExternalAlert.Status.RESOLVED
-            record.ends_at = alert["endsAt"] or now
-            record.save(update_fields=["status", "ends_at", "updated_at"])
-            result.resolved += 1
-            result.closed += _close_incidents(record, record.ends_at, notify)
     return result

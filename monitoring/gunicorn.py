@@ -3,8 +3,9 @@
 
 Each worker process writes its counters to files in that directory and /metrics merges them
 (monitoring.metrics.registry), so a scrape does not depend on which worker answers. The
-directory is emptied when the master starts (stale files would add old processes' figures)
-and a worker's live gauges are dropped when it exits."""
+directory is emptied when the master starts (stale files would add old processes' figures);
+a worker writes its last process figures as it exits (monitoring.worker_metrics), and the
+master then drops its live gauges."""
 
 import os
 import shutil
@@ -23,3 +24,10 @@ def child_exit(server: Any, worker: Any) -> None:
         from prometheus_client import multiprocess
 
         multiprocess.mark_process_dead(worker.pid)
+
+
+def worker_exit(server: Any, worker: Any) -> None:
+    """In the worker, as it exits: the CPU it spent since it last wrote is counted too."""
+    from monitoring import worker_metrics
+
+    worker_metrics.write(force=True)

@@ -27,7 +27,6 @@ a contract of 100 Gbps reads 1.25e10; multiply by 8 for bits.
 from __future__ import annotations
 
 import math
-import os
 from collections import defaultdict
 from collections.abc import Iterator
 from datetime import datetime, timedelta
@@ -53,7 +52,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from benchmarks.choices import Pattern, RunState
-from benchmarks.models import SLOT_REACH, ProbeRun
+from benchmarks.models import SLOT_REACH, MissedRunCount, ProbeRun
 from billing import invoicing
 from billing.choices import FabricIncidentKind, IncidentState
 from billing.ingest import pending_runs
@@ -61,6 +60,7 @@ from billing.models import Incident
 from gpulease_verify import health, sweep
 from leases.choices import LeaseStatus, ProbeKind
 from leases.models import Lease, NicPort, NodeAssignment, Site
+from monitoring import worker_metrics
 from portal import provider_selectors, selectors
 
 LEASE_LABELS = ["lease", "tenant", "site", "fabric"]
@@ -367,7 +367,8 @@ def _site_metrics(instant: datetime) -> Iterator[Metric]:
     )
     missed = CounterMetricFamily(
         "gpulease_site_missed_runs",
-        "Probe runs whose slot passed without a start, since the site was created",
+        "Probe runs marked missed (their slot passed without a start), counted as they are "
+        "marked: archiving a month does not lower it",
         labels=["site"],
     )
     lag = GaugeMetricFamily(
@@ -389,12 +390,7 @@ def _site_metrics(instant: datetime) -> Iterator[Metric]:
         .annotate(n=Count("pk"))
         .order_by()
     )
-    missed_count = dict(
-        ProbeRun.objects.filter(state=RunState.MISSED)
-        .values_list("site_id")
-        .annotate(n=Count("pk"))
-        .order_by()
-    )
+    missed_count = dict(MissedRunCount.objects.values_list("site_id", "total"))
     pending = pending_runs().filter(finished_at__lte=instant)
     oldest = dict(pending.values_list("site_id").annotate(oldest=Min("finished_at")).order_by())
     for site_id, code in sorted(sites.items(), key=lambda item: item[1]):
@@ -502,13 +498,14 @@ class GpuleaseCollector(Collector):
 
 def registry() -> CollectorRegistry:
     """What one scrape of /metrics answers. Under gunicorn with PROMETHEUS_MULTIPROC_DIR set,
-    the counters every worker process recorded (requests, and Celery tasks where the worker
-    shares the directory) are merged by prometheus_client.multiprocess, and the process
-    metrics are those of the worker that answers. Otherwise this process's own."""
+    what every worker process recorded (requests, their process figures, and Celery tasks
+    where the worker shares the directory) is merged by prometheus_client.multiprocess; the
+    process, platform and gc collectors are left out, since they would describe only the
+    worker that answers (monitoring.worker_metrics). Otherwise this process's own."""
     from prometheus_client import REGISTRY
 
     reg = CollectorRegistry(auto_describe=False)
-    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+    if worker_metrics.enabled():
         from prometheus_client import multiprocess
 
         multiprocess.MultiProcessCollector(reg)
@@ -516,12 +513,13 @@ def registry() -> CollectorRegistry:
         for collector in list(REGISTRY._collector_to_names):  # type: ignore[attr-defined]
             if not isinstance(collector, ProcessCollector | PlatformCollector | GCCollector):
                 reg.register(collector)
-    ProcessCollector(registry=reg)
-    PlatformCollector(registry=reg)
-    GCCollector(registry=reg)
+        ProcessCollector(registry=reg)
+        PlatformCollector(registry=reg)
+        GCCollector(registry=reg)
     reg.register(GpuleaseCollector())
     return reg
 
 
 def exposition() -> bytes:
+    worker_metrics.write(force=True)  # this worker's figures as of now, the others' as written
     return generate_latest(registry())

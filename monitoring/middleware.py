@@ -10,6 +10,7 @@ from collections.abc import Callable
 from django.http import HttpRequest, HttpResponse
 from prometheus_client import Counter, Histogram
 
+from monitoring import worker_metrics
 from monitoring.views import metrics_view
 
 REQUESTS = Counter(
@@ -33,8 +34,8 @@ class RequestMetricsMiddleware:
     ``portal:lease``), so the label set stays as small as the URLconf: a path outside it is
     ``unmatched`` and a method outside HTTP's usual ones ``other``. First in MIDDLEWARE, so
     it also times the probes, /metrics and every refusal. Under gunicorn with
-    PROMETHEUS_MULTIPROC_DIR set, each worker writes its counts there and /metrics adds
-    them up."""
+    PROMETHEUS_MULTIPROC_DIR set, each worker writes its counts there, with its process
+    figures (monitoring.worker_metrics), and /metrics adds them up."""
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
@@ -50,6 +51,7 @@ class RequestMetricsMiddleware:
         method = request.method if request.method in METHODS else "other"
         REQUESTS.labels(view=view, method=method, status=str(response.status_code)).inc()
         LATENCY.labels(view=view).observe(time.perf_counter() - started)
+        worker_metrics.write()
         return response
 
 

@@ -6,15 +6,17 @@ from leases.models import Lease
 
 class ExternalAlert(models.Model):
     """An alert the provider's Alertmanager sent (webhook payload version 4), one row per
-    fingerprint: the evidence behind the incidents it opened on the leases it touched. A
-    provider record (no tenant_path): tenants see its incidents, whose rule names the
-    alert, never the raw labels."""
+    occurrence, (fingerprint, startsAt): the evidence behind the incidents it opened on the
+    leases it touched. The fingerprint hashes the labels, so every outage of one port
+    shares it; Alertmanager gives an alert that fires again after it resolved a new
+    startsAt. A provider record (no tenant_path): tenants see its incidents, whose rule
+    names the alert, never the raw labels."""
 
     class Status(models.TextChoices):
         FIRING = "firing", _("firing")
         RESOLVED = "resolved", _("resolved")
 
-    fingerprint = models.CharField(_("fingerprint"), max_length=64, unique=True)
+    fingerprint = models.CharField(_("fingerprint"), max_length=64)
     alertname = models.CharField(_("alert name"), max_length=255)
     status = models.CharField(_("status"), max_length=8, choices=Status.choices)
     severity = models.CharField(_("severity"), max_length=32, blank=True)
@@ -39,6 +41,11 @@ class ExternalAlert(models.Model):
         verbose_name = _("external alert")
         verbose_name_plural = _("external alerts")
         ordering = ["-starts_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["fingerprint", "starts_at"], name="one_alert_per_occurrence"
+            )
+        ]
 
     def __str__(self) -> str:
         return f"{self.alertname} {self.subject} ({self.status})"

@@ -1,4 +1,5 @@
 from benchmarks.models.alerts import SiteAlert
+from benchmarks.models.counters import MissedRunCount
 from benchmarks.models.locks import NodeLock, PendingWitness
 from benchmarks.models.outputs import RawOutput
 from benchmarks.models.rejudgements import (
@@ -14,6 +15,7 @@ from benchmarks.models.runs import NOT_PASSED, SLOT_REACH, ProbeRun, slot_reach
 __all__ = [
     "NOT_PASSED",
     "SLOT_REACH",
+    "MissedRunCount",
     "NodeLock",
     "PendingWitness",
     "ProbeRun",

@@ -119,6 +119,9 @@ def test_dispatcher_queries_do_not_grow_with_leases():
     few = cycle_queries(NOW)
     for _ in range(8):
         active_lease(site=site)
+    # The workers ran the first cycle's runs, so none is missed here: marking missed runs
+    # adds an UPDATE per 5,000 of them and one upsert of the sites' counts.
+    ProbeRun.objects.filter(state="scheduled").update(state="ok", finished_at=NOW)
     many = cycle_queries(NOW + timedelta(minutes=5))
     assert many == few
 

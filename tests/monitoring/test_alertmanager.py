@@ -2,6 +2,10 @@
 leases holding those nodes as incidents (or evidence only), once per fingerprint, and
 close on ``status: resolved``."""
 
+import json
+import threading
+import urllib.error
+import urllib.request
 from datetime import UTC, datetime
 
 import pytest
@@ -22,6 +26,10 @@ from tests.portal.support import active
 pytestmark = pytest.mark.django_db
 
 URL = "/api/v1/alertmanager/alerts/"
+NAIVE = (
+    "Give the instant with its UTC offset (2026-11-10T08:00:00+08:00, or Z for UTC): "
+    "without one it is ambiguous."
+)
 TOKEN = "am-token"
 
 
@@ -83,7 +91,8 @@ def payload(*alerts, status="firing"):
 
 
 def post(body, token=TOKEN):
-    client = APIClient(REMOTE_ADDR="10.0.0.9")
+    # Alertmanager sends no Accept-Language: its errors come in the default language.
+    client = APIClient(REMOTE_ADDR="10.0.0.9", HTTP_ACCEPT_LANGUAGE="en")
     headers = {"HTTP_AUTHORIZATION": f"Bearer {token}"} if token else {}
     return client.post(URL, body, format="json", **headers)
 
@@ -214,3 +223,165 @@ def test_only_post_and_no_unknown_query_parameters(fabric):
     assert response.status_code == 400
     assert list(response.json()["error"]["fields"]) == ["colour"]
     assert ExternalAlert.objects.count() == 0
+
+
+# --- occurrences: (fingerprint, startsAt) -------------------------------------------------
+
+
+def occurrence(starts_at, ends_at=None, status="firing", fingerprint="a1b2c3d4e5f60718"):
+    """The NodeInfinibandLinkDown alert on n2 as Alertmanager sends it: the fingerprint is
+    a hash of the labels, so every outage of the node's port carries the same one."""
+    return {
+        **alert(fingerprint, status=status, node="n2"),
+        "startsAt": starts_at,
+        "endsAt": ends_at or "0001-01-01T00:00:00Z",
+    }
+
+
+def test_a_recurrence_after_resolution_opens_a_new_incident(
+    fabric, notified, django_capture_on_commit_callbacks
+):
+    deliveries = [
+        (occurrence("2026-11-10T08:00:00Z"), "firing"),
+        (occurrence("2026-11-10T08:00:00Z", "2026-11-10T09:00:00Z", "resolved"), "resolved"),
+        # The port goes down again: Alertmanager keeps the fingerprint, with a new startsAt.
+        (occurrence("2026-11-10T10:00:00Z"), "firing"),
+        (occurrence("2026-11-10T10:00:00Z"), "firing"),  # repeat_interval: a repeat
+        (occurrence("2026-11-10T10:00:00Z", "2026-11-10T10:30:00Z", "resolved"), "resolved"),
+    ]
+    answers = []
+    for body, status in deliveries:
+        with django_capture_on_commit_callbacks(execute=True):
+            response = post(payload(body, status=status))
+        assert response.status_code == 200, response.content
+        answers.append(response.json())
+    assert [(a["created"], a["resolved"], a["unchanged"]) for a in answers] == [
+        (1, 0, 0),
+        (0, 1, 0),
+        (1, 0, 0),
+        (0, 0, 1),
+        (0, 1, 0),
+    ]
+    first, second = Incident.objects.order_by("opened_at")
+    assert (first.opened_at, first.closed_at) == (
+        datetime(2026, 11, 10, 8, tzinfo=UTC),
+        datetime(2026, 11, 10, 9, tzinfo=UTC),
+    )
+    assert (second.opened_at, second.closed_at) == (
+        datetime(2026, 11, 10, 10, tzinfo=UTC),
+        datetime(2026, 11, 10, 10, 30, tzinfo=UTC),
+    )
+    assert answers[2]["incidents_opened"] == [second.pk]
+    assert ExternalAlert.objects.filter(fingerprint="a1b2c3d4e5f60718").count() == 2
+    assert notified == [
+        (first.pk, "opened"),
+        (first.pk, "closed"),
+        (second.pk, "opened"),
+        (second.pk, "closed"),
+    ]
+
+
+def test_a_recurrence_whose_resolution_never_came_ends_the_earlier_occurrence(fabric):
+    """Alertmanager holds one alert per fingerprint: a new startsAt means the earlier one
+    ended by then, even when its resolved notification was lost (send_resolved off, or a
+    delivery that gave up)."""
+    post(payload(occurrence("2026-11-10T08:00:00Z")))
+    answer = post(payload(occurrence("2026-11-10T10:00:00Z"))).json()
+    assert answer["created"] == 1
+    first, second = Incident.objects.order_by("opened_at")
+    assert first.state == IncidentState.CLOSED
+    assert first.closed_at == datetime(2026, 11, 10, 10, tzinfo=UTC)
+    assert second.state == IncidentState.OPEN
+    assert answer["incidents_opened"] == [second.pk]
+    assert answer["incidents_closed"] == [first.pk]
+    earlier = ExternalAlert.objects.get(starts_at=datetime(2026, 11, 10, 8, tzinfo=UTC))
+    assert earlier.status == ExternalAlert.Status.RESOLVED
+    assert earlier.ends_at == datetime(2026, 11, 10, 10, tzinfo=UTC)
+    # A late retry of the first occurrence's firing notification changes nothing.
+    assert post(payload(occurrence("2026-11-10T08:00:00Z"))).json()["unchanged"] == 1
+    assert Incident.objects.filter(state=IncidentState.OPEN).get() == second
+
+
+def test_a_late_first_delivery_of_an_older_occurrence_is_recorded_as_ended(fabric):
+    """An older occurrence first seen after a newer one (a delivery retried late) happened
+    and ended by the newer one's start: recorded, and its incident closed at once."""
+    post(payload(occurrence("2026-11-10T10:00:00Z")))
+    answer = post(payload(occurrence("2026-11-10T08:00:00Z"))).json()
+    assert answer["created"] == 1
+    older = ExternalAlert.objects.get(starts_at=datetime(2026, 11, 10, 8, tzinfo=UTC))
+    assert older.status == ExternalAlert.Status.RESOLVED
+    assert older.ends_at == datetime(2026, 11, 10, 10, tzinfo=UTC)
+    # The open incident (10:00, the newer occurrence) already covers the target.
+    (incident,) = Incident.objects.all()
+    assert incident.state == IncidentState.OPEN
+    assert incident.opened_at == datetime(2026, 11, 10, 10, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("field", "change"),
+    [
+        ("startsAt", {"startsAt": "2026-11-10T08:00:00"}),
+        ("endsAt", {"status": "resolved", "endsAt": "2026-11-10T09:00:00"}),
+    ],
+)
+def test_a_naive_instant_is_refused_naming_the_field(fabric, field, change):
+    """Without an offset, 08:00 would be read in the server's zone (Asia/Shanghai): an
+    incident back-dated by eight hours."""
+    response = post(payload({**alert(node="n1"), **change}))
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["fields"] == {"alerts": {"0": {field: [NAIVE]}}}
+    assert error["message"] == f"alerts: {NAIVE}"
+    assert ExternalAlert.objects.count() == Incident.objects.count() == 0
+
+
+# --- concurrent deliveries ----------------------------------------------------------------
+
+
+def deliver_at_once(url: str, bodies: list[dict]) -> list[int]:
+    """POST every body at the same instant from its own thread (Alertmanager's HA peers
+    each deliver, and a retry can overlap the first try); the status codes."""
+    gate = threading.Barrier(len(bodies))
+    statuses: list[int] = [0] * len(bodies)
+
+    def send(index: int) -> None:
+        request = urllib.request.Request(
+            f"{url}{URL}",
+            data=json.dumps(bodies[index]).encode(),
+            headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"},
+        )
+        gate.wait()
+        try:
+            with urllib.request.urlopen(request, timeout=60) as response:
+                statuses[index] = response.status
+        except urllib.error.HTTPError as error:
+            statuses[index] = error.code
+
+    threads = [threading.Thread(target=send, args=(i,)) for i in range(len(bodies))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return statuses
+
+
+@pytest.mark.django_db(transaction=True)
+def test_simultaneous_deliveries_are_idempotent(fabric, notified, live_server, settings):
+    """Eight deliveries of one new alert at once against a live server (each request its
+    own thread and PostgreSQL connection): every one answered 200, one alert, one
+    incident, one notification; then eight of its resolution at once close it once."""
+    settings.DEBUG = False
+    rounds = [f"{n:016x}" for n in range(1, 4)]  # three alerts, raced one after another
+    for fingerprint in rounds:
+        body = payload(alert(fingerprint, node="n1", device=fingerprint))
+        assert deliver_at_once(live_server.url, [body] * 8) == [200] * 8
+    assert ExternalAlert.objects.count() == 3
+    (incident,) = Incident.objects.all()  # one target (the alert's name on n1): shared
+    assert incident.external_alerts.count() == 3
+    assert notified == [(incident.pk, "opened")]
+    for fingerprint in rounds:
+        body = payload(alert(fingerprint, node="n1", device=fingerprint, status="resolved"))
+        assert deliver_at_once(live_server.url, [body] * 8) == [200] * 8
+    incident.refresh_from_db()
+    assert incident.state == IncidentState.CLOSED
+    assert notified == [(incident.pk, "opened"), (incident.pk, "closed")]

@@ -10,6 +10,7 @@ from django.test import Client
 from prometheus_client.parser import text_string_to_metric_families
 
 from benchmarks.models import ProbeRun
+from benchmarks.services import mark_missed
 from billing.ingest import ingest_all
 from leases.choices import LinkLayer
 from monitoring import metrics
@@ -234,10 +235,17 @@ def test_site_figures(fleet):
     lease = fleet[0]
     site = lease.assignments.first().node.leaf_switch.fabric.site
     node = lease.assignments.first().node
-    make_run(lease, slot=NOW - timedelta(minutes=30), state="missed", nodes=[node], target="x")
-    ProbeRun.objects.filter(
-        pk=make_run(lease, slot=NOW - timedelta(minutes=1), nodes=[node], target="y").pk
-    ).update(state="scheduled", finished_at=None, started_at=None)
+    for slot, cadence, target in ((30, 600, "x"), (1, 3600, "y")):
+        ProbeRun.objects.filter(
+            pk=make_run(
+                lease,
+                slot=NOW - timedelta(minutes=slot),
+                cadence_s=cadence,
+                nodes=[node],
+                target=target,
+            ).pk
+        ).update(state="scheduled", finished_at=None, started_at=None)
+    assert mark_missed(now=NOW) == 1  # x: its deadline passed 20 minutes ago; y waits
     ingest_all(notify=False)  # the missed run is read
     # A run finished 5 minutes ago that the ingest has not read yet.
     make_run(

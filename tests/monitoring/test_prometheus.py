@@ -27,7 +27,7 @@ def test_promtool_accepts_the_rules():
         [promtool, "check", "rules", str(RULES)], capture_output=True, text=True, check=False
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "SUCCESS: 10 rules found" in result.stdout
+    assert "SUCCESS: 11 rules found" in result.stdout
 
 
 @pytest.fixture

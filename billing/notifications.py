@@ -5,8 +5,14 @@ is broken still hears about the incident. An incident's notified_open_at or
 notified_close_at is set once every channel has delivered; after that, notify sends
 nothing for that event again. When the email went out and the webhook then failed, notify
 raises PartlyDelivered naming the channels still pending, and the Celery task retries
-only those (see billing.tasks). A webhook delivery keeps its X-Gpulease-Delivery id across
-retries, so the receiver can drop a repeat.
+only those (see billing.tasks).
+
+Webhooks are signed the Standard Webhooks way (gpulease_verify.webhooks): ``webhook-id``
+is the same on every retry of one event, so the receiver can drop a repeat;
+``webhook-timestamp`` is the attempt's time and ``webhook-signature`` covers
+id.timestamp.body, so a captured delivery replayed later is refused. While
+WEBHOOK_LEGACY_HEADERS is on, the old ``X-Gpulease-Signature`` (HMAC of the body alone,
+same key) and ``X-Gpulease-Delivery`` (= webhook-id) come along for receivers not yet moved.
 
 A new chain checkpoint (billing.checkpoints) goes to the webhook as event
 ``chain.checkpoint``, with the signed checkpoint document, so the tenant keeps its own copy.
@@ -36,6 +42,7 @@ from django.utils.translation import gettext as _
 
 from billing.models import ChainCheckpoint, Incident
 from common import egress, pinned_http
+from gpulease_verify import webhooks
 from gpulease_verify.units import format_bps, one_decimal, plain
 
 # Enough for an error page's first lines; the receiver's answer is otherwise unused.
@@ -98,10 +105,27 @@ def encode_payload(payload: dict[str, Any]) -> bytes:
     return text.encode("utf-8")
 
 
-def sign(*, body: bytes, secret: str) -> str:
-    """The X-Gpulease-Signature value: HMAC-SHA256 of the body, keyed by the secret's text."""
-    digest = hmac.new(secret.encode("utf-8"), body, hashlib.sha256).hexdigest()
+def legacy_signature(*, body: bytes, secret: str) -> str:
+    """The old X-Gpulease-Signature value: HMAC-SHA256 of the body alone, with the same key
+    as webhook-signature (for a secret from before whsec_, its old text's bytes)."""
+    digest = hmac.new(webhooks.secret_key(secret), body, hashlib.sha256).hexdigest()
     return f"sha256={digest}"
+
+
+def signed_headers(*, event: str, msg_id: str, body: bytes, secret: str) -> dict[str, str]:
+    """Every header of one delivery attempt, signed now."""
+    timestamp = int(timezone.now().timestamp())
+    headers = {
+        "Content-Type": "application/json",
+        "User-Agent": "gpulease-webhook",
+        "Connection": "close",
+        "X-Gpulease-Event": event,
+        **webhooks.headers(secret=secret, msg_id=msg_id, timestamp=timestamp, body=body),
+    }
+    if settings.WEBHOOK_LEGACY_HEADERS:
+        headers["X-Gpulease-Delivery"] = msg_id
+        headers["X-Gpulease-Signature"] = legacy_signature(body=body, secret=secret)
+    return headers
 
 
 def delivery_id(*, incident: Incident, event: str) -> str:
@@ -118,14 +142,12 @@ def send_webhook(*, incident: Incident, event: str) -> None:
     except egress.EgressRefused as refused:
         raise WebhookFailed(f"{shown} is not a permitted destination: {refused.reason}") from None
     body = encode_payload(incident_payload(incident=incident, event=event))
-    headers = {
-        "Content-Type": "application/json",
-        "User-Agent": "gpulease-webhook",
-        "Connection": "close",
-        "X-Gpulease-Event": f"incident.{event}",
-        "X-Gpulease-Delivery": delivery_id(incident=incident, event=event),
-        "X-Gpulease-Signature": sign(body=body, secret=tenant.webhook_secret),
-    }
+    headers = signed_headers(
+        event=f"incident.{event}",
+        msg_id=delivery_id(incident=incident, event=event),
+        body=body,
+        secret=tenant.webhook_secret,
+    )
     _post(shown, destination, body=body, headers=headers)
 
 
@@ -154,16 +176,14 @@ def send_checkpoint(*, checkpoint_id: int) -> bool:
     except egress.EgressRefused as refused:
         raise WebhookFailed(f"{shown} is not a permitted destination: {refused.reason}") from None
     body = encode_payload(checkpoint_payload(checkpoint))
-    headers = {
-        "Content-Type": "application/json",
-        "User-Agent": "gpulease-webhook",
-        "Connection": "close",
-        "X-Gpulease-Event": CHECKPOINT_EVENT,
-        "X-Gpulease-Delivery": str(
+    headers = signed_headers(
+        event=CHECKPOINT_EVENT,
+        msg_id=str(
             uuid.uuid5(_DELIVERY_NAMESPACE, f"checkpoint/{checkpoint.pk}/{checkpoint.period}")
         ),
-        "X-Gpulease-Signature": sign(body=body, secret=tenant.webhook_secret),
-    }
+        body=body,
+        secret=tenant.webhook_secret,
+    )
     _post(shown, destination, body=body, headers=headers)
     return True
 

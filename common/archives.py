@@ -180,7 +180,7 @@ def archive_month(
     lo, hi = month.bounds(UTC)
     started = time.perf_counter()
     target = directory / file_name(month)
-    with transaction.atomic(), connection.cursor() as cursor:
+    with transaction.atomic(), connection.cursor() as cursor, _without_statement_timeout(cursor):
         # Writers of the month wait until it is gone; readers go on until the detach.
         for table in partitions.TABLES:
             partitions.create(cursor, table.name, month)  # a table with none of the month
@@ -307,6 +307,18 @@ def _load(cursor, tar: tarfile.TarFile, member: str, table: str) -> int:
     return cursor.rowcount
 
 
+@contextmanager
+def _without_statement_timeout(cursor) -> Iterator[None]:
+    """A month's COPY is long by nature: DB_STATEMENT_TIMEOUT_S, a bound for requests, is
+    lifted inside the block and put back after it (an error rolls the lift back with the
+    transaction or savepoint it was made in)."""
+    cursor.execute("SHOW statement_timeout")
+    (before,) = cursor.fetchone()
+    cursor.execute("SET LOCAL statement_timeout = 0")
+    yield
+    cursor.execute("SELECT set_config('statement_timeout', %s, true)", [before])
+
+
 def _attach_from(path: Path, *, show_progress: bool = False) -> dict[str, Any]:
     """Load the archive's month back into partitions and attach them, in the caller's
     transaction (with a bar of the files loaded on a terminal, for ``restore``). Its
@@ -316,6 +328,7 @@ def _attach_from(path: Path, *, show_progress: bool = False) -> dict[str, Any]:
     by_table = {info["table"]: member for member, info in manifest["files"].items()}
     with (
         connection.cursor() as cursor,
+        _without_statement_timeout(cursor),
         tarfile.open(path, "r") as tar,
         counter(
             desc=f"restore {month}", unit="file", total=len(by_table), quiet=not show_progress

@@ -12,7 +12,8 @@ class TimeStampedModel(models.Model):
 
 class Heartbeat(models.Model):
     """The last beat of a periodic signal: beat's heartbeat task (``common.beat_heartbeat``)
-    writes the ``beat`` row every minute, and ``/readyz`` reads its age."""
+    writes the ``beat`` row every minute (shown in the admin: when beat's work last ran
+    through a worker)."""
 
     BEAT = "beat"
 

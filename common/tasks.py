@@ -14,7 +14,9 @@ def ping(token: str) -> str:
 @shared_task(name="common.beat_heartbeat", ignore_result=True)
 def beat_heartbeat() -> None:
     """Sent by beat every minute and run by a worker: a recent row means beat, the broker,
-    a worker and the database all work (``/readyz`` reads its age)."""
+    a worker and the database all work. The worker's task counter for it
+    (gpulease_celery_tasks_total) is what the alert GpuleaseBeatHeartbeatMissing watches;
+    web's /readyz does not look at it."""
     Heartbeat.objects.update_or_create(name=Heartbeat.BEAT, defaults={"at": timezone.now()})
 
 

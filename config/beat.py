@@ -14,7 +14,8 @@ from celery.schedules import crontab
 TELEMETRY_TICK_S = 15
 
 SCHEDULE = {
-    # /readyz reads the row this writes: beat, the broker, a worker and the database work.
+    # Run by a worker: beat, the broker, a worker and the database work. The alert
+    # GpuleaseBeatHeartbeatMissing fires when none has run for five minutes.
     "gpulease: beat heartbeat": {
         "task": "common.beat_heartbeat",
         "schedule": timedelta(seconds=60),

@@ -128,6 +128,25 @@ TEMPLATES = [
 
 DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'gpulease.sqlite3'}")}
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("DB_CONN_MAX_AGE", default=0)
+# Every process's bounds on PostgreSQL (README, "Health, readiness, timeouts and logs"): a
+# connection attempt gives up after DB_CONNECT_TIMEOUT_S (psycopg waits at least 2 s), and
+# one statement after DB_STATEMENT_TIMEOUT_S, below gunicorn's 30 s, so a stuck query ends
+# as an error the log explains instead of a killed worker. Long work runs with
+# DB_STATEMENT_TIMEOUT_S=0 in that process's environment (gpulease then sets none and the
+# server's or role's own applies): migrate, bill, bench, a large catch-up. The month
+# archives lift it for their own transactions (common.archives).
+DB_CONNECT_TIMEOUT_S = env.int("DB_CONNECT_TIMEOUT_S", default=5)
+DB_STATEMENT_TIMEOUT_S = env.float("DB_STATEMENT_TIMEOUT_S", default=25.0)
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    _db_options = DATABASES["default"].setdefault("OPTIONS", {})
+    _db_options.setdefault("connect_timeout", DB_CONNECT_TIMEOUT_S)
+    if DB_STATEMENT_TIMEOUT_S > 0 and "statement_timeout" not in str(
+        _db_options.get("options", "")
+    ):
+        _db_options["options"] = (
+            f"-c statement_timeout={round(DB_STATEMENT_TIMEOUT_S * 1000)} "
+            + str(_db_options.get("options", ""))
+        ).strip()
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Several processes (web, worker, beat) share the file: wait for locks, don't fail.
     # IMMEDIATE takes the write lock when a transaction begins, so a reader never has to
@@ -224,7 +243,8 @@ CELERY_TIMEZONE = "UTC"
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
-CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+# django-celery-beat's DatabaseScheduler, which also touches BEAT_LIVENESS_FILE at each tick.
+CELERY_BEAT_SCHEDULER = "config.beat_liveness:LivenessScheduler"
 # The schedule itself lives in config/beat.py.
 CELERY_BEAT_SCHEDULE = BEAT_SCHEDULE
 # With JSON logs, workers and beat keep the LOGGING above instead of Celery's own format.
@@ -310,11 +330,14 @@ if not DEBUG:
             "secret every container mounts (README, Production)."
         )
 
-# Readiness (/readyz): beat's heartbeat no older than this, finished probe runs not waiting
-# for ingest longer than this, and how long to wait for the broker.
-READYZ_BEAT_MAX_AGE_S = env.int("READYZ_BEAT_MAX_AGE_S", default=180)
-READYZ_INGEST_MAX_LAG_S = env.int("READYZ_INGEST_MAX_LAG_S", default=600)
-READYZ_BROKER_TIMEOUT_S = env.float("READYZ_BROKER_TIMEOUT_S", default=2.0)
+# Readiness (/readyz, config.health): each check of a dependency the web process needs
+# (database, cache, broker) gets this long, all side by side, so /readyz answers within it
+# whatever hangs. Beat is not one of them: its own healthcheck (`manage.py readiness --check
+# beat`) reads the file its scheduler touches at every tick (config.beat_liveness), and the
+# alert GpuleaseBeatHeartbeatMissing watches the heartbeat task it sends.
+READYZ_TIMEOUT_S = env.float("READYZ_TIMEOUT_S", default=1.5)
+BEAT_LIVENESS_FILE = Path(env.str("BEAT_LIVENESS_FILE", default=str(VAR_DIR / "beat-alive")))
+BEAT_LIVENESS_MAX_AGE_S = env.int("BEAT_LIVENESS_MAX_AGE_S", default=60)
 if CELERY_BROKER_URL.startswith("redis"):
     # Unacknowledged tasks (a worker killed mid-probe) come back after this; it must
     # exceed the task time limit so a live worker's task is never handed out twice.
@@ -324,12 +347,31 @@ if CELERY_BROKER_URL.startswith("redis"):
         )
     }
 
+# Mail (incident e-mail to tenants, site alerts to ADMINS) goes through this SMTP server:
+# STARTTLS with EMAIL_USE_TLS (port 587), implicit TLS with EMAIL_USE_SSL (465); the
+# server's certificate is verified against the system's CAs (or SSL_CERT_FILE). With
+# EMAIL_HOST unset, DEBUG prints mail to the console.
+EMAIL_HOST = env.str("EMAIL_HOST", default="")
+EMAIL_PORT = env.int("EMAIL_PORT", default=25)
+EMAIL_HOST_USER = env.str("EMAIL_HOST_USER", default="")
+EMAIL_HOST_PASSWORD = env.str("EMAIL_HOST_PASSWORD", default="")
+EMAIL_USE_TLS = env.bool("EMAIL_USE_TLS", default=False)
+EMAIL_USE_SSL = env.bool("EMAIL_USE_SSL", default=False)
+if EMAIL_USE_TLS and EMAIL_USE_SSL:
+    raise ImproperlyConfigured(
+        "Set one of EMAIL_USE_TLS (STARTTLS, port 587) and EMAIL_USE_SSL (TLS, port 465)."
+    )
+# Django's default is to wait forever on a server that does not answer.
+EMAIL_TIMEOUT = env.float("EMAIL_TIMEOUT_S", default=10.0)
+DEFAULT_FROM_EMAIL = env.str("EMAIL_FROM", default="gpulease <noreply@localhost>")
+SERVER_EMAIL = DEFAULT_FROM_EMAIL
 EMAIL_BACKEND = env.str(
     "EMAIL_BACKEND",
     default="django.core.mail.backends.console.EmailBackend"
-    if DEBUG
+    if DEBUG and not EMAIL_HOST
     else "django.core.mail.backends.smtp.EmailBackend",
 )
+EMAIL_HOST = EMAIL_HOST or "localhost"
 ADMINS = [("gpulease operators", a) for a in env.list("ADMIN_EMAILS", default=[])]
 
 # Incident webhooks (billing.notifications) go only to public addresses (common.egress).
@@ -341,6 +383,11 @@ WEBHOOK_ALLOWED_NETWORKS = [
 ]
 WEBHOOK_CONNECT_TIMEOUT_S = env.float("WEBHOOK_CONNECT_TIMEOUT_S", default=3.0)
 WEBHOOK_READ_TIMEOUT_S = env.float("WEBHOOK_READ_TIMEOUT_S", default=5.0)
+# Webhooks are signed the Standard Webhooks way (webhook-id, webhook-timestamp,
+# webhook-signature). Until receivers have moved, each delivery also carries the old
+# X-Gpulease-Signature (HMAC of the body alone, replayable) and X-Gpulease-Delivery; set
+# false once they have (README, Notifications).
+WEBHOOK_LEGACY_HEADERS = env.bool("WEBHOOK_LEGACY_HEADERS", default=True)
 
 # Monitoring (monitoring/): who may scrape /metrics (a bearer token, and/or addresses), how
 # long a lease's credit at risk is cached, and the token Alertmanager's webhook presents.
@@ -357,8 +404,14 @@ ALERTMANAGER_TOKEN = env.str("ALERTMANAGER_TOKEN", default="")
 # The cache holds the API's rate-limit counters. In production CACHE_URL names Redis, so
 # every gunicorn worker counts against the same budget; the default is per process.
 CACHE_URL = env.str("CACHE_URL", default="")
+# A cache that does not answer fails a request within these, instead of hanging it.
+CACHE_TIMEOUT_S = env.float("CACHE_TIMEOUT_S", default=1.0)
 CACHES = {
-    "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": CACHE_URL}
+    "default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": CACHE_URL,
+        "OPTIONS": {"socket_connect_timeout": CACHE_TIMEOUT_S, "socket_timeout": CACHE_TIMEOUT_S},
+    }
     if CACHE_URL
     else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
 }

@@ -24,6 +24,8 @@ def setup_django() -> None:
         if not exists:
             conn.execute(f'CREATE DATABASE "{name}"')
     os.environ["DATABASE_URL"] = BENCH_DB
+    # Benchmarks build fleets and years of samples in single statements: no request bound.
+    os.environ.setdefault("DB_STATEMENT_TIMEOUT_S", "0")
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     import django
 

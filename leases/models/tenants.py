@@ -1,4 +1,3 @@
-import secrets
 from zoneinfo import available_timezones
 
 from django.conf import settings
@@ -9,6 +8,7 @@ from django.utils.translation import gettext_lazy as _
 from common.egress import validate_webhook_url
 from common.models import TimeStampedModel
 from common.querysets import TenantScopedQuerySet
+from gpulease_verify import webhooks
 from gpulease_verify.money import CURRENCY
 from leases.choices import Role
 
@@ -24,7 +24,16 @@ def validate_time_zone(value: str) -> None:
 
 
 def new_webhook_secret() -> str:
-    return secrets.token_hex(32)
+    return webhooks.new_secret()
+
+
+def validate_webhook_secret(value: str) -> None:
+    try:
+        webhooks.secret_key(value)
+    except ValueError:
+        raise ValidationError(
+            _("A webhook secret is whsec_ followed by base64, as Standard Webhooks defines it.")
+        ) from None
 
 
 class Tenant(TimeStampedModel):
@@ -62,9 +71,13 @@ class Tenant(TimeStampedModel):
     )
     webhook_secret = models.CharField(
         _("webhook signing secret"),
-        max_length=64,
+        max_length=100,
         default=new_webhook_secret,
-        help_text=_("HMAC-SHA256 key of the X-Gpulease-Signature header."),
+        validators=[validate_webhook_secret],
+        help_text=_(
+            "Standard Webhooks secret (whsec_...): the key of the webhook-signature header. "
+            "Give it to the tenant; a receiver verifies with it."
+        ),
     )
 
     objects = TenantScopedQuerySet.as_manager()

@@ -8,13 +8,14 @@ from datetime import timedelta
 import pytest
 from django.core.management import call_command
 from django.urls import reverse
+from standardwebhooks import Webhook
 
 from benchmarks import chain
 from benchmarks.models import ProbeRun
 from billing import audit, checkpoints, notifications
 from billing.ingest import ingest_all
 from billing.models import ChainCheckpoint
-from gpulease_verify import cli
+from gpulease_verify import cli, webhooks
 from gpulease_verify.checkpoints import FORMAT
 from gpulease_verify.trust import Trust
 from leases import services
@@ -25,6 +26,7 @@ pytestmark = pytest.mark.django_db
 
 NOVEMBER = "2026-11"
 CLOSE = at("2026-12-01 02:00")  # after November's close in Asia/Shanghai
+SECRET = webhooks.new_secret()
 
 
 @pytest.fixture
@@ -94,7 +96,7 @@ def test_the_tenant_webhook_gets_the_signed_checkpoint(
     lease, monkeypatch, django_capture_on_commit_callbacks
 ):
     type(lease.tenant).objects.filter(pk=lease.tenant_id).update(
-        webhook_url="https://hooks.example.com/gpulease", webhook_secret="s3cret"
+        webhook_url="https://hooks.example.com/gpulease", webhook_secret=SECRET
     )
     sent = []
     monkeypatch.setattr(notifications.egress, "check_url_for_webhooks", lambda url: url)
@@ -109,7 +111,10 @@ def test_the_tenant_webhook_gets_the_signed_checkpoint(
         checkpoint, _ = checkpoints.create_checkpoint(lease=lease, period=NOVEMBER, now=CLOSE)
     [(body, headers)] = sent
     assert headers["X-Gpulease-Event"] == "chain.checkpoint"
-    assert notifications.sign(body=body, secret="s3cret") == headers["X-Gpulease-Signature"]
+    assert Webhook(SECRET).verify(body, headers) == json.loads(body)
+    assert (
+        notifications.legacy_signature(body=body, secret=SECRET) == headers["X-Gpulease-Signature"]
+    )
     assert json.loads(body)["checkpoint"] == checkpoint.document()
 
 

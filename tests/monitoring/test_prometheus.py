@@ -28,7 +28,7 @@ def test_promtool_accepts_the_rules():
         [promtool, "check", "rules", str(RULES)], capture_output=True, text=True, check=False
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "SUCCESS: 12 rules found" in result.stdout
+    assert "SUCCESS: 13 rules found" in result.stdout
 
 
 def test_the_rules_pass_their_promtool_unit_tests():

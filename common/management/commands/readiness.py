@@ -1,5 +1,7 @@
-"""The /readyz checks from the command line, for healthchecks of processes that serve no
-HTTP (beat): prints the same JSON and exits 1 when a check fails."""
+"""The readiness checks from the command line, for healthchecks of processes that serve no
+HTTP: prints the JSON /readyz would and exits 1 when a check fails. Without --check, the
+web's checks (database, cache, broker); beat's healthcheck is ``--check beat``, the age of
+the file beat's own scheduler touches (config.beat_liveness), with no database query."""
 
 import json
 from typing import Any
@@ -10,7 +12,7 @@ from config.health import CHECKS, readiness
 
 
 class Command(BaseCommand):
-    help = "Run the readiness checks of /readyz (all, or those named) and print them as JSON."
+    help = "Run the readiness checks (those of /readyz, or those named) and print them as JSON."
 
     def add_arguments(self, parser):  # type: ignore[no-untyped-def]
         parser.add_argument(

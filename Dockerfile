@@ -40,8 +40,7 @@ USER gpulease
 # its counters under this folder, and /metrics merges them (monitoring/gunicorn.py).
 ENV STATIC_ROOT=/app/static PROMETHEUS_MULTIPROC_DIR=/tmp/gpulease-metrics
 EXPOSE 8000
-# Each access line ends with the request id that the app's own log lines carry.
+# monitoring/gunicorn.py: gunicorn's own lines and one access line a request in LOG_FORMAT,
+# each with the request id the app's lines carry; deploy/systemd starts the same command.
 CMD ["gunicorn", "config.wsgi:application", "-c", "python:monitoring.gunicorn", \
-     "--bind", "0.0.0.0:8000", "--workers", "4", \
-     "--access-logfile", "-", \
-     "--access-logformat", "%(h)s %(t)s \"%(r)s\" %(s)s %(b)s %(M)sms %({x-request-id}o)s"]
+     "--bind", "0.0.0.0:8000", "--workers", "4"]

@@ -16,6 +16,7 @@ from django.utils.translation import gettext_lazy as _
 
 from config.beat import SCHEDULE as BEAT_SCHEDULE
 from config.beat import TELEMETRY_TICK_S as TELEMETRY_BEAT_TICK_S
+from config.logs import log_format, logging_config
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(environ.Env().str("GPULEASE_VAR_DIR", default=str(BASE_DIR / "var")))
@@ -105,6 +106,9 @@ AXES_LOCKOUT_TEMPLATE = "portal/locked_out.html"
 AXES_VERBOSE = False
 # A failed login's username as axes records it: cut to its varchar(255) column.
 AXES_USERNAME_CALLABLE = "common.login_attempts.attempted_username"
+# The address a lockout counts against: behind API_NUM_PROXIES proxies (the compose stack's
+# Caddy), the client's, not the proxy's; otherwise REMOTE_ADDR.
+AXES_CLIENT_IP_CALLABLE = "common.client_address.client_address"
 
 ROOT_URLCONF = "config.urls"
 WSGI_APPLICATION = "config.wsgi.application"
@@ -194,36 +198,16 @@ SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=not DEBUG)
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
 
-# LOG_FORMAT=json: one JSON object a line (python-json-logger), each with the request id
-# that the response carries in X-Request-ID ("-" outside a request).
-LOG_FORMAT = env.str("LOG_FORMAT", default="plain")
-if LOG_FORMAT not in ("plain", "json"):
-    raise ImproperlyConfigured("LOG_FORMAT must be plain or json.")
+# Logs of web, worker and beat (config.logs): LOG_FORMAT=json writes one JSON object a line
+# in UTC, each with the request id that the response carries in X-Request-ID ("-" outside
+# a request); gunicorn writes one access line a request (monitoring.gunicorn).
+try:
+    LOG_FORMAT = log_format()
+except ValueError as error:
+    raise ImproperlyConfigured(str(error)) from None
 # Take a proxy's request id from this header (e.g. X-Request-ID); empty: always generate.
 REQUEST_ID_HEADER = env.str("REQUEST_ID_HEADER", default="")
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "filters": {"request_id": {"()": "common.request_id.RequestIdFilter"}},
-    "formatters": {
-        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
-        "json": {
-            "()": "pythonjsonlogger.json.JsonFormatter",
-            "fmt": "%(asctime)s %(levelname)s %(name)s %(message)s %(request_id)s",
-            "rename_fields": {"asctime": "time", "levelname": "level", "name": "logger"},
-        },
-    },
-    "handlers": {
-        "console": {
-            "class": "logging.StreamHandler",
-            "formatter": LOG_FORMAT,
-            "filters": ["request_id"],
-        }
-    },
-    "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
-    # asyncssh logs every channel at INFO: one line per command of every probe.
-    "loggers": {"asyncssh": {"level": "WARNING"}},
-}
+LOGGING = logging_config(LOG_FORMAT, env.str("LOG_LEVEL", default="INFO"))
 
 # Celery. The default broker is kombu's filesystem transport: no server to run.
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="filesystem://")
@@ -247,8 +231,8 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BEAT_SCHEDULER = "config.beat_liveness:LivenessScheduler"
 # The schedule itself lives in config/beat.py.
 CELERY_BEAT_SCHEDULE = BEAT_SCHEDULE
-# With JSON logs, workers and beat keep the LOGGING above instead of Celery's own format.
-CELERY_WORKER_HIJACK_ROOT_LOGGER = LOG_FORMAT != "json"
+# With LOG_FORMAT=json, workers and beat keep LOGGING instead of Celery's own format
+# (config.celery); plain keeps Celery's.
 
 # Probes.
 # Each site's probes go to this queue. "probes.{site}" lets a worker in each data centre

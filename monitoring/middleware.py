@@ -4,14 +4,20 @@ provider's network, by a host name ALLOWED_HOSTS need not list and without TLS, 
 check and the HTTPS redirect do not apply to it. The view itself decides who may scrape
 (METRICS_TOKEN, METRICS_ALLOWED_NETWORKS) and builds no URL from the Host header."""
 
+import logging
 import time
 from collections.abc import Callable
+from typing import Any
 
 from django.http import HttpRequest, HttpResponse
 from prometheus_client import Counter, Histogram
 
+from common.client_address import client_address
+from config.logs import ACCESS_ENVIRON_KEY
 from monitoring import worker_metrics
 from monitoring.views import metrics_view
+
+logger = logging.getLogger(__name__)
 
 REQUESTS = Counter(
     "gpulease_http_requests",
@@ -29,13 +35,41 @@ METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}
 UNRESOLVED_NAMES = {"/metrics": "metrics", "/healthz": "health", "/readyz": "ready"}
 
 
+def _who(request: HttpRequest) -> tuple[int | None, list[int]]:
+    """(user id, ids of the user's tenants) of the request, as its view authenticated it
+    (an API token's user too: DRF sets it on the request). Provider staff, Alertmanager and
+    anonymous requests belong to no tenant."""
+    user = getattr(request, "user", None)
+    if user is None or not user.is_authenticated or getattr(user, "pk", None) is None:
+        return None, []
+    if user.is_staff or not hasattr(user, "memberships"):
+        return user.pk, []
+    return user.pk, list(user.memberships.order_by("tenant_id").values_list("tenant_id", flat=True))
+
+
+def _access_fields(request: HttpRequest, view: str) -> dict[str, Any]:
+    """What gunicorn's access line (monitoring.gunicorn.AccessLogger) takes from the app."""
+    fields: dict[str, Any] = {
+        "route": view,
+        "request_id": getattr(request, "request_id", None),
+        "client": client_address(request),
+    }
+    try:
+        fields["user_id"], fields["tenant_ids"] = _who(request)
+    except Exception:  # a failed database must not turn an answer into a 500
+        logger.warning("access line: the user of this request could not be read", exc_info=True)
+    return fields
+
+
 class RequestMetricsMiddleware:
     """Counts and times every request under its URL name (``api:lease-list``,
     ``portal:lease``), so the label set stays as small as the URLconf: a path outside it is
     ``unmatched`` and a method outside HTTP's usual ones ``other``. First in MIDDLEWARE, so
     it also times the probes, /metrics and every refusal. Under gunicorn with
     PROMETHEUS_MULTIPROC_DIR set, each worker writes its counts there, with its process
-    figures (monitoring.worker_metrics), and /metrics adds them up."""
+    figures (monitoring.worker_metrics), and /metrics adds them up. It also leaves the
+    route name, user, tenants and client address in the WSGI environ for gunicorn's access
+    line."""
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
@@ -52,6 +86,7 @@ class RequestMetricsMiddleware:
         REQUESTS.labels(view=view, method=method, status=str(response.status_code)).inc()
         LATENCY.labels(view=view).observe(time.perf_counter() - started)
         worker_metrics.write()
+        request.META[ACCESS_ENVIRON_KEY] = _access_fields(request, view)
         return response
 
 

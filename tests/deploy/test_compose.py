@@ -17,6 +17,15 @@ from django.core.management import get_commands
 from django.urls import Resolver404, resolve
 
 from config.celery import app as celery_app
+from tests.deploy.recipe import (
+    MissingVariable,
+    interpolate,
+    read_env_file,
+    readme_block,
+    run_block,
+    variables,
+)
+from tests.deploy.test_production_stack import DOTENV_RECIPE
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
@@ -55,7 +64,8 @@ def check_command(words: list[str]) -> None:
     elif program == "celery":
         assert args[:2] == ["-A", "config"], words
         assert importlib.import_module("config").celery_app is celery_app
-        assert args[2] in ("worker", "beat", "inspect"), words
+        command = [word for word in args[2:] if word not in ("--quiet", "-q")]
+        assert command[0] in ("worker", "beat", "inspect"), words
     elif program == "gunicorn":
         module, _, attribute = args[0].partition(":")
         assert callable(getattr(importlib.import_module(module), attribute))
@@ -110,3 +120,31 @@ def test_every_depends_on_names_a_service():
     for name, service in SERVICES.items():
         for other in service.get("depends_on", {}):
             assert other in SERVICES, f"{name} depends on unknown {other}"
+
+
+def test_the_readme_env_recipe_sets_every_variable_the_file_requires(tmp_path):
+    """The README's .env recipe, run as written, leaves nothing for Compose to refuse or
+    to fill with an empty value."""
+    run_block(readme_block(DOTENV_RECIPE), tmp_path)
+    dotenv = read_env_file(tmp_path / ".env")
+    assert oct((tmp_path / ".env").stat().st_mode & 0o777) == "0o600"
+    used = variables(COMPOSE)
+    required = {name for name, operator in used if operator in (None, ":?", "?")}
+    assert required <= {name for name, value in dotenv.items() if value}, required - set(dotenv)
+    assert {"SECRET_KEY", "POSTGRES_PASSWORD", "ALERTMANAGER_TOKEN"} <= required
+    for name, service in SERVICES.items():
+        for key, value in (service.get("environment") or {}).items():
+            try:
+                interpolate(str(value), dotenv)
+            except MissingVariable as missing:
+                pytest.fail(f"{name}.{key}: {missing}")
+    # Nothing in .env that the compose file does not read.
+    assert set(dotenv) <= {name for name, _ in used}
+
+
+def test_only_the_tls_front_publishes_web_ports():
+    published = {name: s.get("ports", []) for name, s in SERVICES.items() if s.get("ports")}
+    assert published.pop("caddy") == ["80:80", "443:443"]
+    assert "web" not in published
+    # Everything else only on the host's loopback (Prometheus, Alertmanager, Grafana).
+    assert all(port.startswith("127.0.0.1:") for ports in published.values() for port in ports)

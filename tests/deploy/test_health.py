@@ -15,7 +15,7 @@ from django.conf import settings
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
-from pythonjsonlogger.json import JsonFormatter
+from django.utils.module_loading import import_string
 
 from common.models import Heartbeat
 from common.request_id import RequestIdFilter
@@ -216,8 +216,8 @@ def test_a_trusted_proxy_id_is_taken_when_it_is_a_short_token(client, settings):
 
 
 def _json_line(record: logging.LogRecord) -> dict:
-    spec = settings.LOGGING["formatters"]["json"]
-    formatter = JsonFormatter(spec["fmt"], rename_fields=spec["rename_fields"])
+    spec = dict(settings.LOGGING["formatters"]["json"])
+    formatter = import_string(spec.pop("()"))(**spec)
     RequestIdFilter().filter(record)
     return json.loads(formatter.format(record))
 

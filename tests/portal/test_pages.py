@@ -71,8 +71,9 @@ def test_overview_shows_status_contract_latest_measurement_and_compliance(member
 def test_overview_reads_one_query_per_model_kind(member, lease, django_assert_num_queries):
     client = client_for(member.user)
     client.get("/")  # warm the session
-    # session, user, leases, terms, the pairs' latest runs, rollups, incidents
-    with django_assert_num_queries(7) as few:
+    # session, user, leases, terms, the pairs' latest runs, rollups, incidents, and the
+    # user's tenants for the access line (monitoring.middleware)
+    with django_assert_num_queries(8) as few:
         client.get("/")
     for index in range(3):
         make_lease(tenant=member.tenant, reference=f"ZY-EXTRA-{index}")

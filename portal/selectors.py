@@ -104,20 +104,23 @@ def _credit_percent(terms: LeaseTerms | None, compliance: Decimal | None) -> Dec
 def status_of(
     *,
     open_incidents: int,
+    open_breaches: int,
     incidents_this_month: int,
     credit_percent: Decimal | None,
     lease_status: str = LeaseStatus.ACTIVE,
     fresh: bool = True,
 ) -> str:
-    """inactive: the lease is not in service (draft, ended, cancelled); breached: an
-    incident is open now; degraded: this month's compliance already earns a credit, or an
+    """inactive: the lease is not in service (draft, ended, cancelled); breached: an SLA
+    incident (a probe kind's K violations in a row) is open now; degraded: another incident
+    is open (fabric health, a disputed measurement, a metering gap: evidence to look into,
+    not the contract missed), this month's compliance already earns a credit, or an
     incident was opened this month; no_data: nothing measured recently enough to say;
     meeting: otherwise."""
     if lease_status != LeaseStatus.ACTIVE:
         return INACTIVE
-    if open_incidents:
+    if open_breaches:
         return BREACHED
-    if incidents_this_month or (credit_percent is not None and credit_percent > 0):
+    if open_incidents or incidents_this_month or (credit_percent or 0) > 0:
         return DEGRADED
     if not fresh:
         return NO_DATA
@@ -250,15 +253,17 @@ def lease_overview(*, user, instant: datetime) -> list[LeaseRow]:  # type: ignor
     summaries = sla.evaluate_many(windows=windows, rollups=HourlyRollup.objects.visible_to(user))
     earliest = min(start for start, _ in months.values())
     open_count: dict[int, int] = defaultdict(int)
+    breach_count: dict[int, int] = defaultdict(int)
     month_count: dict[int, int] = defaultdict(int)
-    for lease_id, state, opened_at in (
+    for lease_id, state, kind, opened_at in (
         Incident.objects.visible_to(user)
         .filter(lease_id__in=ids)
         .filter(Q(state=IncidentState.OPEN) | Q(opened_at__gte=earliest))
-        .values_list("lease_id", "state", "opened_at")
+        .values_list("lease_id", "state", "kind", "opened_at")
     ):
         if state == IncidentState.OPEN:
             open_count[lease_id] += 1
+            breach_count[lease_id] += kind in ProbeKind.values
         if months[lease_id][0] <= opened_at < months[lease_id][1]:
             month_count[lease_id] += 1
     rows = []
@@ -286,6 +291,7 @@ def lease_overview(*, user, instant: datetime) -> list[LeaseRow]:  # type: ignor
                 incidents_this_month=month_count[lease.pk],
                 status=status_of(
                     open_incidents=open_count[lease.pk],
+                    open_breaches=breach_count[lease.pk],
                     incidents_this_month=month_count[lease.pk],
                     credit_percent=credit_percent,
                     lease_status=lease.status,

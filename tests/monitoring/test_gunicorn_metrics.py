@@ -8,6 +8,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import threading
 import time
 import urllib.error
@@ -45,6 +46,7 @@ class Gunicorn:
     def __init__(self, tmp_path: Path) -> None:
         cmd = stages(ROOT / "Dockerfile")[-1].cmd
         assert cmd[0] == "gunicorn" and "python:monitoring.gunicorn" in cmd
+        cmd[0] = str(Path(sys.executable).parent / "gunicorn")  # the venv's, PATH or not
         port = free_port()
         cmd[cmd.index("--bind") + 1] = f"127.0.0.1:{port}"
         cmd[cmd.index("--workers") + 1] = str(WORKERS)

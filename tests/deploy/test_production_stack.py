@@ -325,7 +325,7 @@ def test_every_line_of_web_worker_and_beat_is_a_json_log_line(stack, transaction
         "ready": 200,
     }
 
-    celery = Celery(broker=stack.app_env["CELERY_BROKER_URL"])
+    celery = Celery(broker=stack.app_env["CELERY_BROKER_URL"], set_as_current=False)
     wait_for(lambda: worker.alive() and "ready." in worker.output(), seconds=90, what="worker")
     # A task whose argument and result look like a secret: the worker's lines redact both.
     celery.send_task("common.ping", args=[f"password={SECRETS['password']}"], queue=queue)

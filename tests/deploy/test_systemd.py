@@ -176,7 +176,7 @@ def test_the_units_commands_start_serve_and_stop(host, transactional_db):
         assert result.returncode == 0, result.stdout + result.stderr
 
     # The default queue is the worker's: nothing another test left there.
-    celery = Celery(broker=host["settings"]["CELERY_BROKER_URL"])
+    celery = Celery(broker=host["settings"]["CELERY_BROKER_URL"], set_as_current=False)
     with celery.connection_for_write() as connection:
         connection.default_channel.queue_purge("celery")
 

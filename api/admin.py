@@ -7,11 +7,26 @@ from api.models import ApiToken
 class ApiTokenAdmin(admin.ModelAdmin):
     """Read-only: tokens are issued by create_api_token or the API, never typed in."""
 
-    list_display = ["prefix", "name", "user", "scopes", "created_at", "expires_at", "revoked_at"]
-    list_filter = ["revoked_at"]
+    list_display = [
+        "prefix",
+        "name",
+        "user",
+        "tenant",
+        "role",
+        "issuer",
+        "scopes",
+        "created_at",
+        "expires_at",
+        "revoked_at",
+    ]
+    list_filter = ["revoked_at", "holder_is_staff"]
     search_fields = ["prefix", "name", "user__username"]
     readonly_fields = [
         "user",
+        "issuer",
+        "tenant",
+        "role",
+        "holder_is_staff",
         "name",
         "prefix",
         "scopes",

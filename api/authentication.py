@@ -1,6 +1,11 @@
 """`Authorization: Bearer gpl_...` (or `Token gpl_...`). A header that names a token
 must carry a good one: unknown, malformed, expired and revoked tokens answer 401 with the
-reason. Without such a header, the next class (session) is tried."""
+reason. Without such a header, the next class (session) is tried.
+
+The query that finds the token also tells whether its standing still holds
+(``ApiToken.with_standing``); one that no longer does is revoked here and answers 401 with
+the reason. A token of a tenant makes the request act for that tenant only
+(``common.querysets.acting_for``)."""
 
 from typing import Any
 
@@ -10,6 +15,7 @@ from rest_framework.request import Request
 
 from api import tokens
 from api.models import ApiToken, split_token
+from common.querysets import acting_for
 
 KEYWORDS = ("bearer", "token")
 
@@ -32,7 +38,9 @@ class ApiTokenAuthentication(authentication.BaseAuthentication):
             raise exceptions.AuthenticationFailed(
                 _("The API token is malformed: tokens read gpl_<prefix>_<secret>.")
             )
-        token = ApiToken.objects.select_related("user").filter(prefix=prefix).first()
+        token = (
+            ApiToken.objects.select_related("user").with_standing().filter(prefix=prefix).first()
+        )
         if token is None or not token.matches(raw):
             raise exceptions.AuthenticationFailed(_("Unknown API token."))
         if token.revoked_at is not None:
@@ -45,7 +53,15 @@ class ApiTokenAuthentication(authentication.BaseAuthentication):
             )
         if not token.user.is_active:
             raise exceptions.AuthenticationFailed(_("The user of this API token is inactive."))
+        if not token.standing_ok:  # type: ignore[attr-defined]
+            reason = tokens.lapse_reason(token)
+            tokens.revoke_token(token=token)
+            raise exceptions.AuthenticationFailed(
+                _("This API token no longer holds: %(reason)s. It is revoked now.")
+                % {"reason": reason}
+            )
         tokens.touch(token)
+        acting_for(token.user, token.tenant_id)
         return token.user, token
 
     def authenticate_header(self, request: Request) -> str:

@@ -167,7 +167,9 @@ class CreditNoteFilterSet(filters.FilterSet):
 class ApiTokenFilterSet(filters.FilterSet):
     prefix = filters.CharFilter()
     user = filters.CharFilter(field_name="user__username", help_text="Username.")
+    tenant = filters.CharFilter(field_name="tenant__slug", help_text="Tenant slug.")
+    issuer = filters.CharFilter(field_name="issuer__username", help_text="Issuer's username.")
 
     class Meta:
         model = ApiToken
-        fields = ["prefix", "user"]
+        fields = ["prefix", "user", "tenant", "issuer"]

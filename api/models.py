@@ -3,7 +3,15 @@
 A token reads ``gpl_<prefix>_<secret>``. The prefix (8 characters) is kept in clear so a
 person can tell their tokens apart and so the lookup is one indexed row; the secret is
 never stored. Scopes (read, write, audit) narrow what the token may do; the user's role
-narrows it further."""
+narrows it further.
+
+A token carries the standing it was minted on: its holder (``user``), its issuer, the
+tenant it acts for and the holder's role there (provider staff's tokens: no tenant, no
+role), and whether the holder was provider staff. It holds only while that standing does
+(``standing_holds``): the holder still has that role in that tenant, the same staff flag,
+both are active, and the issuer may still issue it (the holder itself, an admin of that
+tenant, or for a staff token active staff). Authentication checks this in the query that
+finds the token; ``api.signals`` revokes what no longer holds when standing changes."""
 
 import hashlib
 import hmac
@@ -14,11 +22,11 @@ from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.db import models
-from django.db.models import Q
+from django.db.models import BooleanField, Case, Exists, F, OuterRef, Q, Value, When
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from common.querysets import is_provider_staff
+from common.querysets import acting_tenant_id, is_provider_staff
 from leases.choices import Role
 
 if TYPE_CHECKING:
@@ -86,7 +94,7 @@ def managed_users(actor: "AbstractBaseUser | AnonymousUser") -> "QuerySet[Any]":
         return users.none()
     if is_provider_staff(actor):
         return users.all()
-    administered = Membership.objects.filter(user_id=actor.pk, role=Role.ADMIN).values("tenant")
+    administered = administered_tenants(actor)
     elsewhere = Membership.objects.exclude(tenant__in=administered).values("user")
     return (
         users.filter(memberships__tenant__in=administered, is_staff=False, is_superuser=False)
@@ -95,15 +103,73 @@ def managed_users(actor: "AbstractBaseUser | AnonymousUser") -> "QuerySet[Any]":
     )
 
 
+def administered_tenants(actor: Any) -> "QuerySet[Any]":
+    """The ids of the tenants ``actor`` administers (as a subquery): none for provider
+    staff, who are not tenant users whatever their memberships say; only the token's
+    tenant when the actor acts through a token."""
+    from leases.models import Membership
+
+    if is_provider_staff(actor) or actor.is_superuser:
+        return Membership.objects.none().values("tenant")
+    rows = Membership.objects.filter(user_id=actor.pk, role=Role.ADMIN)
+    tenant_id = acting_tenant_id(actor)
+    if tenant_id is not None:
+        rows = rows.filter(tenant_id=tenant_id)
+    return rows.values("tenant")
+
+
+def standing_holds() -> Q:
+    """The condition under which a token's standing still holds (see the module)."""
+    from leases.models import Membership
+
+    holder_role = Exists(
+        Membership.objects.filter(
+            user=OuterRef("user"), tenant=OuterRef("tenant"), role=OuterRef("role")
+        )
+    )
+    issuer_admin = Exists(
+        Membership.objects.filter(
+            user=OuterRef("issuer"), tenant=OuterRef("tenant"), role=Role.ADMIN
+        )
+    )
+    holder = Q(user__is_active=True, user__is_staff=F("holder_is_staff"))
+    as_staff = Q(tenant__isnull=True, holder_is_staff=True)
+    as_member = Q(tenant__isnull=False, holder_is_staff=False) & holder_role
+    issuer = (
+        Q(issuer=F("user"))
+        | (Q(tenant__isnull=True, issuer__is_active=True, issuer__is_staff=True))
+        | (
+            Q(tenant__isnull=False, issuer__is_active=True, issuer__is_staff=False)
+            & Q(issuer__is_superuser=False)
+            & issuer_admin
+        )
+    )
+    return holder & (as_staff | as_member) & issuer
+
+
 class ApiTokenQuerySet(models.QuerySet):
     def visible_to(self, user: "AbstractBaseUser | AnonymousUser") -> "ApiTokenQuerySet":
-        """A user sees their own tokens, and those of the users they manage
-        (``managed_users``: staff all, a tenant admin their own tenants' members)."""
+        """A user sees their own tokens, and every token issued in a tenant they administer
+        (whoever holds or issued it); provider staff see all. Acting through a token: that
+        token's tenant only."""
         if not user.is_authenticated or not user.is_active:
             return self.none()
         if is_provider_staff(user):
             return self
-        return self.filter(Q(user=user) | Q(user__in=managed_users(user).values("pk")))
+        rows = self.filter(Q(user=user) | Q(tenant__in=administered_tenants(user)))
+        tenant_id = acting_tenant_id(user)
+        return rows if tenant_id is None else rows.filter(tenant_id=tenant_id)
+
+    def with_standing(self) -> "ApiTokenQuerySet":
+        """Each token with ``standing_ok``: whether its standing still holds (one CASE in
+        the same query, so a NULL issuer or tenant reads as false, never as unknown)."""
+        return self.annotate(
+            standing_ok=Case(
+                When(standing_holds(), then=Value(True)),
+                default=Value(False),
+                output_field=BooleanField(),
+            )
+        )
 
 
 class ApiToken(models.Model):
@@ -121,6 +187,26 @@ class ApiToken(models.Model):
     expires_at = models.DateTimeField(_("expires at"), null=True, blank=True)
     revoked_at = models.DateTimeField(_("revoked at"), null=True, blank=True)
     last_used_at = models.DateTimeField(_("last used at"), null=True, blank=True)
+    # The standing it was minted on (see the module).
+    issuer = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="issued_api_tokens",
+        verbose_name=_("issued by"),
+    )
+    tenant = models.ForeignKey(
+        "leases.Tenant",
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="api_tokens",
+        verbose_name=_("acts for tenant"),
+        help_text=_("Empty for a provider staff token."),
+    )
+    role = models.CharField(_("role"), max_length=16, choices=Role.choices, blank=True)
+    holder_is_staff = models.BooleanField(_("holder was provider staff"), default=False)
 
     objects = ApiTokenQuerySet.as_manager()
 

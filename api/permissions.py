@@ -22,7 +22,7 @@ from rest_framework.permissions import SAFE_METHODS, BasePermission
 from rest_framework.request import Request
 
 from api.models import ApiToken, Scope
-from common.querysets import is_provider_staff
+from common.querysets import acting_tenant_id, is_provider_staff
 from leases.choices import Role
 from leases.models import Membership
 
@@ -45,10 +45,15 @@ def tenant_id_of(obj: Any) -> int | None:
 
 
 def roles_of(request: Request) -> dict[int, str]:
-    """tenant id -> the requesting user's role there; one query per request."""
+    """tenant id -> the requesting user's role there (through a token: in the token's
+    tenant only); one query per request."""
     cached = getattr(request, "_gpulease_roles", None)
     if cached is None:
-        cached = dict(Membership.objects.filter(user=request.user).values_list("tenant_id", "role"))
+        rows = Membership.objects.filter(user=request.user)
+        tenant_id = acting_tenant_id(request.user)
+        if tenant_id is not None:
+            rows = rows.filter(tenant_id=tenant_id)
+        cached = dict(rows.values_list("tenant_id", "role"))
         request._gpulease_roles = cached  # type: ignore[attr-defined]
     return cached
 

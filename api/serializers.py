@@ -25,7 +25,7 @@ from billing.models import CreditNote, CreditNoteLine, Incident, Invoice, Invoic
 from common.dbfunctions import SweptNodes
 from gpulease_verify.periods import PATTERN as PERIOD_PATTERN
 from gpulease_verify.periods import Period, PeriodError
-from leases.choices import ProbeKind
+from leases.choices import ProbeKind, Role
 from leases.contract_rules import MIN_CADENCE_S
 from leases.models import (
     Fabric,
@@ -690,6 +690,24 @@ class CreditNoteCreateSerializer(StrictSerializer):
 
 class ApiTokenSerializer(serializers.ModelSerializer):
     user = serializers.CharField(source="user.username", read_only=True)
+    issuer = serializers.CharField(
+        source="issuer.username",
+        read_only=True,
+        allow_null=True,
+        help_text="Who issued it (null: that user no longer exists).",
+    )
+    tenant = serializers.CharField(
+        source="tenant.slug",
+        read_only=True,
+        allow_null=True,
+        help_text="The tenant it acts for; null for a provider staff token.",
+    )
+    role = serializers.ChoiceField(
+        choices=Role.choices,
+        allow_blank=True,
+        read_only=True,
+        help_text="The holder's role in that tenant when it was issued; empty for staff.",
+    )
     scopes = serializers.ListField(child=serializers.ChoiceField(choices=Scope.choices))
     state = serializers.ChoiceField(choices=TokenState.choices, read_only=True)
 
@@ -700,6 +718,9 @@ class ApiTokenSerializer(serializers.ModelSerializer):
             "name",
             "prefix",
             "user",
+            "issuer",
+            "tenant",
+            "role",
             "scopes",
             "state",
             "created_at",
@@ -730,5 +751,11 @@ class ApiTokenCreateSerializer(StrictSerializer):
         max_length=150,
         required=False,
         help_text="Username of the holder: yourself by default; a tenant admin may issue "
-        "tokens to their tenant's members.",
+        "tokens to their tenant's members. Provider staff never issue tokens for tenant users.",
+    )
+    tenant = serializers.SlugField(
+        max_length=50,
+        required=False,
+        help_text="Slug of the tenant the token acts for: needed only when the holder "
+        "belongs to several; a staff token acts for none.",
     )

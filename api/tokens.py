@@ -1,5 +1,9 @@
 """Writes for API tokens: issue and revoke. The whole token exists only in the return
-value of issue_token; the database keeps its prefix and SHA-256."""
+value of issue_token; the database keeps its prefix and SHA-256.
+
+A token is minted on a standing (``api.models``): for a tenant user, one tenant and their
+role there, issued by themselves or by an admin of that tenant; for provider staff, the
+provider's standing. Provider staff never mint a token that acts as a tenant user."""
 
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -7,14 +11,24 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from api.models import ROLE_SCOPES, ApiToken, Scope, hash_token, managed_users, new_token_parts
+from api.models import (
+    ROLE_SCOPES,
+    ApiToken,
+    Scope,
+    administered_tenants,
+    hash_token,
+    managed_users,
+    new_token_parts,
+)
 from common.querysets import is_provider_staff
-from leases.models import Membership
+from leases.choices import Role
+from leases.models import Membership, Tenant
 
 # Writes to last_used_at are spread out: at most one per token per this interval.
 LAST_USED_RESOLUTION = timedelta(minutes=1)
@@ -39,20 +53,106 @@ def parse_scopes(scopes: Iterable[str]) -> list[str]:
     return [scope for scope in Scope.values if scope in wanted]
 
 
-def role_scopes(user: Any) -> frozenset[str]:
+def role_scopes(user: Any, tenant_id: int | None = None) -> frozenset[str]:
     """What ``user``'s standing allows a token to do: staff everything, a member what
-    their roles allow (ROLE_SCOPES), anybody else nothing."""
+    their roles allow (ROLE_SCOPES; in ``tenant_id`` only, when given), anybody else
+    nothing."""
     if is_provider_staff(user):
         return frozenset(Scope.values)
-    roles = Membership.objects.filter(user_id=user.pk).values_list("role", flat=True)
-    return frozenset().union(*(ROLE_SCOPES.get(role, frozenset()) for role in roles))
+    roles = Membership.objects.filter(user_id=user.pk)
+    if tenant_id is not None:
+        roles = roles.filter(tenant_id=tenant_id)
+    return frozenset().union(
+        *(ROLE_SCOPES.get(role, frozenset()) for role in roles.values_list("role", flat=True))
+    )
 
 
-def scopes_held(*, user: Any, token: ApiToken | None = None) -> frozenset[str]:
-    """What a request may hand on: the user's role scopes, narrowed to the token's when it
-    acts through one (a write-only token cannot mint an audit token)."""
-    held = role_scopes(user)
+def scopes_held(
+    *, user: Any, token: ApiToken | None = None, tenant_id: int | None = None
+) -> frozenset[str]:
+    """What a request may hand on: the user's role scopes (in ``tenant_id``), narrowed to
+    the token's when it acts through one (a write-only token cannot mint an audit token)."""
+    held = role_scopes(user, tenant_id)
     return held & frozenset(token.scopes) if token is not None else held
+
+
+def _is_staff_account(user: Any) -> bool:
+    return bool(user.is_staff or user.is_superuser)
+
+
+def _standing(user: Any, tenant: Tenant | None) -> tuple[Tenant | None, str]:
+    """The tenant and role a token of ``user`` acts with: none for provider staff; for a
+    member, the named tenant, or their only one."""
+    if user.is_staff:
+        if tenant is not None:
+            raise ValidationError(
+                {
+                    "tenant": _(
+                        "%(user)s is provider staff: their tokens act for the provider, "
+                        "never for a tenant."
+                    )
+                    % {"user": user.get_username()}
+                }
+            )
+        return None, ""
+    held = {
+        m.tenant_id: m for m in Membership.objects.filter(user_id=user.pk).select_related("tenant")
+    }
+    if tenant is None:
+        if len(held) == 1:
+            (only,) = held.values()
+            return only.tenant, only.role
+        if not held:
+            raise ValidationError(
+                _("%(user)s belongs to no tenant: a token of theirs could do nothing.")
+                % {"user": user.get_username()}
+            )
+        names = ", ".join(sorted(m.tenant.slug for m in held.values()))
+        raise ValidationError(
+            {
+                "tenant": _(
+                    "%(user)s belongs to several tenants (%(tenants)s): name the one the "
+                    "token acts for."
+                )
+                % {"user": user.get_username(), "tenants": names}
+            }
+        )
+    if tenant.pk not in held:
+        raise ValidationError(
+            {
+                "tenant": _("%(user)s is not a member of %(tenant)s.")
+                % {"user": user.get_username(), "tenant": tenant.slug}
+            }
+        )
+    return tenant, held[tenant.pk].role
+
+
+def _check_issuer(
+    issuer: Any, user: Any, tenant: Tenant | None, issuer_token: ApiToken | None
+) -> None:
+    """Refuse an issuer who may not mint this token: staff for a tenant user (403), a
+    token of one tenant for another, anybody for a user they do not manage."""
+    bound = issuer_token.tenant_id if issuer_token is not None else None
+    if bound is not None and (tenant is None or tenant.pk != bound):
+        raise ValidationError(
+            {"tenant": _("A token of one tenant can only issue tokens of that tenant.")}
+        )
+    if issuer.pk == user.pk:
+        return
+    if _is_staff_account(issuer) and not _is_staff_account(user):
+        raise PermissionDenied(
+            _(
+                "Provider staff cannot issue a token for %(user)s: it would act as a user of "
+                "the tenant, and only the tenant's own admins issue those."
+            )
+            % {"user": user.get_username()}
+        )
+    if not managed_users(issuer).filter(pk=user.pk).exists() or (
+        tenant is not None and not administered_tenants(issuer).filter(tenant=tenant.pk).exists()
+    ):
+        raise ValidationError(
+            _("You may not issue tokens for %(user)s.") % {"user": user.get_username()}
+        )
 
 
 def _expiry(expires_at: datetime | None, now: datetime, issuer_token: ApiToken | None) -> datetime:
@@ -82,26 +182,29 @@ def issue_token(
     now: datetime | None = None,
     issuer: Any = None,
     issuer_token: ApiToken | None = None,
+    tenant: Tenant | None = None,
 ) -> IssuedToken:
-    """A new token for ``user``. ``issuer`` is the person asking (None: an operator at the
-    console); a token is issued to oneself or to a user the issuer manages, with scopes
-    that both the holder's roles and the issuer (and the issuer's token) hold."""
+    """A new token for ``user``, acting for ``tenant`` (needed only when the user belongs
+    to several; a token issued through another token acts for that token's tenant).
+    ``issuer`` is the person asking (None: an operator at the console, recorded as the
+    holder itself); a token is issued to oneself or to a member of a tenant the issuer
+    administers, with scopes that both the holder's role there and the issuer (and the
+    issuer's token) hold."""
     now = now or timezone.now()
     if not user.is_active:
         raise ValidationError(_("User %(user)s is inactive.") % {"user": user})
-    if (
-        issuer is not None
-        and issuer.pk != user.pk
-        and not managed_users(issuer).filter(pk=user.pk).exists()
-    ):
-        raise ValidationError(
-            _("You may not issue tokens for %(user)s.") % {"user": user.get_username()}
-        )
+    if tenant is None and issuer_token is not None and issuer_token.tenant_id is not None:
+        tenant = issuer_token.tenant
+    if issuer is not None:
+        _check_issuer(issuer, user, tenant, issuer_token)
+    tenant, role = _standing(user, tenant)
     expires_at = _expiry(expires_at, now, issuer_token)
     granted = parse_scopes(scopes)
-    allowed = role_scopes(user)
+    allowed = ROLE_SCOPES.get(role, frozenset()) if tenant is not None else role_scopes(user)
     if issuer is not None:
-        allowed &= scopes_held(user=issuer, token=issuer_token)
+        allowed &= scopes_held(
+            user=issuer, token=issuer_token, tenant_id=tenant.pk if tenant else None
+        )
     beyond = [scope for scope in granted if scope not in allowed]
     if beyond:
         raise ValidationError(
@@ -122,15 +225,67 @@ def issue_token(
         secret_hash=hash_token(secret),
         scopes=granted,
         expires_at=expires_at,
+        issuer=issuer if issuer is not None else user,
+        tenant=tenant,
+        role=role,
+        holder_is_staff=user.is_staff,
     )
     return IssuedToken(token=token, secret=secret)
 
 
-def revoke_all(*, user_id: int, now: datetime | None = None) -> int:
-    """Revoke every live token of a user (a deactivated user, a membership removed)."""
-    return ApiToken.objects.filter(user_id=user_id, revoked_at__isnull=True).update(
-        revoked_at=now or timezone.now()
+def revoke_lapsed(
+    *,
+    user_ids: Iterable[int] = (),
+    tenant_ids: Iterable[int] = (),
+    orphaned: bool = False,
+    now: datetime | None = None,
+) -> int:
+    """Revoke the live tokens whose standing no longer holds, among those held or issued
+    by ``user_ids``, those of ``tenant_ids``, and (``orphaned``) those whose issuer was
+    deleted. Returns how many were revoked."""
+    near = Q(user_id__in=list(user_ids)) | Q(issuer_id__in=list(user_ids))
+    near |= Q(tenant_id__in=list(tenant_ids))
+    if orphaned:
+        near |= Q(issuer__isnull=True)
+    lapsed = (
+        ApiToken.objects.filter(near, revoked_at__isnull=True)
+        .with_standing()
+        .filter(standing_ok=False)
+        .values_list("pk", flat=True)
     )
+    return ApiToken.objects.filter(pk__in=list(lapsed)).update(revoked_at=now or timezone.now())
+
+
+def lapse_reason(token: ApiToken) -> str:
+    """Why a token's standing no longer holds, in a sentence (a few queries: only asked
+    once the token is refused)."""
+    holder, issuer = token.user, token.issuer
+    if not holder.is_active:
+        return _("its holder %(user)s is inactive") % {"user": holder.get_username()}
+    if holder.is_staff and not token.holder_is_staff:
+        return _("its holder %(user)s has become provider staff since it was issued") % {
+            "user": holder.get_username()
+        }
+    if token.holder_is_staff and not holder.is_staff:
+        return _("its holder %(user)s is no longer provider staff") % {
+            "user": holder.get_username()
+        }
+    if (
+        token.tenant_id is not None
+        and not Membership.objects.filter(
+            user_id=holder.pk, tenant_id=token.tenant_id, role=token.role
+        ).exists()
+    ):
+        return _("its holder %(user)s is no longer %(role)s of %(tenant)s") % {
+            "user": holder.get_username(),
+            "role": Role(token.role).label if token.role in Role.values else token.role,
+            "tenant": token.tenant.slug if token.tenant else token.tenant_id,
+        }
+    if issuer is None:
+        return _("the user who issued it no longer exists")
+    return _("%(issuer)s, who issued it, may no longer issue it") % {
+        "issuer": issuer.get_username()
+    }
 
 
 def revoke_token(*, token: ApiToken, now: datetime | None = None) -> ApiToken:

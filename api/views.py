@@ -23,7 +23,7 @@ from api import filtersets, tokens
 from api import serializers as s
 from api.base import BaseViewSet, refuse_body
 from api.exceptions import Conflict
-from api.models import ApiToken, managed_users
+from api.models import ApiToken, administered_tenants, managed_users
 from api.pagination import SlotCursorPagination
 from api.permissions import ALL_ROLES
 from benchmarks import services as probe_services
@@ -639,8 +639,8 @@ class CreditNoteViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseVi
 
 
 class ApiTokenViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewSet):
-    """API tokens: your own, and as a tenant admin your tenant's members'. A new token is
-    shown once, in the answer to its creation."""
+    """API tokens: your own, and as a tenant admin every token of your tenant (whoever
+    holds or issued it). A new token is shown once, in the answer to its creation."""
 
     queryset = ApiToken.objects.all()
     serializer_class = s.ApiTokenSerializer
@@ -649,11 +649,12 @@ class ApiTokenViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseView
     write_roles = frozenset({Role.ADMIN})
 
     def optimize(self, queryset: QuerySet) -> QuerySet:
-        return queryset.select_related("user").order_by("-created_at", "-id")
+        return queryset.select_related("user", "issuer", "tenant").order_by("-created_at", "-id")
 
     def roles_for_object(self, request: Request, token: ApiToken) -> set[str]:
         held = {"owner"} if token.user_id == request.user.pk else set()
-        if managed_users(request.user).filter(pk=token.user_id).exists():
+        administered = administered_tenants(request.user)
+        if token.tenant_id is not None and administered.filter(tenant=token.tenant_id).exists():
             held.add(Role.ADMIN)
         return held
 
@@ -674,10 +675,21 @@ class ApiTokenViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseView
             expires_at=data["expires_at"],
             issuer=request.user,
             issuer_token=request.auth if isinstance(request.auth, ApiToken) else None,
+            tenant=self._tenant(request, data.get("tenant")),
         )
         answer = s.IssuedTokenSerializer(issued.token).data
         answer["token"] = issued.secret
         return Response(answer, status=status.HTTP_201_CREATED)
+
+    def _tenant(self, request: Request, slug: str | None) -> Tenant | None:
+        if not slug:
+            return None
+        tenant = Tenant.objects.visible_to(request.user).filter(slug=slug).first()
+        if tenant is None:
+            raise serializers.ValidationError(
+                {"tenant": [_("No tenant %(slug)s among yours.") % {"slug": slug}]}
+            )
+        return tenant
 
     def _holder(self, request: Request, username: str | None) -> Any:
         if not username or username == request.user.get_username():

@@ -52,6 +52,7 @@ from gpulease_verify.parsers.base import storable
 from gpulease_verify.periods import Period
 from leases.choices import Role
 from leases.models import Lease, LeaseTerms, Membership, NodeAssignment
+from leases.standing import require_tenant_admin
 
 # Raw output a customer may post (the probes cap their own output well below this).
 EVIDENCE_MAX_BYTES = 1024 * 1024
@@ -293,8 +294,14 @@ def open_dispute(
     now: datetime | None = None,
 ) -> Dispute:
     """Open a dispute about a probe run's verdict, an incident or an invoice of the lease
-    (at least one), attaching the tenant's evidence on that lease."""
-    _require_writer(user, lease)
+    (at least one), attaching the tenant's evidence on that lease. Only the tenant opens
+    one: an admin of the lease's tenant, never provider staff (who decide it)."""
+    require_tenant_admin(
+        user,
+        lease.tenant,
+        _("Only a tenant admin of %(tenant)s can open a dispute on lease %(lease)s.")
+        % {"tenant": lease.tenant.name, "lease": lease.reference},
+    )
     now = now or timezone.now()
     text = _reason(reason)
     if probe_run is None and incident is None and invoice is None:

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.formats import date_format
@@ -17,13 +17,12 @@ from benchmarks.chain import link_terms
 from common.locks import locking
 from gpulease_verify.terms import is_retroactive
 from leases import validators
-from leases.choices import LEASE_TRANSITIONS, LeaseStatus, NodeStatus, Role, SwitchRole
+from leases.choices import LEASE_TRANSITIONS, LeaseStatus, NodeStatus, SwitchRole
 from leases.models import (
     Fabric,
     Lease,
     LeaseEvent,
     LeaseTerms,
-    Membership,
     NicPort,
     Node,
     NodeAssignment,
@@ -32,6 +31,7 @@ from leases.models import (
     Tenant,
     TermsAmendment,
 )
+from leases.standing import require_tenant_admin
 
 
 def _when(instant: datetime | None) -> str:
@@ -249,9 +249,21 @@ def _amended(
 
 
 def _clear_link(terms: LeaseTerms) -> None:
-    for name in ("chain_index", "acknowledged_by", "acknowledged_at"):
+    for name in (
+        "chain_index",
+        "acknowledged_by",
+        "acknowledged_at",
+        "acknowledged_by_staff",
+        "proposed_at",
+    ):
         setattr(terms, name, None)
-    for name in ("prev_hash", "terms_hash", "acknowledged_by_username", "acknowledged_by_role"):
+    for name in (
+        "prev_hash",
+        "terms_hash",
+        "acknowledged_by_username",
+        "acknowledged_by_role",
+        "acknowledged_by_tenant",
+    ):
         setattr(terms, name, "")
     terms.acknowledgement_reason = ""
 
@@ -358,16 +370,12 @@ def acknowledge_amendment(*, amendment: TermsAmendment, user: Any, reason: str) 
             _("This amendment was already acknowledged: it is terms v%(v)s.")
             % {"v": amendment.terms.version if amendment.terms else "?"}
         )
-    role = (
-        Membership.objects.filter(user=user, tenant_id=lease.tenant_id)
-        .values_list("role", flat=True)
-        .first()
+    role = require_tenant_admin(
+        user,
+        lease.tenant,
+        _("Only a tenant admin of %(tenant)s can acknowledge an amendment of its lease.")
+        % {"tenant": lease.tenant.name},
     )
-    if role != Role.ADMIN or not user.is_active:
-        raise PermissionDenied(
-            _("Only a tenant admin of %(tenant)s can acknowledge an amendment of its lease.")
-            % {"tenant": lease.tenant.name}
-        )
     if not reason.strip():
         raise ValidationError(_("An acknowledgement needs a reason."))
     terms = _amended(
@@ -380,6 +388,9 @@ def acknowledge_amendment(*, amendment: TermsAmendment, user: Any, reason: str) 
     terms.acknowledged_by = user
     terms.acknowledged_by_username = user.get_username()
     terms.acknowledged_by_role = role
+    terms.acknowledged_by_tenant = lease.tenant.slug
+    terms.acknowledged_by_staff = user.is_staff
+    terms.proposed_at = amendment.created_at
     terms.acknowledged_at = timezone.now()
     terms.acknowledgement_reason = reason
     terms = _add_version(

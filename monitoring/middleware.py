@@ -13,6 +13,7 @@ from django.http import HttpRequest, HttpResponse
 from prometheus_client import Counter, Histogram
 
 from common.client_address import client_address
+from common.querysets import acting_tenant_id
 from config.logs import ACCESS_ENVIRON_KEY
 from monitoring import worker_metrics
 from monitoring.views import metrics_view
@@ -37,13 +38,16 @@ UNRESOLVED_NAMES = {"/metrics": "metrics", "/healthz": "health", "/readyz": "rea
 
 def _who(request: HttpRequest) -> tuple[int | None, list[int]]:
     """(user id, ids of the user's tenants) of the request, as its view authenticated it
-    (an API token's user too: DRF sets it on the request). Provider staff, Alertmanager and
-    anonymous requests belong to no tenant."""
+    (an API token's user too: DRF sets it on the request; a token acts for its one tenant).
+    Provider staff, Alertmanager and anonymous requests belong to no tenant."""
     user = getattr(request, "user", None)
     if user is None or not user.is_authenticated or getattr(user, "pk", None) is None:
         return None, []
     if user.is_staff or not hasattr(user, "memberships"):
         return user.pk, []
+    acting = acting_tenant_id(user)
+    if acting is not None:
+        return user.pk, [acting]
     return user.pk, list(user.memberships.order_by("tenant_id").values_list("tenant_id", flat=True))
 
 

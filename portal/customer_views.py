@@ -85,6 +85,17 @@ class TokenForm(forms.Form):
         help_text=gettext_lazy("Leave empty for the default expiry."),
     )
 
+    def __init__(self, *args: Any, tenants: Any = None, **kwargs: Any) -> None:
+        """``tenants``: the user's tenants; with more than one, the token names its own."""
+        super().__init__(*args, **kwargs)
+        if tenants is not None and len(tenants) > 1:
+            self.fields["tenant"] = forms.ModelChoiceField(
+                label=gettext_lazy("Acts for tenant"),
+                queryset=tenants,
+                to_field_name="slug",
+                help_text=gettext_lazy("A token acts for one tenant only."),
+            )
+
 
 def _show_refusal(form: forms.Form, error: ValidationError) -> None:
     """A service's ValidationError on the form: by field where the form has that field."""
@@ -225,13 +236,17 @@ def _may_issue(request: HttpRequest) -> bool:
 
 def _token_form(request: HttpRequest, data: Any = None) -> "TokenForm":
     """The form, ticking by default what the user's roles allow to read: read, and for an
-    auditor without write, audit too."""
+    auditor without write, audit too; a member of several tenants chooses the tenant."""
     allowed = tokens.role_scopes(request.user)
     if Scope.WRITE in allowed:
         initial = [Scope.READ]
     else:
         initial = [scope for scope in (Scope.READ, Scope.AUDIT) if scope in allowed]
-    return TokenForm(data, initial={"scopes": initial})
+    tenants = None
+    if not request.user.is_staff:
+        member: Any = request.user.pk
+        tenants = Tenant.objects.filter(memberships__user_id=member).order_by("slug")
+    return TokenForm(data, initial={"scopes": initial}, tenants=tenants)
 
 
 def _zone(request: HttpRequest) -> str:
@@ -254,7 +269,9 @@ def _tokens_page(
 ) -> HttpResponse:
     zone = _zone(request)
     allowed = tokens.role_scopes(request.user)
-    listed = list(ApiToken.objects.visible_to(request.user).select_related("user"))
+    listed = list(
+        ApiToken.objects.visible_to(request.user).select_related("user", "issuer", "tenant")
+    )
     for token in listed:
         token.state_label = TokenState(token.state).label  # type: ignore[attr-defined]
     response = render(
@@ -279,7 +296,7 @@ def _tokens_page(
 @never_cache
 @login_required
 def token_list(request: HttpRequest) -> HttpResponse:
-    """Your tokens (a tenant admin: every token of the tenant's members), and a form for a
+    """Your tokens (a tenant admin: every token of the tenant), and a form for a
     new one. The new token's secret is written into this one response only: it is not
     kept in the session, and the database keeps only its hash."""
     with timezone.override(ZoneInfo(_zone(request))):
@@ -298,6 +315,7 @@ def token_list(request: HttpRequest) -> HttpResponse:
                 name=data["name"],
                 expires_at=data["expires_at"],
                 issuer=request.user,
+                tenant=data.get("tenant"),
             )
         except ValidationError as error:
             _show_refusal(form, error)
@@ -311,7 +329,7 @@ def token_list(request: HttpRequest) -> HttpResponse:
 @login_required
 def token_revoke(request: HttpRequest, pk: int) -> HttpResponse:
     """Revoke at once. Whose tokens one may revoke is whose one sees (ApiToken.visible_to:
-    one's own, a tenant admin's members', staff all); any other is a 404."""
+    one's own, every token of a tenant one administers, staff all); any other is a 404."""
     token = get_object_or_404(ApiToken.objects.visible_to(request.user), pk=pk)
     tokens.revoke_token(token=token)
     return redirect("portal:tokens")

@@ -324,8 +324,9 @@ API_ROWS: dict[tuple[str, str], Row] = {
                                             pk_of(credit_note_of)),
     ("api:dispute-list", "get"):        Row("200 200 200 200 200 200 401 401 | 200 403 403 200"),
     # The two-tenant user passes the route (admin of beta) and is refused by the service:
-    # on alpha's lease they are a viewer.
-    ("api:dispute-list", "post"):       Row("201 201 403 403 403 403 401 401 | 403 201 403 201",
+    # on alpha's lease they are a viewer. Only the tenant opens a dispute: staff pass the
+    # route and are refused by the service (they decide disputes, issue 30).
+    ("api:dispute-list", "post"):       Row("403 201 403 403 403 403 401 401 | 403 201 403 201",
                                             body=dispute_body),
     ("api:dispute-detail", "get"):      Row("200 200 200 200 200 404 401 401 | 200 403 403 200",
                                             pk_of(dispute_of)),
@@ -337,8 +338,9 @@ API_ROWS: dict[tuple[str, str], Row] = {
                                             pk_of(dispute_of), body=lambda w: {"reason": "No."}),
     ("api:apitoken-list", "get"):       Row("200 200 200 200 200 200 401 401 | 200 403 403 200"),
     # A write-only token cannot mint a read token (400: a token never gets more than the
-    # token that issued it holds).
-    ("api:apitoken-list", "post"):      Row("201 201 403 403 201 403 401 401 | 403 400 403 201",
+    # token that issued it holds). A member of two tenants must name the tenant its token
+    # acts for (400: the body names none).
+    ("api:apitoken-list", "post"):      Row("201 201 403 403 400 403 401 401 | 403 400 403 201",
                                             body=lambda w: {"scopes": ["read"]}),
     ("api:apitoken-detail", "get"):     Row("200 200 200 404 404 404 401 401 | 200 403 403 200",
                                             viewer_token),
@@ -380,8 +382,9 @@ PAGE_ROWS: dict[tuple[str, str], Row] = {
     ("portal:evidence", "get"):         Row("200 200 200 200 200 404 login login", page_evidence),
     ("portal:evidence", "post"):        Row("200 200 200 200 200 404 login login", page_evidence),
     ("portal:tokens", "get"):           Row("200 200 200 200 200 200 login login"),
-    # An auditor creates tokens of their own (read and audit scopes); a viewer does not.
-    ("portal:tokens", "post"):          Row("200 200 403 200 200 403 login login",
+    # An auditor creates tokens of their own (read and audit scopes); a viewer does not; a
+    # member of two tenants must choose the tenant (400: the form names none).
+    ("portal:tokens", "post"):          Row("200 200 403 200 400 403 login login",
                                             body=lambda w: {"name": "ci", "scopes": ["read"]}),
     ("portal:token-revoke", "post"):    Row("302 302 302 404 404 404 login login", viewer_token),
     ("portal:invoices", "get"):         Row("200 200 200 200 200 200 login login"),

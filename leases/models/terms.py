@@ -296,6 +296,18 @@ class LeaseTerms(TimeStampedModel):
     acknowledged_by_role = models.CharField(_("acknowledged as"), max_length=16, blank=True)
     acknowledged_at = models.DateTimeField(_("acknowledged at"), null=True, blank=True)
     acknowledgement_reason = models.TextField(_("acknowledgement reason"), blank=True)
+    # The acknowledger's standing at the time, and when the amendment was proposed: an
+    # audit bundle carries them so the verifier can check that a tenant admin of the
+    # lease's tenant, not provider staff, agreed after the proposal. Not in the link's
+    # hashed content (versions hashed before they existed keep their hashes); the
+    # bundle's signature covers them.
+    acknowledged_by_tenant = models.CharField(
+        _("acknowledged for tenant (slug)"), max_length=50, blank=True
+    )
+    acknowledged_by_staff = models.BooleanField(
+        _("acknowledged by provider staff"), null=True, blank=True
+    )
+    proposed_at = models.DateTimeField(_("amendment proposed at"), null=True, blank=True)
 
     # The fields that make up the contract itself (what an amendment may change, what the
     # API accepts for a new lease, what an audit bundle carries of each version).
@@ -373,8 +385,10 @@ class LeaseTerms(TimeStampedModel):
         return f"{self.lease} v{self.version}"
 
     @property
-    def acknowledgement(self) -> dict[str, str | None] | None:
-        """Who acknowledged this version, as hashed and as an audit bundle carries it."""
+    def acknowledgement(self) -> dict[str, str | bool | None] | None:
+        """Who acknowledged this version, as an audit bundle carries it: by, role, at and
+        reason are hashed (``gpulease_verify.terms.ACKNOWLEDGEMENT_FIELDS``); tenant,
+        staff and proposed_at are the standing recorded with it (null where unknown)."""
         if self.acknowledged_at is None:
             return None
         return {
@@ -382,6 +396,9 @@ class LeaseTerms(TimeStampedModel):
             "role": self.acknowledged_by_role,
             "at": iso_utc(self.acknowledged_at),
             "reason": self.acknowledgement_reason,
+            "tenant": self.acknowledged_by_tenant or None,
+            "staff": self.acknowledged_by_staff,
+            "proposed_at": iso_utc(self.proposed_at),
         }
 
     @property

@@ -30,6 +30,7 @@ def test_staff_propose_and_the_tenant_admin_acknowledges(world, client_for):
     assert refused.status_code == 403
     assert refused.json()["error"]["message"] == (
         f"Only a tenant admin of {alpha.tenant.name} can acknowledge an amendment of its lease."
+        " Provider staff never act as a tenant user."
     )
     viewer = client_for(alpha.members[Role.VIEWER])
     assert viewer.post(url, {"reason": "We agreed."}, format="json").status_code == 403

@@ -66,11 +66,20 @@ def test_a_tenant_admin_cannot_reach_a_user_who_also_belongs_to_another_tenant(
         "/api/v1/api-tokens/", {"scopes": ["read"], "user": two_tenant_user.username}, format="json"
     )
     assert issued.status_code == 400
-    # Their own token (which reads beta's leases) is invisible and unrevokable for alpha's admin.
-    theirs = tokens.issue_token(user=two_tenant_user, scopes=["read"]).token
+    # Their own token for beta is invisible and unrevokable for alpha's admin...
+    theirs = tokens.issue_token(
+        user=two_tenant_user, scopes=["read"], tenant=world.beta.tenant
+    ).token
     listed = admin.get("/api/v1/api-tokens/").json()["results"]
     assert theirs.pk not in {row["id"] for row in listed}
     assert admin.post(f"/api/v1/api-tokens/{theirs.pk}/revoke/").status_code == 404
+    # ...their token for alpha is alpha's: its admin sees and revokes it.
+    in_alpha = tokens.issue_token(
+        user=two_tenant_user, scopes=["read"], tenant=world.alpha.tenant
+    ).token
+    listed = admin.get("/api/v1/api-tokens/").json()["results"]
+    assert in_alpha.pk in {row["id"] for row in listed}
+    assert admin.post(f"/api/v1/api-tokens/{in_alpha.pk}/revoke/").status_code == 200
     # Alpha's admin still manages alpha-only members.
     auditor = world.alpha.members[Role.AUDITOR]
     ok = admin.post(

@@ -403,11 +403,11 @@ def test_audit_verify_exits_1_and_prints_every_mismatch(month, tmp_path, capsys)
 
 def test_an_accepted_dispute_credit_line_is_checked_too(month):
     from billing import evidence
-    from tests.factories import StaffFactory
+    from tests.factories import MembershipFactory, StaffFactory
 
     dispute = evidence.open_dispute(
         lease=month,
-        user=StaffFactory(),
+        user=MembershipFactory(tenant=month.tenant, role="admin").user,
         reason="the 40 Gbit/s sample was our own job",
         probe_run=month.probe_runs.filter(verdict="fail").first(),
         now=at("2026-11-20 10:00"),

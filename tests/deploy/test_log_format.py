@@ -94,7 +94,7 @@ def test_an_unknown_log_format_is_refused():
 def test_the_app_tells_the_access_line_who_asked():
     member = MembershipFactory()
     MembershipFactory(user=member.user, tenant=TenantFactory())  # a second tenant
-    secret = tokens.issue_token(user=member.user, scopes=["read"]).secret
+    secret = tokens.issue_token(user=member.user, scopes=["read"], tenant=member.tenant).secret
     api = APIClient(REMOTE_ADDR="10.0.0.9")
     response = api.get("/api/v1/leases/", HTTP_AUTHORIZATION=f"Bearer {secret}")
     assert response.status_code == 200
@@ -104,8 +104,14 @@ def test_the_app_tells_the_access_line_who_asked():
         "request_id": response["X-Request-ID"],
         "client": "10.0.0.9",
         "user_id": member.user.pk,
-        "tenant_ids": sorted(member.user.memberships.values_list("tenant_id", flat=True)),
+        "tenant_ids": [member.tenant_id],  # a token acts for its one tenant
     }
+    session = APIClient()
+    session.force_login(member.user)
+    fields = session.get("/api/v1/leases/").wsgi_request.META[ACCESS_ENVIRON_KEY]
+    assert fields["tenant_ids"] == sorted(
+        member.user.memberships.values_list("tenant_id", flat=True)
+    )
     assert len(fields["tenant_ids"]) == 2
 
     anonymous = APIClient().get("/no-such-page/")

@@ -151,3 +151,21 @@ def test_an_expiry_beyond_the_maximum_is_refused_in_a_sentence(admin):
     assert response.status_code == 400
     assert "A token may expire at the latest at" in response.content.decode()
     assert not ApiToken.objects.exists()
+
+
+def test_a_member_of_two_tenants_chooses_the_tenant_the_token_acts_for(admin, lease):
+    """The holder is an admin of the lease's tenant and a viewer of another: without a
+    tenant the form refuses; with the other tenant's slug the token acts for it alone, with
+    the viewer's scopes, and reads none of the first tenant's leases."""
+    other = MembershipFactory(user=admin.user, role=Role.VIEWER, tenant__slug="other-co")
+    client = client_for(admin.user)
+    refused = create(client)
+    assert refused.status_code == 400
+    assert "This field is required." in refused.content.decode()
+    made = create(client, tenant="other-co")
+    assert made.status_code == 200
+    token = ApiToken.objects.get()
+    assert (token.tenant, token.role, token.issuer) == (other.tenant, Role.VIEWER, admin.user)
+    (secret,) = set(TOKEN.findall(made.content.decode()))
+    assert api_get(secret).json()["results"] == []  # the lease is the first tenant's
+    assert create(client, tenant="other-co", scopes=["write"]).status_code == 400  # a viewer

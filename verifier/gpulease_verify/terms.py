@@ -14,6 +14,14 @@ amendment: it counts only if a tenant admin acknowledged it. A lease's first ver
 contract itself, created with the lease, and takes effect when the lease starts; it is not
 an amendment and needs no acknowledgement.
 
+Every acknowledgement must come from the lease's tenant: its role admin, its tenant the
+bundle's tenant, never provider staff, made after the amendment was proposed and no later
+than the version it made was created. The acknowledgement's tenant, staff flag and the
+proposal's time are the standing the server recorded with it (``ACKNOWLEDGEMENT_STANDING``,
+covered by the bundle's signature, not by the link hash); a bundle written before they
+were recorded, or an acknowledgement whose standing could not be recovered, carries them
+as null, and only the rest is checked.
+
 This module reads no database: the server and an auditor's ``gpulease-verify`` use it.
 """
 
@@ -88,6 +96,7 @@ DEFAULTED_FIELDS: dict[str, Any] = {
     "health_rules": 1,
 }
 ACKNOWLEDGEMENT_FIELDS = ("by", "role", "at", "reason")
+ACKNOWLEDGEMENT_STANDING = ("tenant", "staff", "proposed_at")
 
 
 def _scalar(value: Any) -> str | int | bool | None:
@@ -180,7 +189,47 @@ def links_in_range(bundle: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     ]
 
 
-def _check_entry(entry: Mapping[str, Any], reference: str, in_range: bool) -> list[str]:
+def check_acknowledgement(entry: Mapping[str, Any], tenant: str | None) -> list[str]:
+    """What is wrong with a terms version's acknowledgement (see the module): who gave it,
+    for which tenant, as what, and when. ``tenant`` is the bundle's tenant slug."""
+    ack = entry.get("acknowledgement")
+    if not isinstance(ack, Mapping):
+        return []
+    name, by = f"terms v{entry['version']}", ack.get("by")
+    problems: list[str] = []
+    if ack.get("role") != TENANT_ADMIN:
+        problems.append(
+            f"{name} was acknowledged by {by} as {ack.get('role')}, not by a tenant admin"
+        )
+    if ack.get("staff") is True:
+        problems.append(
+            f"{name} was acknowledged by {by}, a provider staff account: only a tenant admin "
+            "can agree for the tenant"
+        )
+    said = ack.get("tenant")
+    if said is not None and tenant is not None and said != tenant:
+        problems.append(
+            f"{name} was acknowledged by {by} for tenant {said}, not for the lease's tenant "
+            f"{tenant}"
+        )
+    at = _at(ack["at"]) if ack.get("at") else None
+    proposed = _at(ack["proposed_at"]) if ack.get("proposed_at") else None
+    if at is not None and proposed is not None and at < proposed:
+        problems.append(
+            f"{name} was acknowledged at {ack['at']}, before its amendment was proposed "
+            f"({ack['proposed_at']})"
+        )
+    if at is not None and at > _at(entry["created_at"]):
+        problems.append(
+            f"{name} was acknowledged at {ack['at']}, after the version it made was created "
+            f"({entry['created_at']})"
+        )
+    return problems
+
+
+def _check_entry(
+    entry: Mapping[str, Any], reference: str, in_range: bool, tenant: str | None = None
+) -> list[str]:
     version = entry["version"]
     name = f"terms v{version}"
     problems: list[str] = []
@@ -201,18 +250,12 @@ def _check_entry(entry: Mapping[str, Any], reference: str, in_range: bool) -> li
         problems.extend(chain.verify_chain([entry]))
     ack = entry.get("acknowledgement")
     effective_from, created_at = _at(entry["effective_from"]), _at(entry["created_at"])
-    if int(version) > 1 and is_retroactive(effective_from, created_at):
-        if ack is None:
-            problems.append(
-                f"{name} took effect {entry['effective_from']}, before it was created "
-                f"({entry['created_at']}), and no tenant admin acknowledged it"
-            )
-        elif ack.get("role") != TENANT_ADMIN:
-            problems.append(
-                f"{name} took effect {entry['effective_from']}, before it was created "
-                f"({entry['created_at']}), and was acknowledged by {ack.get('by')} as "
-                f"{ack.get('role')}, not by a tenant admin"
-            )
+    if int(version) > 1 and is_retroactive(effective_from, created_at) and ack is None:
+        problems.append(
+            f"{name} took effect {entry['effective_from']}, before it was created "
+            f"({entry['created_at']}), and no tenant admin acknowledged it"
+        )
+    problems.extend(check_acknowledgement(entry, tenant))
     return problems
 
 
@@ -247,11 +290,12 @@ def check_terms(bundle: Mapping[str, Any]) -> list[str]:
     """Every problem of the bundle's terms versions as links and as the terms its runs
     were judged by; empty when all hold."""
     reference = bundle["lease"]["reference"]
+    tenant = (bundle.get("tenant") or {}).get("slug")
     entries: Iterable[Mapping[str, Any]] = bundle.get("terms", [])
     in_range = {id(entry) for entry in links_in_range(bundle)}
     problems: list[str] = []
     for entry in entries:
-        problems.extend(_check_entry(entry, reference, id(entry) in in_range))
+        problems.extend(_check_entry(entry, reference, id(entry) in in_range, tenant))
     by_version = {int(entry["version"]): entry for entry in bundle.get("terms", [])}
     for run in bundle.get("runs", []):
         problems.extend(_check_run(run, by_version))
@@ -260,10 +304,12 @@ def check_terms(bundle: Mapping[str, Any]) -> list[str]:
 
 __all__ = [
     "ACKNOWLEDGEMENT_FIELDS",
+    "ACKNOWLEDGEMENT_STANDING",
     "CONTRACT_FIELDS",
     "LATER_FIELDS",
     "RETROACTIVE_TOLERANCE",
     "TENANT_ADMIN",
+    "check_acknowledgement",
     "check_terms",
     "is_retroactive",
     "later_field",

@@ -6,6 +6,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
 from api import tokens
+from leases.models import Tenant
 
 
 class Command(BaseCommand):
@@ -17,6 +18,12 @@ class Command(BaseCommand):
             "--scopes", default="read", help="comma-separated: read, write, audit (default read)"
         )
         parser.add_argument("--name", default="", help="a label to tell tokens apart")
+        parser.add_argument(
+            "--tenant",
+            default=None,
+            help="slug of the tenant the token acts for (needed when the user belongs to "
+            "several; never for provider staff)",
+        )
         parser.add_argument(
             "--expires-days",
             type=int,
@@ -33,19 +40,27 @@ class Command(BaseCommand):
         if days is not None and days < 1:
             raise CommandError("--expires-days must be 1 or more.")
         expires_at = timezone.now() + timedelta(days=days) if days else None
+        tenant = None
+        if options["tenant"]:
+            tenant = Tenant.objects.filter(slug=options["tenant"]).first()
+            if tenant is None:
+                raise CommandError(f"No tenant {options['tenant']!r}.")
         try:
             issued = tokens.issue_token(
                 user=user,
                 scopes=options["scopes"].split(","),
                 name=options["name"],
                 expires_at=expires_at,
+                tenant=tenant,
             )
         except ValidationError as exc:
             raise CommandError(" ".join(exc.messages)) from None
         self.stdout.write(issued.secret)
         token = issued.token
         self.stderr.write(
-            f"Token {token.prefix} for {user.get_username()}, scopes {','.join(token.scopes)}, "
+            f"Token {token.prefix} for {user.get_username()}"
+            f"{f' in {token.tenant.slug}' if token.tenant else ''}, "
+            f"scopes {','.join(token.scopes)}, "
             f"expires {token.expires_at.isoformat() if token.expires_at else 'never'}. "
             "It is shown this once; only its SHA-256 is kept."
         )

@@ -21,7 +21,7 @@ from common.models import Heartbeat
 from common.request_id import RequestIdFilter
 from common.tasks import beat_heartbeat
 from config import health
-from config.beat_liveness import mark_alive
+from config.beat_scheduler import mark_alive
 from tests.conftest import celery_broker
 from tests.deploy.neighbours import free_port, silent_listener
 from tests.factories import at, make_lease, make_run

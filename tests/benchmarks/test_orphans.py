@@ -14,7 +14,7 @@ from django.utils import timezone
 from benchmarks import orphans
 from benchmarks.choices import RunState
 from benchmarks.models import PendingWitness, ProbeRun
-from config.celery import app
+from tests.conftest import celery_broker
 from tests.factories import make_lease, make_run
 
 pytestmark = pytest.mark.django_db
@@ -24,13 +24,11 @@ pytestmark = pytest.mark.django_db
 def broker(redis_url, settings):
     queue = f"orphans-test-{uuid.uuid4().hex[:8]}"
     settings.PROBE_QUEUE_TEMPLATE = queue
-    previous = app.conf.broker_url
-    app.conf.broker_url = redis_url
     client = redis.Redis.from_url(redis_url)
     try:
-        yield queue, client
+        with celery_broker(redis_url):
+            yield queue, client
     finally:
-        app.conf.broker_url = previous
         client.delete(queue)
 
 
@@ -117,6 +115,6 @@ def test_lost_batches_are_sent_again_and_nothing_a_task_may_still_come_for(broke
 def test_a_broker_that_does_not_answer_defers_the_resend_to_the_next_cycle(caplog):
     lease = make_lease()
     waiting_run(lease, slot=timezone.now() - timedelta(minutes=2), state=RunState.SCHEDULED)
-    app.conf.broker_url = "redis://127.0.0.1:1/0"  # nothing listens on port 1
-    assert orphans.resend(now=timezone.now()) == 0
+    with celery_broker("redis://127.0.0.1:1/0"):  # nothing listens on port 1
+        assert orphans.resend(now=timezone.now()) == 0
     assert "could not send orphaned probe batches again" in caplog.text

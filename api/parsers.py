@@ -3,12 +3,15 @@ without a Content-Length, for instance) is refused with 413 instead of being rea
 
 What Python's json module would take but nothing behind it should see is refused here,
 once for every route: NaN, Infinity and numbers that overflow to it (9e999), nesting
-deeper than MAX_DEPTH (json.loads raises RecursionError at about 1,000 levels), and NUL
+deeper than MAX_DEPTH (json.loads raises RecursionError at about 1,000 levels), NUL
 characters, which PostgreSQL's text and jsonb columns cannot hold (SQLite can, so without
-this rule the same request would be stored on one database and fail on the other)."""
+this rule the same request would be stored on one database and fail on the other), and
+lone surrogates ("\ud800" without its pair), which json.loads takes but no UTF-8 text can
+hold: not the database, and not the error that would name them."""
 
 import json
 import math
+import re
 from typing import Any
 
 from django.conf import settings
@@ -44,7 +47,7 @@ class StrictJSONParser(JSONParser):
             raise ParseError(f"The body is not valid JSON: {exc}") from None
         if _depth(data) > MAX_DEPTH:
             raise _too_deep()
-        _refuse_nul(data)
+        _refuse_unstorable(data)
         return data
 
 
@@ -85,23 +88,46 @@ def _depth(data: Any) -> int:
         level = [child for value in containers for child in _children(value)]
 
 
-def _holds_nul(data: Any) -> bool:
+# Text no column can store: NUL, and a UTF-16 surrogate that json.loads did not pair.
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def _unstorable(data: Any) -> str | None:
+    """The first character in ``data``'s text (keys and values) that cannot be stored."""
     pending = [data]
     while pending:
         value = pending.pop()
-        if isinstance(value, str) and "\x00" in value:
-            return True
+        if isinstance(value, str):
+            found = _UNSTORABLE.search(value)
+            if found:
+                return found.group()
         pending.extend(_children(value))
-    return False
+    return None
 
 
-def _refuse_nul(data: Any) -> None:
-    """A 400 naming the top-level field whose text (a key or a value) holds U+0000."""
-    message = _("Text may not contain the NUL character (U+0000).")
+def _refusal(character: str) -> str:
+    if character == "\x00":
+        return _("Text may not contain the NUL character (U+0000).")
+    return _(
+        "Text may not contain a lone surrogate (U+%(code)04X): half of a UTF-16 pair, "
+        "not a character."
+    ) % {"code": ord(character)}
+
+
+def _printable(key: str) -> str:
+    """A key as the error can name it: a surrogate as its escape (UTF-8 cannot carry it)."""
+    return key.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _refuse_unstorable(data: Any) -> None:
+    """A 400 naming the top-level field whose text (a key or a value) holds U+0000 or a
+    lone surrogate."""
     if not isinstance(data, dict):
-        if _holds_nul(data):
-            raise ValidationError(message)
+        found = _unstorable(data)
+        if found:
+            raise ValidationError(_refusal(found))
         return
     for key, value in data.items():
-        if _holds_nul(key) or _holds_nul(value):
-            raise ValidationError({key: [message]})
+        found = _unstorable(key) or _unstorable(value)
+        if found:
+            raise ValidationError({_printable(key): [_refusal(found)]})

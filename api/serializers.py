@@ -37,6 +37,7 @@ from leases.models import (
     Tenant,
     TermsAmendment,
 )
+from leases.validators import REFERENCE_MAX, validate_reference
 
 # --- inventory and tenants --------------------------------------------------------------
 
@@ -187,8 +188,14 @@ class TermsAmendmentSerializer(serializers.ModelSerializer):
 class TermsAmendmentProposeSerializer(StrictSerializer):
     lease = serializers.IntegerField(help_text="The lease's id.")
     effective_from = InstantField()
-    changes = serializers.DictField(help_text="Contract fields and their new values.")
+    changes = serializers.DictField(
+        help_text="Contract fields and their new values, each checked as the terms of a new "
+        "lease are."
+    )
     reason = serializers.CharField(max_length=2000)
+
+    def validate_changes(self, changes: dict[str, Any]) -> dict[str, Any]:
+        return terms_changes(changes)
 
 
 class AcknowledgeSerializer(StrictSerializer):
@@ -212,6 +219,33 @@ class TermsInputSerializer(StrictModelSerializer):
     class Meta:
         model = LeaseTerms
         fields = TERMS_FIELDS
+
+
+def terms_changes(changes: dict[str, Any]) -> dict[str, Any]:
+    """An amendment's ``changes`` checked by the rules the terms of a new lease are checked
+    by (TermsInputSerializer): contract fields only, each of its own type (``true`` is not
+    a percentage), the values as that serializer reads them. A 400 names each field."""
+    if not changes:
+        raise serializers.ValidationError(_("Name at least one contract field to change."))
+    terms = TermsInputSerializer(data=changes, partial=True)
+    if not terms.is_valid():
+        raise serializers.ValidationError(_sentences(terms.errors))
+    return dict(terms.validated_data)
+
+
+def _sentences(errors: Any, path: str = "") -> list[str]:
+    """Nested serializer errors as "field.0.part: sentence" lines."""
+    if isinstance(errors, dict):
+        items = errors.items()
+    elif isinstance(errors, list) and any(isinstance(e, dict | list) for e in errors):
+        items = enumerate(errors)
+    else:
+        sentences = errors if isinstance(errors, list) else [errors]
+        return [f"{path}: {sentence}" for sentence in sentences]
+    found = []
+    for key, value in items:
+        found += _sentences(value, f"{path}.{key}" if path else str(key))
+    return found
 
 
 class AssignmentSerializer(serializers.ModelSerializer):
@@ -253,7 +287,13 @@ class LeaseDetailSerializer(LeaseSerializer):
 
 class LeaseCreateSerializer(StrictSerializer):
     tenant = serializers.SlugRelatedField(slug_field="slug", queryset=Tenant.objects.all())
-    reference = serializers.CharField(max_length=64)
+    reference = serializers.CharField(
+        max_length=REFERENCE_MAX,
+        trim_whitespace=False,  # a reference is taken exactly as sent, or refused
+        validators=[validate_reference],
+        help_text="Letters, digits, '.', '_' and '-', starting with a letter or digit "
+        "(ZY-2026-001).",
+    )
     name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
     notes = serializers.CharField(required=False, allow_blank=True, default="", max_length=10000)
     starts_at = InstantField()

@@ -35,6 +35,7 @@ from billing.documents import pdf as invoice_pdf
 from billing.documents.rows import invoice_document
 from billing.models import CreditNote, CreditNoteLine, Incident, Invoice
 from billing.reports import sla_report
+from common.attachments import attachment
 from leases import selectors
 from leases import services as lease_services
 from leases.choices import LeaseStatus, Role
@@ -427,9 +428,8 @@ class ProbeRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseView
     def raw(self, request: Request, pk: str | None = None) -> HttpResponse:
         run = self.get_object()
         body = run.raw_output.encode()
-        response = HttpResponse(body, content_type="text/plain; charset=utf-8")
+        response = attachment(body, "text/plain; charset=utf-8", f"probe-run-{run.pk}.txt")
         response["X-Content-SHA256"] = hashlib.sha256(body).hexdigest()
-        response["Content-Disposition"] = f'attachment; filename="probe-run-{run.pk}.txt"'
         return response
 
 
@@ -492,9 +492,8 @@ class InvoiceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewS
         with translation.override(document_language(translation.get_language())):
             document = invoice_document(invoice)
             body = render(document)
-        response = HttpResponse(body, content_type=DOCUMENT_RENDERERS[extension].media_type)
-        response["Content-Disposition"] = f'attachment; filename="{document.filename(extension)}"'
-        return response
+        media_type = DOCUMENT_RENDERERS[extension].media_type
+        return attachment(body, media_type, document.filename(extension))
 
     @extend_schema(
         responses={(200, "application/pdf"): OpenApiTypes.BINARY},

@@ -32,7 +32,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import Exists, OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
 
-from benchmarks import confirmation, node_runs, selectors, witness_settle
+from benchmarks import confirmation, node_runs, orphans, selectors, witness_settle
 from benchmarks.choices import FINAL_STATES, Pattern, RunState, Trigger
 from benchmarks.models import (
     SLOT_REACH,
@@ -248,6 +248,7 @@ class DispatchResult:
     skipped: int = 0
     missed: int = 0
     settled: int = 0  # deferred witness readings whose settle never came
+    resent: int = 0  # batches whose task was lost, sent again (benchmarks.orphans)
     batch_ids: list[uuid.UUID] = field(default_factory=list)
 
 
@@ -268,8 +269,9 @@ def _closing_due(now: datetime) -> Q:
 
 
 def dispatch_due(*, now: datetime | None = None, enqueue: bool = True) -> DispatchResult:
-    """One dispatcher cycle: mark missed runs, then create the runs of every slot that is
-    due and not yet created, for every active lease, in a fixed number of queries.
+    """One dispatcher cycle: mark missed runs, send again the batches whose task was lost
+    (``benchmarks.orphans``), then create the runs of every slot that is due and not yet
+    created, for every active lease, in a fixed number of queries.
 
     The edges of a lease's metering (``gpulease_verify.traffic``): a lease that started
     within the current slot gets its counters read at its start instant (slot_at = its
@@ -281,6 +283,8 @@ def dispatch_due(*, now: datetime | None = None, enqueue: bool = True) -> Dispat
     now = now or timezone.now()
     result = DispatchResult(missed=mark_missed(now=now))
     result.settled = witness_settle.settle_overdue(now=now)
+    if enqueue:
+        result.resent = orphans.resend(now=now)
     rows = list(
         Lease.objects.filter(probes_enabled=True, starts_at__lte=now)
         .filter(
@@ -754,7 +758,7 @@ def _lock_nodes(batch: uuid.UUID, node_ids: list[int], now: datetime) -> None:
 def _release(runs: list[ProbeRun]) -> None:
     """Put claimed runs back to scheduled (nodes busy: the task will try again)."""
     ProbeRun.objects.filter(pk__in=[r.pk for r in runs], state=RunState.RUNNING).update(
-        state=RunState.SCHEDULED, claimed_at=None
+        state=RunState.SCHEDULED, claimed_at=None, released_at=timezone.now()
     )
 
 
@@ -944,7 +948,7 @@ def execute_batch(
     ]
     if again:
         ProbeRun.objects.filter(pk__in=[run.pk for run in again]).update(
-            state=RunState.SCHEDULED, claimed_at=None
+            state=RunState.SCHEDULED, claimed_at=None, released_at=timezone.now()
         )
         raise TransportRetry(f"{len(again)} run(s) of batch {batch} could not reach a node")
     return runs

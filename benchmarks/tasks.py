@@ -14,7 +14,19 @@ log = logging.getLogger(__name__)
 @shared_task(name="benchmarks.dispatch", ignore_result=True)
 def dispatch() -> dict[str, int]:
     result = services.dispatch_due()
-    return {"batches": result.batches, "runs": result.runs, "missed": result.missed}
+    return {
+        "batches": result.batches,
+        "runs": result.runs,
+        "missed": result.missed,
+        "resent": result.resent,
+    }
+
+
+def soft_time_limit(hard_s: int) -> int:
+    """When a probe batch is asked to stop (SoftTimeLimitExceeded), ahead of its hard
+    limit: 30 s ahead, or a third of a limit under 90 s (a limit of 30 s or less once gave
+    a soft limit at or below zero, which stopped every batch as it began)."""
+    return hard_s - min(30, hard_s // 3)
 
 
 @shared_task(
@@ -24,7 +36,7 @@ def dispatch() -> dict[str, int]:
     reject_on_worker_lost=True,
     max_retries=None,
     time_limit=settings.PROBE_TASK_TIME_LIMIT_S,
-    soft_time_limit=settings.PROBE_TASK_TIME_LIMIT_S - 30,
+    soft_time_limit=soft_time_limit(settings.PROBE_TASK_TIME_LIMIT_S),
 )
 def execute_batch(self, batch: str) -> int:  # type: ignore[no-untyped-def]
     try:
@@ -36,7 +48,8 @@ def execute_batch(self, batch: str) -> int:  # type: ignore[no-untyped-def]
         # A node is held by another heavy probe, or could not be reached: come back with
         # backoff; past the run's deadline the claim marks it missed.
         log.info("%s; retrying", again)
-        raise self.retry(countdown=min(300, 15 * 2 ** min(self.request.retries, 4))) from None
+        backoff = 15 * 2 ** min(self.request.retries, 4)
+        raise self.retry(countdown=min(settings.PROBE_RETRY_MAX_S, backoff)) from None
     return len(runs)
 
 

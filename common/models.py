@@ -56,3 +56,20 @@ class PartitionArchive(models.Model):
 
     def __str__(self) -> str:
         return f"{self.month} → {self.path}"
+
+
+class BeatLock(models.Model):
+    """Which beat schedules (``common.beat_lock``): one row, held by one beat process,
+    renewed at each of its ticks, and free to take once ``expires_at`` has passed."""
+
+    name = models.CharField(_("name"), max_length=32, unique=True)
+    holder = models.CharField(_("holder (host:pid:id)"), max_length=255)
+    acquired_at = models.DateTimeField(_("held since"))
+    expires_at = models.DateTimeField(_("lease expires at"))
+
+    class Meta:
+        verbose_name = _("beat lock")
+        verbose_name_plural = _("beat locks")
+
+    def __str__(self) -> str:
+        return f"{self.name} held by {self.holder} until {self.expires_at}"

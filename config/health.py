@@ -12,7 +12,7 @@ not started again, so probes of a dead dependency never pile up threads.
 
 Beat, workers and the ingest are not web's dependencies and are not here: a stopped beat
 must not take every web instance out of the load balancer. Beat's own healthcheck is
-``manage.py readiness --check beat`` (config.beat_liveness), and alerts watch the rest.
+``manage.py readiness --check beat`` (config.beat_scheduler), and alerts watch the rest.
 
 Both are open to anyone (no authentication), so they say only ok or not and a few ages in
 seconds: never an error text, which could hold a broker URL with its password; the error
@@ -74,7 +74,7 @@ def check_broker() -> Result:
 
 def check_beat() -> Result:
     """Beat's own liveness, for beat's healthcheck: the age of the file its scheduler
-    touches at every tick (config.beat_liveness). Not part of /readyz."""
+    touches at every tick (config.beat_scheduler). Not part of /readyz."""
     bound = settings.BEAT_LIVENESS_MAX_AGE_S
     try:
         touched = settings.BEAT_LIVENESS_FILE.stat().st_mtime

@@ -227,8 +227,9 @@ CELERY_TIMEZONE = "UTC"
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
-# django-celery-beat's DatabaseScheduler, which also touches BEAT_LIVENESS_FILE at each tick.
-CELERY_BEAT_SCHEDULER = "config.beat_liveness:LivenessScheduler"
+# django-celery-beat's DatabaseScheduler, sending only while this beat holds the beat lock
+# (BEAT_LOCK_TTL_S below), and touching BEAT_LIVENESS_FILE at each tick.
+CELERY_BEAT_SCHEDULER = "config.beat_scheduler:SingleBeatScheduler"
 # The schedule itself lives in config/beat.py.
 CELERY_BEAT_SCHEDULE = BEAT_SCHEDULE
 # With LOG_FORMAT=json, workers and beat keep LOGGING instead of Celery's own format
@@ -270,6 +271,9 @@ PROBE_COMMAND_GRACE_S = env.int("PROBE_COMMAND_GRACE_S", default=60)
 PROBE_TASK_TIME_LIMIT_S = env.int("PROBE_TASK_TIME_LIMIT_S", default=900)
 # Tries per run when its node cannot be reached (transport faults only).
 PROBE_MAX_ATTEMPTS = env.int("PROBE_MAX_ATTEMPTS", default=3)
+# The longest a batch waits before trying again when its nodes are busy or a node could
+# not be reached (15 s, doubling); one put back longer ago lost its retry (benchmarks.orphans).
+PROBE_RETRY_MAX_S = env.int("PROBE_RETRY_MAX_S", default=300)
 # Self-check: a site where runs fell due in the window but none finished raises an alert.
 PROBE_SELF_CHECK_WINDOW_S = env.int("PROBE_SELF_CHECK_WINDOW_S", default=1800)
 PROBE_SELF_CHECK_GRACE_S = env.int("PROBE_SELF_CHECK_GRACE_S", default=300)
@@ -317,11 +321,19 @@ if not DEBUG:
 # Readiness (/readyz, config.health): each check of a dependency the web process needs
 # (database, cache, broker) gets this long, all side by side, so /readyz answers within it
 # whatever hangs. Beat is not one of them: its own healthcheck (`manage.py readiness --check
-# beat`) reads the file its scheduler touches at every tick (config.beat_liveness), and the
+# beat`) reads the file its scheduler touches at every tick (config.beat_scheduler), and the
 # alert GpuleaseBeatHeartbeatMissing watches the heartbeat task it sends.
 READYZ_TIMEOUT_S = env.float("READYZ_TIMEOUT_S", default=1.5)
 BEAT_LIVENESS_FILE = Path(env.str("BEAT_LIVENESS_FILE", default=str(VAR_DIR / "beat-alive")))
 BEAT_LIVENESS_MAX_AGE_S = env.int("BEAT_LIVENESS_MAX_AGE_S", default=60)
+# One beat schedules at a time (common.beat_lock): the one holding the lock renews it at
+# each tick (at least every 5 s) for this long; another beat takes over once it runs out.
+BEAT_LOCK_TTL_S = env.int("BEAT_LOCK_TTL_S", default=30)
+if BEAT_LOCK_TTL_S < 10:
+    raise ImproperlyConfigured(
+        "BEAT_LOCK_TTL_S must be at least 10 s: beat ticks up to 5 s apart, and a lease "
+        "shorter than two ticks would pass from beat to beat while its holder is alive."
+    )
 if CELERY_BROKER_URL.startswith("redis"):
     # Unacknowledged tasks (a worker killed mid-probe) come back after this; it must
     # exceed the task time limit so a live worker's task is never handed out twice.

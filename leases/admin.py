@@ -4,7 +4,9 @@ from django.core.exceptions import ValidationError
 from django.forms.models import BaseInlineFormSet
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
+from rest_framework import serializers
 
+from api.serializers import terms_changes
 from billing.rerate_admin import rerate_from_corrected_terms
 from common.admin import StampedAdmin
 from leases import selectors, services
@@ -447,10 +449,14 @@ class TermsAmendmentForm(forms.ModelForm):
     def clean(self):  # type: ignore[no-untyped-def]
         data = super().clean()
         if not self.errors:
+            try:  # the rules the API applies to the same changes
+                terms_changes(data["changes"] or {})
+            except serializers.ValidationError as refused:
+                raise forms.ValidationError({"changes": list(refused.detail)}) from None
             services.validate_retroactive_amendment(
                 lease=data["lease"],
                 effective_from=data["effective_from"],
-                changes=data["changes"] or {},
+                changes=data["changes"],
                 reason=data["reason"],
             )
         return data

@@ -233,10 +233,11 @@ def _amended(
             _("No terms are in force at %(at)s to amend; the lease starts at %(start)s.")
             % {"at": _when(effective_from), "start": _when(lease.starts_at)}
         )
-    unknown = set(changes) - {field.name for field in LeaseTerms._meta.concrete_fields}
+    unknown = set(changes) - set(LeaseTerms.CONTRACT_FIELDS)
     if unknown:
         raise ValidationError(
-            _("Unknown terms field(s): %(fields)s.") % {"fields": ", ".join(sorted(unknown))}
+            _("Not a contract field: %(fields)s. An amendment changes only the contract's terms.")
+            % {"fields": ", ".join(sorted(unknown))}
         )
     amended = LeaseTerms.objects.get(pk=base.pk)
     amended.pk = None

@@ -1,5 +1,6 @@
-"""Rules for the inventory values that end up on a node's command line: hostnames,
-addresses, interface and RDMA device names.
+"""Rules for the values that end up on a command line or in a file name: hostnames,
+addresses, interface and RDMA device names on a node's command line, and lease references
+in download names and the portal's copy-paste ``gpulease-verify`` command.
 
 Each ``check_*`` raises ValueError with a sentence naming the value and what is wrong with
 it; the model fields use the ``validate_*`` wrappers (admin, API and services refuse the
@@ -20,12 +21,14 @@ from collections.abc import Callable
 from django.core.exceptions import ValidationError
 
 HOSTNAME_MAX = 253
+REFERENCE_MAX = 64
 LABEL_MAX = 63
 INTERFACE_NAME_MAX_BYTES = 15  # IFNAMSIZ - 1
 RDMA_DEVICE_NAME_MAX_BYTES = 63  # IB_DEVICE_NAME_MAX - 1
 
 _LABEL = re.compile(r"[A-Za-z0-9-]+")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_REFERENCE_CHARACTER = re.compile(r"[A-Za-z0-9._-]")
 
 
 def check_hostname(value: str) -> None:
@@ -52,6 +55,27 @@ def check_hostname(value: str) -> None:
             )
         if label.startswith("-") or label.endswith("-"):
             raise ValueError(f"hostname {value!r} has a label that starts or ends with '-'")
+
+
+def check_reference(value: str) -> None:
+    """A lease's contract reference (ZY-2026-001): ^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$, a
+    letter or digit, then letters, digits, ".", "_" and "-": nothing a shell, a file
+    system, an HTTP header or a spreadsheet reads as more than a name."""
+    if not value:
+        raise ValueError("a contract reference cannot be empty")
+    if len(value) > REFERENCE_MAX:
+        raise ValueError(
+            f"a contract reference has at most {REFERENCE_MAX} characters; "
+            f"{value[:20]!r}... has {len(value)}"
+        )
+    bad = next((c for c in value if not _REFERENCE_CHARACTER.fullmatch(c)), None)
+    if bad is not None:
+        raise ValueError(
+            f"contract reference {value!r} has {bad!r}; only letters, digits, '.', '_' and "
+            "'-' are allowed"
+        )
+    if value[0] in "._-":
+        raise ValueError(f"contract reference {value!r} must start with a letter or a digit")
 
 
 def check_ip_address(value: str) -> None:
@@ -126,3 +150,7 @@ def validate_interface_name(value: str) -> None:
 
 def validate_rdma_device_name(value: str) -> None:
     _as_validation_error(check_rdma_device_name, value)
+
+
+def validate_reference(value: str) -> None:
+    _as_validation_error(check_reference, value)

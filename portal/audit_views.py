@@ -14,6 +14,7 @@ for the roles that read audits over the API (api.views_audit.AUDIT_READERS: tena
 admin and auditor of the lease's tenant) and provider staff; any other member gets 403."""
 
 import json
+import shlex
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
@@ -27,6 +28,7 @@ from api.views_audit import AUDIT_READERS
 from billing import audit
 from billing.models import ChainCheckpoint
 from billing.reports import sla_report
+from common.attachments import attachment
 from common.querysets import is_provider_staff
 from leases.models import Lease, Membership
 from portal import months, selectors
@@ -67,8 +69,9 @@ def bundle_filename(lease: Lease, period: str) -> str:
 
 def verify_command(lease: Lease, period: str, fingerprint: str) -> str:
     """The command that checks a downloaded bundle against the published key
-    (verifier/gpulease_verify/cli.py)."""
-    return f"{VERIFIER} {bundle_filename(lease, period)} --fingerprint {fingerprint}"
+    (verifier/gpulease_verify/cli.py), each word quoted for a POSIX shell: a reference
+    stored before references were checked cannot add a command or drop the fingerprint."""
+    return shlex.join([VERIFIER, bundle_filename(lease, period), "--fingerprint", fingerprint])
 
 
 @login_required
@@ -111,9 +114,7 @@ def lease_sla(request: HttpRequest, pk: int) -> HttpResponse:
 
 def _json_download(document: dict[str, Any], filename: str) -> HttpResponse:
     body = json.dumps(document, ensure_ascii=False, indent=2)
-    response = HttpResponse(body, content_type="application/json; charset=utf-8")
-    response["Content-Disposition"] = f'attachment; filename="{filename}"'
-    return response
+    return attachment(body, "application/json; charset=utf-8", filename)
 
 
 @require_GET

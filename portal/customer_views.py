@@ -6,6 +6,7 @@ A refusal of a service (ValidationError by field) is shown on the form, with wha
 typed kept."""
 
 import json
+import shlex
 from decimal import Decimal
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -127,6 +128,22 @@ def _current_hostnames(request: HttpRequest, lease: Lease) -> list[str]:
 GUIDE_TIERS_GBPS = (Decimal(25), Decimal(100), Decimal(200), Decimal(400))
 
 
+# The rest of the guide's nccl-tests line: fixed text; <interface> is the reader's to fill.
+MPIRUN_REST = (
+    "-x NCCL_IB_HCA=mlx5_0 -x NCCL_SOCKET_IFNAME=<interface> -x NCCL_DEBUG=INFO",
+    "all_reduce_perf -b 8 -e 8G -f 2 -g 1",
+)
+
+
+def mpirun_command(nodes: list[tuple[str, int]]) -> str:
+    """nccl-tests across ``nodes`` (hostname, GPU count), one process per GPU, with the
+    values from the database quoted for a POSIX shell."""
+    hosts = ",".join(f"{name}:{gpus}" for name, gpus in nodes)
+    ranks = sum(gpus for _name, gpus in nodes)
+    head = shlex.join(["mpirun", "-np", str(ranks), "-H", hosts])
+    return " \\\n  ".join([head, *MPIRUN_REST])
+
+
 def _guide(request: HttpRequest, lease: Lease) -> dict[str, Any]:
     """What the measuring guide fills in: the lease's nodes with their GPUs for mpirun,
     the terms in force now, and the figure each tier passes at under the default SLA
@@ -145,8 +162,7 @@ def _guide(request: HttpRequest, lease: Lease) -> dict[str, Any]:
     default = LeaseTerms._meta.get_field("sla_threshold_percent").get_default()
     return {
         "terms": terms,
-        "mpi_hosts": ",".join(f"{name}:{gpus}" for name, gpus in nodes),
-        "mpi_ranks": sum(gpus for _name, gpus in nodes),
+        "mpi_command": mpirun_command(nodes) if nodes else "",
         "default_threshold": default,
         "tiers": [(tier, tier * default / 100) for tier in GUIDE_TIERS_GBPS],
     }

@@ -26,6 +26,7 @@ from billing.models import (
     InvoiceLine,
 )
 from billing.reports import sla_report
+from common.attachments import attachment
 from gpulease_verify.units import plain
 from leases.choices import ProbeKind
 from leases.contract_rules import DEFAULT_PROBE_CADENCE_S
@@ -452,19 +453,13 @@ def invoice_detail(request: HttpRequest, pk: int) -> HttpResponse:
     )
 
 
-def _attachment(body: bytes | str, content_type: str, filename: str) -> HttpResponse:
-    response = HttpResponse(body, content_type=content_type)
-    response["Content-Disposition"] = f'attachment; filename="{filename}"'
-    return response
-
-
 @login_required
 def invoice_csv(request: HttpRequest, pk: int) -> HttpResponse:
     invoice, _lines = _invoice(request, pk)
     document = invoice_document(invoice)
     body = io.StringIO()
     csv_export.write(document, body)
-    return _attachment(body.getvalue(), "text/csv; charset=utf-8", document.filename("csv"))
+    return attachment(body.getvalue(), "text/csv; charset=utf-8", document.filename("csv"))
 
 
 @login_required
@@ -474,7 +469,7 @@ def invoice_pdf(request: HttpRequest, pk: int) -> HttpResponse:
     with translation.override(language):
         document = invoice_document(invoice)
         body = pdf.render(document)
-    return _attachment(body, "application/pdf", document.filename("pdf"))
+    return attachment(body, "application/pdf", document.filename("pdf"))
 
 
 @login_required
@@ -487,7 +482,7 @@ def credit_note_pdf(request: HttpRequest, pk: int) -> HttpResponse:
     with translation.override(document_language(request.LANGUAGE_CODE)):
         document = credit_note_document(note)
         body = pdf.render(document)
-    return _attachment(body, "application/pdf", document.filename("pdf"))
+    return attachment(body, "application/pdf", document.filename("pdf"))
 
 
 @login_required
@@ -496,4 +491,4 @@ def invoice_xlsx(request: HttpRequest, pk: int) -> HttpResponse:
     with translation.override(document_language(request.LANGUAGE_CODE)):
         document = invoice_document(invoice)
         body = xlsx.render(document)
-    return _attachment(body, xlsx.CONTENT_TYPE, document.filename("xlsx"))
+    return attachment(body, xlsx.CONTENT_TYPE, document.filename("xlsx"))

@@ -1,6 +1,9 @@
+import contextlib
 import os
 import shutil
+from collections.abc import Iterator
 
+import kombu.pools
 import pytest
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
@@ -20,6 +23,30 @@ def require_tool(name: str) -> str:
     path = shutil.which(name) or shutil.which(name, path="/usr/sbin:/sbin")
     require(path is not None, f"{name} is not installed")
     return path or ""
+
+
+def _drop_pools(app) -> None:  # type: ignore[no-untyped-def]
+    kombu.pools.reset()  # closes every pool and forgets it (a closed one is never handed out)
+    app._pool = None
+    app.amqp._producer_pool = None
+
+
+@contextlib.contextmanager
+def celery_broker(url: str) -> Iterator[None]:
+    """gpulease's Celery app sends to ``url`` inside the block. Its connection and producer
+    pools are dropped on the way in and out: a pool made earlier (by any test that sent a
+    task, to the filesystem broker under its own var dir) would otherwise go on sending to
+    the broker it was made for, and a worker on ``url`` would never see the task."""
+    from config.celery import app
+
+    previous = app.conf.broker_url
+    _drop_pools(app)
+    app.conf.broker_url = url
+    try:
+        yield
+    finally:
+        _drop_pools(app)
+        app.conf.broker_url = previous
 
 
 @pytest.fixture

@@ -94,6 +94,9 @@ class ProbeRun(StoredTexts, models.Model):
     )
     attempts = models.PositiveSmallIntegerField(_("attempts"), default=0)
     claimed_at = models.DateTimeField(_("claimed at"), null=True, blank=True)
+    # When a worker last put it back to wait (its nodes busy, a node unreachable): its
+    # task comes back within PROBE_RETRY_MAX_S, else it was lost (benchmarks.orphans).
+    released_at = models.DateTimeField(_("put back to wait at"), null=True, blank=True)
     started_at = models.DateTimeField(_("started at"), null=True, blank=True)
     finished_at = models.DateTimeField(_("finished at"), null=True, blank=True)
     # Set by billing.ingest when it has read the run. Runs commit in any order of

@@ -106,8 +106,8 @@ def _failure(execution: Execution, error: TransportError) -> Execution:
 def _listening(port: int) -> str:
     """A shell check that passes once something listens on TCP ``port`` (up to 10 s)."""
     return (
-        f"i=0; while [ $i -lt 200 ]; do ss -Hltn {shlex.quote(f'sport = :{int(port)}')} "
-        "| grep -q . && break; sleep 0.05; i=$((i+1)); done; [ $i -lt 200 ]"
+        f"i=0; while [ $i -lt 1000 ]; do ss -Hltn {shlex.quote(f'sport = :{int(port)}')} "
+        "| grep -q . && break; sleep 0.01; i=$((i+1)); done; [ $i -lt 1000 ]"
     )
 
 

@@ -1,14 +1,16 @@
 """The invoice as CSV: one row per line with its tax rate and tax, then a row per tax
 rate and the subtotal, tax and total. UTF-8 with a BOM, so that spreadsheet programs read
-the Chinese text."""
+the Chinese text. Figures are numbers; text that a spreadsheet would read as a formula is
+quoted (``cells``)."""
 
 from __future__ import annotations
 
-import csv
+from decimal import Decimal
 from typing import TextIO
 
 from django.utils.translation import gettext as _
 
+from billing.documents import cells
 from billing.documents.rows import Document
 
 BOM = "\ufeff"
@@ -17,7 +19,7 @@ BOM = "\ufeff"
 def write(document: Document, stream: TextIO) -> None:
     """Write the document built in the language that is active now."""
     stream.write(BOM)
-    writer = csv.writer(stream)
+    writer = cells.CsvWriter(stream)
     writer.writerow(
         [
             _("position"),
@@ -40,7 +42,7 @@ def write(document: Document, stream: TextIO) -> None:
                 row.lease,
                 row.kind,
                 row.description,
-                "" if row.quantity is None else f"{row.quantity.normalize():f}",
+                "" if row.quantity is None else Decimal(f"{row.quantity.normalize():f}"),
                 row.unit,
                 "" if row.unit_price is None else row.unit_price,
                 row.amount,

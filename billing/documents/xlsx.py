@@ -2,7 +2,8 @@
 buyer (购买方名称, 纳税人识别号, 地址电话, 开户行及账号) and seller blocks, then one row
 per line (项目名称, 规格型号 = the lease reference, 单位, 数量, 单价, 金额, 税率, 税额,
 价税合计), then totals per tax rate and in all. Figures are numeric cells with number
-formats (amounts 2 decimals, quantities 6, rates as percentages), never text.
+formats (amounts 2 decimals, quantities 6, rates as percentages), never text; text that a
+spreadsheet would read as a formula stays text (``cells``).
 
 The field names are those of the tax form, so they stay in Chinese; in English each
 label leads with its English name.
@@ -19,6 +20,7 @@ from openpyxl import Workbook
 from openpyxl.styles import Alignment, Font, PatternFill
 from openpyxl.utils import get_column_letter
 
+from billing.documents import cells
 from billing.documents.rows import Document, invoice_document
 from billing.models import Invoice
 
@@ -49,7 +51,7 @@ def render(document: Document) -> bytes:
     sheet = book.active
     sheet.title = document.number or f"{document.period} draft"
     title = _label("增值税发票开票申请", _("VAT invoice request"))
-    sheet.append([title])
+    cells.append(sheet, [title])
     sheet["A1"].font = Font(bold=True, size=14)
     head = [
         (_label("发票号码", _("invoice number")), document.number or _("none until issued")),
@@ -73,15 +75,16 @@ def render(document: Document) -> bytes:
             ),
         ]
     for label, value in head:
-        sheet.append([label, value])
+        cells.append(sheet, [label, value])
         sheet.cell(sheet.max_row, 1).font = BOLD
         if hasattr(value, "isoformat"):
             sheet.cell(sheet.max_row, 2).number_format = "yyyy-mm-dd"
     for note in document.notes:
-        sheet.append([note])
-    sheet.append([])
+        cells.append(sheet, [note])
+    cells.append(sheet, [])
 
-    sheet.append(
+    cells.append(
+        sheet,
         [
             _label("序号", "#"),
             _label("项目名称", _("item")),
@@ -93,7 +96,7 @@ def render(document: Document) -> bytes:
             _label("税率", _("tax rate")),
             _label("税额", _("tax (¥)")),
             _label("价税合计", _("amount incl. tax (¥)")),
-        ]
+        ],
     )
     header_row = sheet.max_row
     for column in range(1, LINE_COLUMNS + 1):
@@ -101,7 +104,8 @@ def render(document: Document) -> bytes:
         cell.font, cell.fill = BOLD, HEAD
         cell.alignment = Alignment(wrap_text=True, vertical="top")
     for row in document.rows:
-        sheet.append(
+        cells.append(
+            sheet,
             [
                 row.position,
                 f"{row.kind}: {row.description}",
@@ -113,12 +117,13 @@ def render(document: Document) -> bytes:
                 row.tax_rate_percent / HUNDRED,
                 row.tax,
                 row.amount_with_tax,
-            ]
+            ],
         )
         _formats(sheet, sheet.max_row, quantity=True)
         sheet.cell(sheet.max_row, 2).alignment = Alignment(wrap_text=True, vertical="top")
     for group in document.by_rate:
-        sheet.append(
+        cells.append(
+            sheet,
             [
                 None,
                 _label("小计", _("subtotal at this rate")),
@@ -127,10 +132,11 @@ def render(document: Document) -> bytes:
                 group.tax_rate_percent / HUNDRED,
                 group.tax,
                 group.amount_with_tax,
-            ]
+            ],
         )
         _formats(sheet, sheet.max_row)
-    sheet.append(
+    cells.append(
+        sheet,
         [
             None,
             _label("合计", _("total")),
@@ -139,13 +145,15 @@ def render(document: Document) -> bytes:
             None,
             document.tax,
             document.total,
-        ]
+        ],
     )
     _formats(sheet, sheet.max_row)
     for column in range(1, LINE_COLUMNS + 1):
         sheet.cell(sheet.max_row, column).font = BOLD
     if document.network_cost_share is not None:
-        sheet.append([_label("网络成本占比", _("network cost share")), document.network_cost_share])
+        cells.append(
+            sheet, [_label("网络成本占比", _("network cost share")), document.network_cost_share]
+        )
         sheet.cell(sheet.max_row, 2).number_format = RATE
     for column, width in enumerate(WIDTHS, start=1):
         sheet.column_dimensions[get_column_letter(column)].width = width

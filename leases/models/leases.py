@@ -6,6 +6,7 @@ from common.querysets import TenantScopedQuerySet
 from leases.choices import LeaseStatus
 from leases.models.inventory import Node
 from leases.models.tenants import Tenant
+from leases.validators import validate_reference
 
 
 class LeaseQuerySet(TenantScopedQuerySet):
@@ -23,6 +24,8 @@ class Lease(TimeStampedModel):
         _("contract reference"),
         max_length=64,
         unique=True,
+        validators=[validate_reference],
+        help_text=_("Letters, digits, '.', '_' and '-', starting with a letter or digit."),
         error_messages={"unique": _("Another lease already uses this contract reference.")},
     )
     name = models.CharField(_("name"), max_length=200, blank=True)

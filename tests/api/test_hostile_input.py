@@ -2,10 +2,10 @@
 
 Every write route found in the URLconf is sent bodies a parser chokes on (JSON nested
 10,000 levels deep, invalid UTF-8, a body that is not an object, one past the size limit)
-and, field by field, values a database or a datetime chokes on (NUL, 1e300, 9e999, 2**64,
-NaN, year 9999, UTC offsets past ±14:00). Every read route is sent unknown query
-parameters and NUL; every filter garbage of its kind. Each answer is a 4xx in the API's
-one error shape ({"error": {"code", "message", "fields"}}) saying what was wrong.
+and, field by field, values a database or a datetime chokes on (NUL, a lone surrogate,
+1e300, 9e999, 2**64, NaN, year 9999, UTC offsets past ±14:00). Every read route is sent
+unknown query parameters and NUL; every filter garbage of its kind. Each answer is a 4xx in
+the API's one error shape ({"error": {"code", "message", "fields"}}) saying what was wrong.
 
 PostgreSQL is the stricter of the two (its text columns refuse NUL, its bigint stops at
 2**63), so run this file against both: DATABASE_URL=sqlite:///... and postgres://...."""
@@ -457,11 +457,12 @@ EDGE_INSTANTS = [
     "2027-02-30T00:00:00Z",
 ]
 NUL_TEXTS = ["\x00", "a\x00b", "x" * 50 + "\x00"]
+LONE_SURROGATE = '"caf\\ud800"'  # raw JSON: json.loads takes it, UTF-8 cannot hold it
 
 
 def hostile_values(value: Any) -> list[str]:
     """Raw JSON texts to put in place of a valid ``value``."""
-    nul = [json.dumps(text) for text in NUL_TEXTS]
+    nul = [*(json.dumps(text) for text in NUL_TEXTS), LONE_SURROGATE]
     if looks_like_instant(value):
         return [json.dumps(text) for text in EDGE_INSTANTS] + nul
     if isinstance(value, str) and looks_like_number(value):  # a decimal, written as text
@@ -517,6 +518,69 @@ def test_a_nul_deep_inside_is_refused_under_its_top_level_field(world, client_fo
     error = error_of(send(world, client_for, "api:lease-list", json.dumps(body)), 400)
     assert error["fields"] == {"terms": ["Text may not contain the NUL character (U+0000)."]}
     assert error["message"] == "terms: Text may not contain the NUL character (U+0000)."
+
+
+SURROGATE = (
+    "Text may not contain a lone surrogate (U+D800): half of a UTF-16 pair, not a character."
+)
+
+
+def test_a_lone_surrogate_is_a_400_naming_its_field_on_every_write_route(world, client_for):
+    """json.loads takes "\\ud800" without its pair; no UTF-8 text can hold it, neither the
+    database nor the error that names it (a key): each is refused by name, as text. (Every
+    field of every valid body gets one too: hostile_values.)"""
+    for name in sorted(WRITES):
+        error = error_of(send(world, client_for, name, '{"note": "caf\\ud800"}'), 400)
+        assert error["fields"] == {"note": [SURROGATE]}, name
+        error = error_of(send(world, client_for, name, '{"caf\\ud800": 1}'), 400)
+        assert error["fields"] == {"caf\\ud800": [SURROGATE]}, name
+        error = error_of(send(world, client_for, name, '["\\udfff"]'), 400)
+        assert error["message"] == SURROGATE.replace("D800", "DFFF"), name
+
+
+def test_a_lone_surrogate_deep_inside_is_refused_under_its_top_level_field(world, client_for):
+    body = json.dumps(LEASE).replace('"link"', '"\\udbff"')  # a key in terms.probe_cadence_s
+    error = error_of(send(world, client_for, "api:lease-list", body), 400)
+    assert error["fields"] == {"terms": [SURROGATE.replace("D800", "DBFF")]}
+
+
+def test_a_surrogate_pair_is_one_character_and_taken(world, client_for):
+    body = json.dumps(LEASE | {"name": "Rocket \U0001f680"}, ensure_ascii=True)
+    assert "\\ud83d\\ude80" in body
+    response = send(world, client_for, "api:lease-list", body)
+    assert response.status_code == 201, response.content[:300]
+    assert response.json()["name"] == "Rocket \U0001f680"
+
+
+ONLY = "only letters, digits, '.', '_' and '-' are allowed"
+
+
+@pytest.mark.parametrize(
+    ("reference", "message"),
+    [
+        ("A\r\nB", f"contract reference 'A\\r\\nB' has '\\r'; {ONLY}"),
+        ("ALPHA-2\n", f"contract reference 'ALPHA-2\\n' has '\\n'; {ONLY}"),
+        ("=HYPERLINK(1)", f"contract reference '=HYPERLINK(1)' has '='; {ONLY}"),
+        ("ALPHA 2", f"contract reference 'ALPHA 2' has ' '; {ONLY}"),
+        ("合同-2", f"contract reference '合同-2' has '合'; {ONLY}"),
+        ("-rf", "contract reference '-rf' must start with a letter or a digit"),
+        (".hidden", "contract reference '.hidden' must start with a letter or a digit"),
+        ("A" * 65, "Ensure this field has no more than 64 characters."),
+    ],
+)
+def test_a_reference_outside_the_pattern_is_a_400_saying_why(world, client_for, reference, message):
+    body = json.dumps(LEASE | {"reference": reference})
+    error = error_of(send(world, client_for, "api:lease-list", body), 400)
+    assert list(error["fields"]) == ["reference"]
+    assert message in error["fields"]["reference"], error
+
+
+def test_a_reference_at_the_edges_of_the_pattern_is_taken(world, client_for):
+    for reference in ("A", "9.2026_x-1", "Z" * 64):
+        body = json.dumps(LEASE | {"reference": reference})
+        response = send(world, client_for, "api:lease-list", body)
+        assert response.status_code == 201, (reference, response.content[:300])
+        assert response.json()["reference"] == reference
 
 
 @pytest.mark.parametrize(

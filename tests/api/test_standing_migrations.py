@@ -1,5 +1,5 @@
 """The migrations that record standing backfill what can be known of existing rows:
-tokens (api 0002) and acknowledgements (leases 0016). The rows are made with today's
+tokens (api 0002) and acknowledgements (leases 0017). The rows are made with today's
 services, the two migrations are unapplied (their columns dropped) and applied again."""
 
 import pytest
@@ -12,7 +12,7 @@ from leases.choices import Role
 from leases.models import LeaseTerms, TermsAmendment
 from tests.factories import MembershipFactory, StaffFactory, amend_acknowledged, at, make_lease
 
-BEFORE = [("api", "0001_initial"), ("leases", "0015_webhook_secret_standard")]
+BEFORE = [("api", "0001_initial"), ("leases", "0016_lease_reference_pattern")]
 
 
 def replay_migrations() -> None:

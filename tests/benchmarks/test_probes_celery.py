@@ -18,8 +18,8 @@ from benchmarks.choices import RunState, Trigger
 from benchmarks.lab_registry import register_lab
 from benchmarks.models import ProbeRun
 from benchmarks.tasks import execute_batch
-from config.celery import app
 from telemetry.models import NodeReading
+from tests.conftest import celery_broker
 
 pytestmark = [pytest.mark.lab, pytest.mark.django_db(transaction=True)]
 
@@ -64,12 +64,10 @@ def celery_lab(lab, settings, redis_url, tmp_path):
         started.append(process)
         return process
 
-    previous = app.conf.broker_url
-    app.conf.broker_url = redis_url
     try:
-        yield lease, queue, start
+        with celery_broker(redis_url):
+            yield lease, queue, start
     finally:
-        app.conf.broker_url = previous
         for process in started:
             if process.poll() is None:
                 os.killpg(process.pid, signal.SIGKILL)

@@ -21,7 +21,8 @@ from common.models import Heartbeat
 from common.request_id import RequestIdFilter
 from common.tasks import beat_heartbeat
 from config import health
-from config.beat_liveness import mark_alive
+from config.beat_scheduler import mark_alive
+from tests.conftest import celery_broker
 from tests.deploy.neighbours import free_port, silent_listener
 from tests.factories import at, make_lease, make_run
 
@@ -84,15 +85,9 @@ def test_a_failing_check_says_only_that_it_failed(client, monkeypatch, now, capl
 
 
 def test_a_broker_that_does_not_answer_fails_quickly(settings, now):
-    from config.celery import app
-
     settings.READYZ_TIMEOUT_S = 1.0
-    original = app.conf.broker_url
-    app.conf.broker_url = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there
-    try:
+    with celery_broker(f"redis://127.0.0.1:{free_port()}/0"):  # nothing listens there
         ready, checks = health.readiness(["broker"])
-    finally:
-        app.conf.broker_url = original
     assert (ready, checks) == (False, {"broker": {"ok": False}})
 
 
@@ -143,6 +138,12 @@ def test_a_cache_that_accepts_and_never_answers_is_cut_off_by_the_deadline(clien
         }
     )
     assert [t.name for t in threading.enumerate()].count("readyz-cache") <= 1
+    # The hanging check ends once the listener has closed its connections: the next test's
+    # /readyz must not find it still running (it would fail its cache check at once).
+    deadline = time.monotonic() + 15
+    while "readyz-cache" in [t.name for t in threading.enumerate()]:
+        assert time.monotonic() < deadline, "the hanging cache check never ended"
+        time.sleep(0.05)
 
 
 def test_the_probes_answer_any_host_over_plain_http(client, settings, now):

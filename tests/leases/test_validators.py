@@ -1,6 +1,7 @@
 """The rules for inventory values that reach a node's command line: real names pass,
 hostile ones are refused with a sentence that names the value and what is wrong with it."""
 
+import re
 from pathlib import Path
 
 import pytest
@@ -10,15 +11,16 @@ from django.urls import reverse
 from gpulease_verify.parsers.rdma_link import parse_rdma_link
 from leases.choices import GpuModel, LinkLayer
 from leases.demo import load_demo
-from leases.models import NicPort, Node
+from leases.models import Lease, NicPort, Node
 from leases.validators import (
     check_host_address,
     check_hostname,
     check_interface_name,
     check_ip_address,
     check_rdma_device_name,
+    check_reference,
 )
-from tests.factories import NodeFactory, StaffFactory
+from tests.factories import NodeFactory, StaffFactory, make_lease
 
 RDMA_LINK_FIXTURES = Path(__file__).parents[1] / "benchmarks" / "fixtures" / "rdma-link"
 
@@ -240,6 +242,35 @@ def test_the_demo_inventory_passes_its_own_rules():
         node.clean_fields()
     for port in NicPort.objects.all():
         port.clean_fields()
+    for lease in Lease.objects.all():
+        lease.clean_fields()
+
+
+@pytest.mark.parametrize(
+    ("reference", "message"),
+    [
+        ("ZY-2026-001\r\nX", "contract reference 'ZY-2026-001\\r\\nX' has '\\r'"),
+        ("+ZY", "contract reference '+ZY' has '+'"),
+        ("_ZY", "contract reference '_ZY' must start with a letter or a digit"),
+        ("", "a contract reference cannot be empty"),
+    ],
+)
+def test_a_reference_outside_the_pattern_is_refused_with_its_reason(reference, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        check_reference(reference)
+
+
+@pytest.mark.django_db
+def test_the_model_refuses_a_hostile_reference_whoever_creates_the_lease():
+    with pytest.raises(ValidationError) as refused:
+        make_lease(reference="ZY-1 $(reboot)")
+    assert refused.value.message_dict == {
+        "reference": [
+            "contract reference 'ZY-1 $(reboot)' has ' '; only letters, digits, '.', '_' and "
+            "'-' are allowed"
+        ]
+    }
+    assert not Lease.objects.exists()
 
 
 @pytest.mark.django_db

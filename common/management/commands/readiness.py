@@ -1,7 +1,7 @@
 """The readiness checks from the command line, for healthchecks of processes that serve no
 HTTP: prints the JSON /readyz would and exits 1 when a check fails. Without --check, the
 web's checks (database, cache, broker); beat's healthcheck is ``--check beat``, the age of
-the file beat's own scheduler touches (config.beat_liveness), with no database query."""
+the file beat's own scheduler touches (config.beat_scheduler), with no database query."""
 
 import json
 from typing import Any

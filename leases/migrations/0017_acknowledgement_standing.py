@@ -28,7 +28,7 @@ def backfill(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('leases', '0015_webhook_secret_standard'),
+        ('leases', '0016_lease_reference_pattern'),
     ]
 
     operations = [

@@ -43,16 +43,21 @@ def october_invoice(*, tenant, lease) -> Invoice:  # type: ignore[no-untyped-def
         ],
         start=1,
     ):
-        InvoiceLine.objects.create(
-            invoice=invoice,
-            position=position,
-            lease=lease,
-            kind=kind,
-            description=description,
-            quantity=Decimal("1"),
-            unit="month",
-            unit_price=amount,
-            amount=amount,
-            tax_rate_percent=Decimal("6.00"),
-        )
+        month_line(invoice, position, lease, kind, description, amount)
     return invoice
+
+
+def month_line(invoice, position, lease, kind, description, amount) -> InvoiceLine:  # type: ignore[no-untyped-def]
+    """One line of a month at ``amount``, 6 % tax."""
+    return InvoiceLine.objects.create(
+        invoice=invoice,
+        position=position,
+        lease=lease,
+        kind=kind,
+        description=description,
+        quantity=Decimal("1"),
+        unit="month",
+        unit_price=amount,
+        amount=amount,
+        tax_rate_percent=Decimal("6.00"),
+    )

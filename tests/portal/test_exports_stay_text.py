@@ -24,11 +24,11 @@ from openpyxl import load_workbook
 
 from billing import audit
 from billing.choices import LineKind
-from billing.models import Invoice, InvoiceLine
+from billing.models import Invoice
 from leases.choices import Role
 from leases.models import Lease, Node, Tenant
 from tests.factories import MembershipFactory, NodeFactory, at, make_lease
-from tests.portal.support import active, client_for
+from tests.portal.support import active, client_for, month_line
 
 pytestmark = pytest.mark.django_db
 
@@ -73,18 +73,7 @@ def invoice(member):
     )
     for position, (reference, kind, description, amount) in enumerate(LINES, start=1):
         lease = legacy(make_lease(tenant=member.tenant, reference=f"L-{position}"), reference)
-        InvoiceLine.objects.create(
-            invoice=invoice,
-            position=position,
-            lease=lease,
-            kind=kind,
-            description=description,
-            quantity=Decimal("1"),
-            unit="month",
-            unit_price=amount,
-            amount=amount,
-            tax_rate_percent=Decimal("6.00"),
-        )
+        month_line(invoice, position, lease, kind, description, amount)
     return invoice
 
 

@@ -9,8 +9,9 @@ workers):
   every request, good token or not, until its window has passed: guessing tokens costs
   the guesser, not the API.
 
-Addresses are REMOTE_ADDR unless API_NUM_PROXIES says how many proxies in front of us
-append to X-Forwarded-For (a client-written header is never trusted)."""
+Addresses are common.client_address's: REMOTE_ADDR unless TRUSTED_PROXY_COUNT says how
+many proxies in front of us append to X-Forwarded-For (a client-written header is never
+trusted)."""
 
 from typing import Any
 
@@ -21,9 +22,17 @@ from rest_framework.request import Request
 from rest_framework.throttling import SimpleRateThrottle
 
 from api.models import ApiToken
+from common.client_address import client_address
 
 
-class TokenRateThrottle(SimpleRateThrottle):
+class AddressRateThrottle(SimpleRateThrottle):
+    """A budget whose ident, where it is an address, is common.client_address's."""
+
+    def get_ident(self, request: Request) -> str:
+        return client_address(request)
+
+
+class TokenRateThrottle(AddressRateThrottle):
     scope = "api"
 
     def get_cache_key(self, request: Request, view: Any) -> str | None:
@@ -36,7 +45,7 @@ class TokenRateThrottle(SimpleRateThrottle):
         return self.cache_format % {"scope": self.scope, "ident": ident}
 
 
-class AnonymousRateThrottle(SimpleRateThrottle):
+class AnonymousRateThrottle(AddressRateThrottle):
     scope = "anon"
 
     def get_cache_key(self, request: Request, view: Any) -> str | None:
@@ -45,7 +54,7 @@ class AnonymousRateThrottle(SimpleRateThrottle):
         return self.cache_format % {"scope": self.scope, "ident": self.get_ident(request)}
 
 
-class AuthFailureBudget(SimpleRateThrottle):
+class AuthFailureBudget(AddressRateThrottle):
     """Counts an address's 401s; ``wait`` says how long it is still shut out."""
 
     scope = "auth_failure"

@@ -89,3 +89,17 @@ def _english():
 
     with translation.override("en"):
         yield
+
+
+@pytest.fixture
+def redis_cache(settings, redis_url):
+    """Django's cache on the test Redis, as production's CACHE_URL: the rate-limit counters
+    every web worker shares. Emptied before and after."""
+    from django.core.cache import cache
+
+    settings.CACHES = {
+        "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": redis_url}
+    }
+    cache.clear()
+    yield cache
+    cache.clear()

@@ -428,6 +428,10 @@ API_AUTH_FAILURE_LIMIT = env.str("API_AUTH_FAILURE_LIMIT", default="20/min")
 # than the maximum.
 API_TOKEN_DEFAULT_DAYS = env.int("API_TOKEN_DEFAULT_DAYS", default=90)
 API_TOKEN_MAX_DAYS = env.int("API_TOKEN_MAX_DAYS", default=365)
+# Active (neither revoked nor expired) tokens a tenant, and one user, may hold: each token
+# has its own API_RATE_LIMIT, so the caps bound what one tenant can ask of the API.
+API_TOKENS_PER_TENANT = env.int("API_TOKENS_PER_TENANT", default=50)
+API_TOKENS_PER_USER = env.int("API_TOKENS_PER_USER", default=10)
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "api.throttling.AddressGuard",

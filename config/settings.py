@@ -86,6 +86,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # The portal's request budgets (PORTAL_RATE_LIMIT, AUDIT_BUNDLE_RATE_LIMIT).
+    "portal.middleware.PortalRateLimitMiddleware",
     # Last, as django-axes asks: it answers a locked-out login with LOGIN_LOCKOUT's 429.
     "axes.middleware.AxesMiddleware",
 ]
@@ -424,6 +426,10 @@ CACHES = {
 API_RATE_LIMIT = env.str("API_RATE_LIMIT", default="600/min")
 API_ANON_RATE_LIMIT = env.str("API_ANON_RATE_LIMIT", default="60/min")
 API_AUTH_FAILURE_LIMIT = env.str("API_AUTH_FAILURE_LIMIT", default="20/min")
+# Portal pages per signed-in user (else per address), and signed audit bundles per user,
+# portal and API together (each takes seconds to build); empty: no limit.
+PORTAL_RATE_LIMIT = env.str("PORTAL_RATE_LIMIT", default="120/min")
+AUDIT_BUNDLE_RATE_LIMIT = env.str("AUDIT_BUNDLE_RATE_LIMIT", default="30/hour")
 # Every API token expires: after this many days unless asked otherwise, and never later
 # than the maximum.
 API_TOKEN_DEFAULT_DAYS = env.int("API_TOKEN_DEFAULT_DAYS", default=90)

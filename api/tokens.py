@@ -27,6 +27,7 @@ from api.models import (
     managed_users,
     new_token_parts,
 )
+from common.locks import lock_in_key_order
 from common.querysets import is_provider_staff
 from leases.choices import Role
 from leases.models import Membership, Tenant
@@ -179,8 +180,8 @@ def _check_caps(user: Any, tenant: Tenant | None, now: datetime) -> None:
     would be an unlimited budget). The tenant's row, then the holder's, is locked first,
     so two issues at once cannot both take the last place."""
     if tenant is not None:
-        Tenant.objects.select_for_update().filter(pk=tenant.pk).exists()
-    get_user_model().objects.select_for_update().filter(pk=user.pk).exists()
+        lock_in_key_order(Tenant.objects.filter(pk=tenant.pk))
+    lock_in_key_order(get_user_model().objects.filter(pk=user.pk))
     active = ApiToken.objects.active(now)
     cap = settings.API_TOKENS_PER_TENANT
     if tenant is not None and active.filter(tenant=tenant).count() >= cap:

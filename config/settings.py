@@ -426,6 +426,10 @@ CACHES = {
 API_RATE_LIMIT = env.str("API_RATE_LIMIT", default="600/min")
 API_ANON_RATE_LIMIT = env.str("API_ANON_RATE_LIMIT", default="60/min")
 API_AUTH_FAILURE_LIMIT = env.str("API_AUTH_FAILURE_LIMIT", default="20/min")
+# Customer evidence a lease may hold (billing.evidence): pieces, and bytes of raw output in
+# all (one piece is at most 1 MiB).
+EVIDENCE_MAX_PER_LEASE = env.int("EVIDENCE_MAX_PER_LEASE", default=500)
+EVIDENCE_MAX_BYTES_PER_LEASE = env.int("EVIDENCE_MAX_BYTES_PER_LEASE", default=64 * 1024 * 1024)
 # Portal pages per signed-in user (else per address), and signed audit bundles per user,
 # portal and API together (each takes seconds to build); empty: no limit.
 PORTAL_RATE_LIMIT = env.str("PORTAL_RATE_LIMIT", default="120/min")

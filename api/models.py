@@ -160,6 +160,12 @@ class ApiTokenQuerySet(models.QuerySet):
         tenant_id = acting_tenant_id(user)
         return rows if tenant_id is None else rows.filter(tenant_id=tenant_id)
 
+    def active(self, now: datetime) -> "ApiTokenQuerySet":
+        """Neither revoked nor expired at ``now`` (TokenState.ACTIVE, in the query)."""
+        return self.filter(revoked_at__isnull=True).filter(
+            Q(expires_at__isnull=True) | Q(expires_at__gt=now)
+        )
+
     def with_standing(self) -> "ApiTokenQuerySet":
         """Each token with ``standing_ok``: whether its standing still holds (one CASE in
         the same query, so a NULL issuer or tenant reads as false, never as unknown)."""

@@ -8,12 +8,17 @@ workers):
   unknown, malformed, expired or revoked token). An address that has spent it gets 429 for
   every request, good token or not, until its window has passed: guessing tokens costs
   the guesser, not the API.
+- PORTAL_RATE_LIMIT per signed-in user (else per address) for the portal's pages
+  (portal.middleware), and AUDIT_BUNDLE_RATE_LIMIT per user for signed audit bundles, one
+  budget whether the portal or the API serves them: each is built and signed on demand.
 
-Addresses are REMOTE_ADDR unless API_NUM_PROXIES says how many proxies in front of us
-append to X-Forwarded-For (a client-written header is never trusted)."""
+Addresses are common.client_address's: REMOTE_ADDR unless TRUSTED_PROXY_COUNT says how
+many proxies in front of us append to X-Forwarded-For (a client-written header is never
+trusted)."""
 
 from typing import Any
 
+from django.conf import settings
 from django.utils.translation import gettext as _
 from rest_framework import exceptions
 from rest_framework.authentication import BaseAuthentication
@@ -21,9 +26,17 @@ from rest_framework.request import Request
 from rest_framework.throttling import SimpleRateThrottle
 
 from api.models import ApiToken
+from common.client_address import client_address
 
 
-class TokenRateThrottle(SimpleRateThrottle):
+class AddressRateThrottle(SimpleRateThrottle):
+    """A budget whose ident, where it is an address, is common.client_address's."""
+
+    def get_ident(self, request: Request) -> str:
+        return client_address(request)
+
+
+class TokenRateThrottle(AddressRateThrottle):
     scope = "api"
 
     def get_cache_key(self, request: Request, view: Any) -> str | None:
@@ -36,7 +49,7 @@ class TokenRateThrottle(SimpleRateThrottle):
         return self.cache_format % {"scope": self.scope, "ident": ident}
 
 
-class AnonymousRateThrottle(SimpleRateThrottle):
+class AnonymousRateThrottle(AddressRateThrottle):
     scope = "anon"
 
     def get_cache_key(self, request: Request, view: Any) -> str | None:
@@ -45,7 +58,32 @@ class AnonymousRateThrottle(SimpleRateThrottle):
         return self.cache_format % {"scope": self.scope, "ident": self.get_ident(request)}
 
 
-class AuthFailureBudget(SimpleRateThrottle):
+class UserRateThrottle(AddressRateThrottle):
+    """A budget per signed-in user (all their tokens and sessions together), else per
+    address, at the rate the setting ``rate_setting`` names (empty: no limit)."""
+
+    rate_setting = ""
+
+    def get_rate(self) -> str | None:
+        return getattr(settings, self.rate_setting) or None
+
+    def get_cache_key(self, request: Request, view: Any = None) -> str:
+        user = getattr(request, "user", None)
+        ident = f"user-{user.pk}" if user and user.is_authenticated else self.get_ident(request)
+        return self.cache_format % {"scope": self.scope, "ident": ident}
+
+
+class PortalRateThrottle(UserRateThrottle):
+    scope = "portal"
+    rate_setting = "PORTAL_RATE_LIMIT"
+
+
+class AuditBundleRateThrottle(UserRateThrottle):
+    scope = "audit_bundle"
+    rate_setting = "AUDIT_BUNDLE_RATE_LIMIT"
+
+
+class AuthFailureBudget(AddressRateThrottle):
     """Counts an address's 401s; ``wait`` says how long it is still shut out."""
 
     scope = "auth_failure"

@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.db.models import Q
@@ -26,6 +27,7 @@ from api.models import (
     managed_users,
     new_token_parts,
 )
+from common.locks import lock_in_key_order
 from common.querysets import is_provider_staff
 from leases.choices import Role
 from leases.models import Membership, Tenant
@@ -172,6 +174,35 @@ def _expiry(expires_at: datetime | None, now: datetime, issuer_token: ApiToken |
     return expires_at
 
 
+def _check_caps(user: Any, tenant: Tenant | None, now: datetime) -> None:
+    """Refuse a token beyond API_TOKENS_PER_TENANT active tokens of its tenant or
+    API_TOKENS_PER_USER of its holder (each with its own request budget, unlimited tokens
+    would be an unlimited budget). The tenant's row, then the holder's, is locked first,
+    so two issues at once cannot both take the last place."""
+    if tenant is not None:
+        lock_in_key_order(Tenant.objects.filter(pk=tenant.pk))
+    lock_in_key_order(get_user_model().objects.filter(pk=user.pk))
+    active = ApiToken.objects.active(now)
+    cap = settings.API_TOKENS_PER_TENANT
+    if tenant is not None and active.filter(tenant=tenant).count() >= cap:
+        raise ValidationError(
+            _(
+                "%(tenant)s already has %(cap)d active API tokens, the most a tenant may "
+                "hold: revoke one it no longer uses first."
+            )
+            % {"tenant": tenant.slug, "cap": cap}
+        )
+    cap = settings.API_TOKENS_PER_USER
+    if active.filter(user_id=user.pk).count() >= cap:
+        raise ValidationError(
+            _(
+                "%(user)s already holds %(cap)d active API tokens, the most one user may "
+                "hold: revoke one they no longer use first."
+            )
+            % {"user": user.get_username(), "cap": cap}
+        )
+
+
 @transaction.atomic
 def issue_token(
     *,
@@ -214,6 +245,7 @@ def issue_token(
                 "allowed": ", ".join(s for s in Scope.values if s in allowed) or _("nothing"),
             }
         )
+    _check_caps(user, tenant, now)
     while True:
         prefix, secret = new_token_parts()
         if not ApiToken.objects.filter(prefix=prefix).exists():

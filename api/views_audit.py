@@ -38,6 +38,7 @@ from api.base import BaseViewSet, KnownQueryParametersMixin, StrictSerializer
 from api.fields import InstantField
 from api.filtersets import IdFilter
 from api.permissions import ALL_ROLES
+from api.throttling import AuditBundleRateThrottle
 from benchmarks.models import ProbeRun
 from billing import audit
 from billing import evidence as evidence_services
@@ -299,6 +300,10 @@ class LeaseAuditViewSet(BaseViewSet):
 
     def optimize(self, queryset: QuerySet) -> QuerySet:
         return queryset.select_related("tenant")
+
+    def get_throttles(self) -> list[Any]:
+        # A bundle is built and signed on demand: its own, tighter budget per user.
+        return [*super().get_throttles(), AuditBundleRateThrottle()]
 
     @extend_schema(
         parameters=[s.PERIOD_PARAMETER, RAW_PARAMETER],

@@ -25,8 +25,11 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
+from django.db.models import Count, Sum
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
@@ -44,7 +47,8 @@ from billing.models import (
     Incident,
     Invoice,
 )
-from common.locks import locking
+from common.dbfunctions import OctetLength
+from common.locks import lock_in_key_order, locking
 from common.querysets import is_provider_staff
 from gpulease_verify.money import FEN
 from gpulease_verify.parsers import ParseError, RunFailed, parse_perftest
@@ -177,6 +181,43 @@ def _nodes_of(lease: Lease, hostnames: Sequence[str], at: datetime, tool: str) -
     return [held[name] for name in names]
 
 
+def _check_quota(lease: Lease, raw_output: str) -> None:
+    """Refuse evidence beyond the lease's quota: EVIDENCE_MAX_PER_LEASE pieces, or
+    EVIDENCE_MAX_BYTES_PER_LEASE bytes of raw output in all. The lease's row is locked
+    first (until the caller's transaction ends), so two submissions at once cannot both
+    take the last place."""
+    lock_in_key_order(Lease.objects.filter(pk=lease.pk))
+    held = Evidence.objects.filter(lease=lease).aggregate(
+        count=Count("pk"), size=Coalesce(Sum(OctetLength("raw_output")), 0)
+    )
+    cap = settings.EVIDENCE_MAX_PER_LEASE
+    if held["count"] >= cap:
+        raise ValidationError(
+            _(
+                "Lease %(lease)s has reached its evidence quota (%(cap)d); ask your provider "
+                "to raise it."
+            )
+            % {"lease": lease.reference, "cap": cap}
+        )
+    size, cap = len(raw_output.encode()), settings.EVIDENCE_MAX_BYTES_PER_LEASE
+    if held["size"] + size > cap:
+        raise ValidationError(
+            {
+                "raw_output": _(
+                    "This output (%(size)d bytes) would take the evidence of lease "
+                    "%(lease)s to %(total)d bytes, over its quota of %(cap)d bytes; ask your "
+                    "provider to raise it."
+                )
+                % {
+                    "size": size,
+                    "lease": lease.reference,
+                    "total": held["size"] + size,
+                    "cap": cap,
+                }
+            }
+        )
+
+
 @transaction.atomic
 def submit_evidence(
     *,
@@ -239,6 +280,7 @@ def submit_evidence(
                 % {"tool": tool, "reason": error}
             }
         ) from None
+    _check_quota(lease, raw_output)
     evidence = Evidence.objects.create(
         lease=lease,
         submitted_by=user,

@@ -80,3 +80,16 @@ class WholeSeconds(Func):
             template="MAX(0, django_timestamp_diff(%(expressions)s) / 1000000)",
             **extra,
         )
+
+
+class OctetLength(Func):
+    """A text's length in bytes (UTF-8), not characters. PostgreSQL reads it from the
+    stored value's header, without decompressing a TOASTed text."""
+
+    output_field = BigIntegerField()
+    function = "octet_length"
+
+    def as_sqlite(self, compiler, connection, **extra):  # type: ignore[no-untyped-def]
+        return self.as_sql(
+            compiler, connection, template="length(CAST(%(expressions)s AS BLOB))", **extra
+        )

@@ -86,28 +86,37 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # The portal's request budgets (PORTAL_RATE_LIMIT, AUDIT_BUNDLE_RATE_LIMIT).
+    "portal.middleware.PortalRateLimitMiddleware",
     # Last, as django-axes asks: it answers a locked-out login with LOGIN_LOCKOUT's 429.
     "axes.middleware.AxesMiddleware",
 ]
 
-# Login throttling for the portal and the admin (django-axes): after LOGIN_FAILURE_LIMIT
-# failed logins from one address, that address is locked out for LOGIN_LOCKOUT_MINUTES.
-# A success resets the count.
+# How many proxies in front of gunicorn append to X-Forwarded-For (docker-compose.yml's and
+# deploy/'s Caddy: 1); 0 believes REMOTE_ADDR only. The one rule for the client address of
+# login lockouts, API budgets, portal rate limits and the access log
+# (common/client_address.py). API_NUM_PROXIES is its former name, still read.
+TRUSTED_PROXY_COUNT = env.int("TRUSTED_PROXY_COUNT", default=env.int("API_NUM_PROXIES", default=0))
+
+# Login throttling for the portal and the admin (django-axes): LOGIN_FAILURE_LIMIT failed
+# logins for one username (from anywhere), or from one client address (for any username),
+# lock that username, or that address, out for LOGIN_LOCKOUT_MINUTES. A success clears only
+# the failures of that username from that address (common.login_attempts).
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",
 ]
+AXES_HANDLER = "common.login_attempts.OwnFailuresHandler"
 AXES_FAILURE_LIMIT = env.int("LOGIN_FAILURE_LIMIT", default=10)
 AXES_COOLOFF_TIME = timedelta(minutes=env.int("LOGIN_LOCKOUT_MINUTES", default=15))
-AXES_LOCKOUT_PARAMETERS = ["ip_address"]
+AXES_LOCKOUT_PARAMETERS = ["ip_address", "username"]
 AXES_RESET_ON_SUCCESS = True
 AXES_HTTP_RESPONSE_CODE = 429
 AXES_LOCKOUT_TEMPLATE = "portal/locked_out.html"
 AXES_VERBOSE = False
 # A failed login's username as axes records it: cut to its varchar(255) column.
 AXES_USERNAME_CALLABLE = "common.login_attempts.attempted_username"
-# The address a lockout counts against: behind API_NUM_PROXIES proxies (the compose stack's
-# Caddy), the client's, not the proxy's; otherwise REMOTE_ADDR.
+# The address a lockout counts against: the client's by TRUSTED_PROXY_COUNT.
 AXES_CLIENT_IP_CALLABLE = "common.client_address.client_address"
 
 ROOT_URLCONF = "config.urls"
@@ -417,10 +426,22 @@ CACHES = {
 API_RATE_LIMIT = env.str("API_RATE_LIMIT", default="600/min")
 API_ANON_RATE_LIMIT = env.str("API_ANON_RATE_LIMIT", default="60/min")
 API_AUTH_FAILURE_LIMIT = env.str("API_AUTH_FAILURE_LIMIT", default="20/min")
+# Customer evidence a lease may hold (billing.evidence): pieces, and bytes of raw output in
+# all (one piece is at most 1 MiB).
+EVIDENCE_MAX_PER_LEASE = env.int("EVIDENCE_MAX_PER_LEASE", default=500)
+EVIDENCE_MAX_BYTES_PER_LEASE = env.int("EVIDENCE_MAX_BYTES_PER_LEASE", default=64 * 1024 * 1024)
+# Portal pages per signed-in user (else per address), and signed audit bundles per user,
+# portal and API together (each takes seconds to build); empty: no limit.
+PORTAL_RATE_LIMIT = env.str("PORTAL_RATE_LIMIT", default="120/min")
+AUDIT_BUNDLE_RATE_LIMIT = env.str("AUDIT_BUNDLE_RATE_LIMIT", default="30/hour")
 # Every API token expires: after this many days unless asked otherwise, and never later
 # than the maximum.
 API_TOKEN_DEFAULT_DAYS = env.int("API_TOKEN_DEFAULT_DAYS", default=90)
 API_TOKEN_MAX_DAYS = env.int("API_TOKEN_MAX_DAYS", default=365)
+# Active (neither revoked nor expired) tokens a tenant, and one user, may hold: each token
+# has its own API_RATE_LIMIT, so the caps bound what one tenant can ask of the API.
+API_TOKENS_PER_TENANT = env.int("API_TOKENS_PER_TENANT", default=50)
+API_TOKENS_PER_USER = env.int("API_TOKENS_PER_USER", default=10)
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "api.throttling.AddressGuard",
@@ -437,8 +458,8 @@ REST_FRAMEWORK = {
         "anon": API_ANON_RATE_LIMIT,
         "auth_failure": API_AUTH_FAILURE_LIMIT,
     },
-    # How many proxies in front of gunicorn append to X-Forwarded-For; 0 trusts none.
-    "NUM_PROXIES": env.int("API_NUM_PROXIES", default=0),
+    # DRF's own reading of the client address agrees with common.client_address.
+    "NUM_PROXIES": TRUSTED_PROXY_COUNT,
     "DEFAULT_PARSER_CLASSES": ["api.parsers.StrictJSONParser"],
     "DEFAULT_RENDERER_CLASSES": [
         "rest_framework.renderers.JSONRenderer",

@@ -215,11 +215,11 @@ def issue_tokens(count: int) -> list[str]:
     from api.tokens import issue_token
 
     users = get_user_model()._default_manager
-    user, _ = users.get_or_create(username="bench-staff", defaults={"is_staff": True})
-    return [
-        issue_token(user=user, scopes=["read"], name=f"bench client {index}").secret
-        for index in range(count)
-    ]
+    secrets = []
+    for index in range(count):  # a holder per client: API_TOKENS_PER_USER caps one's tokens
+        user, _ = users.get_or_create(username=f"bench-staff-{index}", defaults={"is_staff": True})
+        secrets.append(issue_token(user=user, scopes=["read"], name=f"bench client {index}").secret)
+    return secrets
 
 
 def free_port() -> int:

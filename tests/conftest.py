@@ -83,9 +83,31 @@ def _roomy_address_budgets(monkeypatch):
 
 
 @pytest.fixture(autouse=True)
+def _roomy_portal_budgets(settings):
+    """Likewise the portal's and the audit bundle's budgets (anonymous pages count against
+    127.0.0.1); their tests set their own."""
+    settings.PORTAL_RATE_LIMIT = "100000/min"
+    settings.AUDIT_BUNDLE_RATE_LIMIT = "100000/min"
+
+
+@pytest.fixture(autouse=True)
 def _english():
     """Messages are asserted in English; pages that test Chinese ask for it explicitly."""
     from django.utils import translation
 
     with translation.override("en"):
         yield
+
+
+@pytest.fixture
+def redis_cache(settings, redis_url):
+    """Django's cache on the test Redis, as production's CACHE_URL: the rate-limit counters
+    every web worker shares. Emptied before and after."""
+    from django.core.cache import cache
+
+    settings.CACHES = {
+        "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": redis_url}
+    }
+    cache.clear()
+    yield cache
+    cache.clear()

@@ -67,6 +67,18 @@ def test_a_forged_forwarded_for_header_does_not_buy_a_fresh_budget(world, tight_
     assert statuses == [401] * 5 + [429]
 
 
+def test_behind_one_proxy_the_401_budget_is_the_clients_not_the_proxys(
+    world, tight_budgets, settings
+):
+    settings.TRUSTED_PROXY_COUNT = 1
+    caddy = "172.18.0.5"
+    guesser = _client(caddy, token="gpl_deadbeef_x", HTTP_X_FORWARDED_FOR="203.0.113.10")
+    assert [guesser.get("/api/v1/leases/").status_code for _ in range(6)] == [401] * 5 + [429]
+    good = tokens.issue_token(user=world.alpha.members[Role.ADMIN], scopes=["read"]).secret
+    neighbour = _client(caddy, token=good, HTTP_X_FORWARDED_FOR="203.0.113.20")
+    assert neighbour.get("/api/v1/leases/").status_code == 200
+
+
 def test_anonymous_requests_to_open_routes_have_their_own_rate(world, tight_budgets):
     anonymous = _client("198.18.0.66")
     statuses = [anonymous.get("/api/v1/audit/public-key/").status_code for _ in range(5)]
@@ -85,8 +97,8 @@ def test_logins_lock_an_address_out_after_repeated_failures(world, settings, log
     admin.is_staff = login_path.startswith("/admin")  # the admin site logs in staff only
     admin.save()
     browser = Client(REMOTE_ADDR="198.18.0.66", HTTP_ACCEPT_LANGUAGE="en")
-    for _ in range(3):
-        failed = browser.post(login_path, {"username": admin.username, "password": "guess"})
+    for n in range(3):  # three names, so it is the address that locks, not a username
+        failed = browser.post(login_path, {"username": f"nobody-{n}", "password": "guess"})
         assert failed.status_code in (200, 429)
     locked = browser.post(login_path, {"username": admin.username, "password": "the-right-one"})
     assert locked.status_code == 429

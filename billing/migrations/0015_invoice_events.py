@@ -23,8 +23,8 @@ class Migration(migrations.Migration):
             fields=[
                 ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
                 ('kind', models.CharField(choices=[('issued', 'issued'), ('paid', 'paid'), ('voided', 'voided'), ('credited', 'credit note issued')], max_length=8, verbose_name='kind')),
-                ('from_state', models.CharField(choices=[('draft', 'draft'), ('issued', 'issued'), ('paid', 'paid'), ('void', 'void')], max_length=8, verbose_name='from')),
-                ('to_state', models.CharField(choices=[('draft', 'draft'), ('issued', 'issued'), ('paid', 'paid'), ('void', 'void')], max_length=8, verbose_name='to')),
+                ('from_state', models.CharField(choices=[('draft', 'draft'), ('issued', 'issued'), ('paid', 'paid'), ('void', 'void')], max_length=8, verbose_name='from status')),
+                ('to_state', models.CharField(choices=[('draft', 'draft'), ('issued', 'issued'), ('paid', 'paid'), ('void', 'void')], max_length=8, verbose_name='to status')),
                 ('at', models.DateTimeField(verbose_name='at')),
                 ('reason', models.TextField(blank=True, verbose_name='reason')),
                 ('actor', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL, verbose_name='actor')),

@@ -350,8 +350,8 @@ class InvoiceEvent(models.Model):
         Invoice, on_delete=models.PROTECT, related_name="events", verbose_name=_("invoice")
     )
     kind = models.CharField(_("kind"), max_length=8, choices=InvoiceEventKind.choices)
-    from_state = models.CharField(_("from"), max_length=8, choices=InvoiceStatus.choices)
-    to_state = models.CharField(_("to"), max_length=8, choices=InvoiceStatus.choices)
+    from_state = models.CharField(_("from status"), max_length=8, choices=InvoiceStatus.choices)
+    to_state = models.CharField(_("to status"), max_length=8, choices=InvoiceStatus.choices)
     actor = models.ForeignKey(
         settings.AUTH_USER_MODEL,
         on_delete=models.SET_NULL,

@@ -51,7 +51,7 @@ def credited_and_paid(lease):  # type: ignore[no-untyped-def]
 
 
 def test_the_credit_note_and_the_invoice_life_are_in_the_bundle_and_agree(month):  # noqa: F811
-    invoice, note = credited_and_paid(month)
+    _invoice, note = credited_and_paid(month)
     assert (note.number, note.subtotal, note.tax, note.total) == (
         "GL-CN-2026-000001",
         D("-333.33"),

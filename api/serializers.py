@@ -21,7 +21,14 @@ from api.models import ApiToken, Scope, TokenState
 from benchmarks.choices import Pattern
 from benchmarks.models import ProbeRun
 from billing.choices import CreditNoteKind
-from billing.models import CreditNote, CreditNoteLine, Incident, Invoice, InvoiceLine
+from billing.models import (
+    CreditNote,
+    CreditNoteLine,
+    Incident,
+    Invoice,
+    InvoiceEvent,
+    InvoiceLine,
+)
 from common.dbfunctions import SweptNodes
 from gpulease_verify.periods import PATTERN as PERIOD_PATTERN
 from gpulease_verify.periods import Period, PeriodError
@@ -560,6 +567,28 @@ class TaxGroupSerializer(serializers.Serializer):
 IDENTITY_HELP = "Frozen when issued: legal_name, tax_id, address, phone, bank, account."
 
 
+class InvoiceEventSerializer(serializers.ModelSerializer):
+    actor = serializers.CharField(
+        source="actor.username",
+        default=None,
+        read_only=True,
+        allow_null=True,
+        help_text="Who did it; null for a command, beat, or a step recorded before events.",
+    )
+    credit_note = serializers.CharField(
+        source="credit_note.number",
+        default=None,
+        read_only=True,
+        allow_null=True,
+        help_text="The credit note's number (credited events only).",
+    )
+
+    class Meta:
+        model = InvoiceEvent
+        fields = ["at", "kind", "from_state", "to_state", "actor", "reason", "credit_note"]
+        read_only_fields = fields
+
+
 class InvoiceSerializer(serializers.ModelSerializer):
     tenant = serializers.CharField(source="tenant.slug", read_only=True)
     lines = InvoiceLineSerializer(many=True, read_only=True)
@@ -576,6 +605,11 @@ class InvoiceSerializer(serializers.ModelSerializer):
         ),
     )
     credit_notes = serializers.SerializerMethodField()
+    events = InvoiceEventSerializer(
+        many=True,
+        read_only=True,
+        help_text="Its life step by step: issued, paid, voided, credited; who, when, why.",
+    )
     tax_groups = TaxGroupSerializer(
         many=True,
         read_only=True,
@@ -611,6 +645,7 @@ class InvoiceSerializer(serializers.ModelSerializer):
             "total",
             "network_cost_share",
             "credit_notes",
+            "events",
             "lines",
         ]
         read_only_fields = fields
@@ -658,6 +693,7 @@ class CreditNoteSerializer(serializers.ModelSerializer):
             "invoice_number",
             "reason",
             "kind",
+            "full_reversal",
             "issued_at",
             "issue_date",
             "currency",

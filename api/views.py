@@ -33,7 +33,7 @@ from billing import services as billing_services
 from billing.documents import document_language, xlsx
 from billing.documents import pdf as invoice_pdf
 from billing.documents.rows import invoice_document
-from billing.models import CreditNote, CreditNoteLine, Incident, Invoice
+from billing.models import CreditNote, CreditNoteLine, Incident, Invoice, InvoiceEvent
 from billing.reports import sla_report
 from common.attachments import attachment
 from leases import selectors
@@ -465,6 +465,12 @@ class InvoiceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewS
                     queryset=InvoiceLine.objects.select_related("lease").order_by("position"),
                 ),
                 Prefetch("credit_notes", queryset=CreditNote.objects.only("id", "invoice_id")),
+                Prefetch(
+                    "events",
+                    queryset=InvoiceEvent.objects.select_related("actor", "credit_note").order_by(
+                        "at", "id"
+                    ),
+                ),
             )
             .order_by("-period", "tenant__name", "id")
         )
@@ -543,6 +549,7 @@ class InvoiceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewS
                 invoice=invoice,
                 force=body.validated_data["force"],
                 reason=body.validated_data.get("reason"),
+                actor=request.user,
             )
         )
         return self._answer(issued)
@@ -564,7 +571,7 @@ class InvoiceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewS
         body.is_valid(raise_exception=True)
         paid = self._lifecycle(
             lambda: billing_services.mark_paid(
-                invoice=invoice, paid_on=body.validated_data.get("paid_on")
+                invoice=invoice, paid_on=body.validated_data.get("paid_on"), actor=request.user
             )
         )
         return self._answer(paid)
@@ -581,7 +588,7 @@ class InvoiceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewS
         body.is_valid(raise_exception=True)
         voided = self._lifecycle(
             lambda: billing_services.void_invoice(
-                invoice=invoice, reason=body.validated_data["reason"]
+                invoice=invoice, reason=body.validated_data["reason"], actor=request.user
             )
         )
         return self._answer(voided)
@@ -608,6 +615,7 @@ class InvoiceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewS
                 reason=body.validated_data["reason"],
                 kind=body.validated_data["kind"],
                 corrections=None if asked is None else billing_services.corrections_from(asked),
+                actor=request.user,
             )
         )
         note = CreditNoteViewSet.lines_prefetched(CreditNote.objects.filter(pk=note.pk)).get()

@@ -14,6 +14,7 @@ from billing.models import (
     HourlyRollup,
     Incident,
     Invoice,
+    InvoiceEvent,
     InvoiceLine,
     TrafficSample,
 )
@@ -63,6 +64,8 @@ CREDIT_NOTE_FIELDS = (
     "tenant",
     "invoice",
     "reason",
+    "kind",
+    "full_reversal",
     "issued_at",
     "issue_date",
     "currency",
@@ -72,6 +75,7 @@ CREDIT_NOTE_FIELDS = (
     "seller",
     "buyer",
 )
+EVENT_FIELDS = ("at", "kind", "from_state", "to_state", "actor", "reason", "credit_note")
 CREDIT_NOTE_LINE_FIELDS = (
     "position",
     "original_line",
@@ -144,10 +148,32 @@ def _each(modeladmin, request, queryset, service, done_message) -> None:  # type
         modeladmin.message_user(request, done_message(done), messages.SUCCESS)
 
 
+class InvoiceEventInline(admin.TabularInline):
+    """Who issued, paid, voided or credited the invoice, when and why (billing.services
+    writes them; never edited)."""
+
+    model = InvoiceEvent
+    fk_name = "invoice"
+    extra = 0
+    can_delete = False
+    fields = EVENT_FIELDS
+    readonly_fields = EVENT_FIELDS
+    ordering = ["at", "id"]
+
+    def get_queryset(self, request):  # type: ignore[no-untyped-def]
+        return super().get_queryset(request).select_related("actor", "credit_note")
+
+    def has_add_permission(self, request, obj=None):  # type: ignore[no-untyped-def]
+        return False
+
+    def has_change_permission(self, request, obj=None):  # type: ignore[no-untyped-def]
+        return False
+
+
 @admin.action(description=_("Issue selected drafts"))
 def issue(modeladmin, request, queryset):  # type: ignore[no-untyped-def]
     def issue_one(invoice):  # type: ignore[no-untyped-def]
-        issued = services.issue_invoice(invoice=invoice)
+        issued = services.issue_invoice(invoice=invoice, actor=request.user)
         # Issued all the same; the metering gaps of its period are for the operator to read.
         for warning in services.issue_warnings(issued):
             modeladmin.message_user(request, warning, messages.WARNING)
@@ -174,7 +200,9 @@ def void(modeladmin, request, queryset):  # type: ignore[no-untyped-def]
             modeladmin,
             request,
             queryset,
-            lambda invoice: services.void_invoice(invoice=invoice, reason=reason),
+            lambda invoice: services.void_invoice(
+                invoice=invoice, reason=reason, actor=request.user
+            ),
             lambda n: ngettext("%(n)d invoice voided.", "%(n)d invoices voided.", n) % {"n": n},
         )
         return None
@@ -209,7 +237,9 @@ def mark_paid(modeladmin, request, queryset):  # type: ignore[no-untyped-def]
             modeladmin,
             request,
             queryset,
-            lambda invoice: services.mark_paid(invoice=invoice, paid_on=paid_on),
+            lambda invoice: services.mark_paid(
+                invoice=invoice, paid_on=paid_on, actor=request.user
+            ),
             lambda n: (
                 ngettext("%(n)d invoice marked paid.", "%(n)d invoices marked paid.", n) % {"n": n}
             ),
@@ -270,7 +300,7 @@ class InvoiceAdmin(StampedAdmin):
     fields = INVOICE_FIELDS
     readonly_fields = INVOICE_FIELDS
     actions = [issue, mark_paid, void, recompute]
-    inlines = [InvoiceLineInline]
+    inlines = [InvoiceLineInline, InvoiceEventInline]
 
     def get_search_results(self, request, queryset, search_term):  # type: ignore[no-untyped-def]
         queryset, _may_have_duplicates = super().get_search_results(request, queryset, search_term)

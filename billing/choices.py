@@ -22,6 +22,15 @@ class CreditNoteKind(models.TextChoices):
     COMMERCIAL = "commercial", _("commercial credit (goodwill, discount)")
 
 
+class InvoiceEventKind(models.TextChoices):
+    """One step of an invoice's life (``billing.models.InvoiceEvent``)."""
+
+    ISSUED = "issued", _("issued")
+    PAID = "paid", _("paid")
+    VOIDED = "voided", _("voided")
+    CREDITED = "credited", _("credit note issued")
+
+
 # An issued or paid invoice is billed: it never changes, and late results adjust it.
 BILLED_INVOICE_STATUSES = (InvoiceStatus.ISSUED, InvoiceStatus.PAID)
 

@@ -6,7 +6,10 @@ recomputes it once more, then gives it the next number of its seller's gap-free 
 the year of issue (``PREFIX-YYYY-NNNNNN``), the issue date in the tenant's zone, the due
 date (issue date + ``INVOICE_PAYMENT_TERMS_DAYS``) and both identities as they stand;
 from then on the invoice never changes. A correction is a credit note (红字发票) with its
-own number (``PREFIX-CN-YYYY-NNNNNN``). Numbers come from a counter row per (series,
+own number (``PREFIX-CN-YYYY-NNNNNN``). Every step (issued, paid, voided, credited) writes
+an ``InvoiceEvent`` in its own transaction: who (``actor``, the user the API view, admin
+action or command passes down; none for a command or beat), when, from and to which state,
+and why. Numbers come from a counter row per (series,
 seller, year) locked (``common.locks``) in the issuing transaction: two issuers
 wait for each other, and a rolled-back issue gives its number back with it, so the
 series has no gap and no number is ever used twice.
@@ -31,13 +34,14 @@ from django.utils.translation import ngettext
 from benchmarks.choices import RunState
 from benchmarks.models import ProbeRun
 from billing import invoicing, metering_gaps
-from billing.choices import CreditNoteKind, InvoiceStatus
+from billing.choices import CreditNoteKind, InvoiceEventKind, InvoiceStatus
 from billing.ingest import pending_runs
 from billing.models import (
     CreditNote,
     CreditNoteLine,
     DocumentCounter,
     Invoice,
+    InvoiceEvent,
     InvoiceLine,
 )
 from common.locks import locking
@@ -87,6 +91,29 @@ def issue_date_of(instant: datetime, zone: str) -> date:
 
 def due_date_of(issued: date) -> date:
     return issued + timedelta(days=settings.INVOICE_PAYMENT_TERMS_DAYS)
+
+
+def _record(
+    invoice: Invoice,
+    kind: str,
+    *,
+    before: str,
+    actor: Any,
+    at: datetime,
+    reason: str = "",
+    note: CreditNote | None = None,
+) -> InvoiceEvent:
+    """The event of one step, in the caller's transaction (the invoice row is locked)."""
+    return InvoiceEvent.objects.create(
+        invoice=invoice,
+        kind=kind,
+        from_state=before,
+        to_state=invoice.status,
+        actor=actor if getattr(actor, "pk", None) else None,
+        at=at,
+        reason=reason,
+        credit_note=note,
+    )
 
 
 def _reason(reason: str | None, what: str) -> str:
@@ -171,6 +198,7 @@ def issue_invoice(
     invoice: Invoice,
     force: bool = False,
     reason: str | None = None,
+    actor: Any = None,
     now: datetime | None = None,
 ) -> Invoice:
     """Recompute the draft, then issue it: number, dates, identities, frozen. Refused
@@ -224,12 +252,24 @@ def issue_invoice(
         tenant_id=tenant.pk, start=locked.period_start, end=locked.period_end
     )
     locked.save()
+    _record(
+        locked,
+        InvoiceEventKind.ISSUED,
+        before=InvoiceStatus.DRAFT,
+        actor=actor,
+        at=now,
+        reason=text,
+    )
     return locked
 
 
 @transaction.atomic
 def mark_paid(
-    *, invoice: Invoice, paid_on: date | None = None, now: datetime | None = None
+    *,
+    invoice: Invoice,
+    paid_on: date | None = None,
+    actor: Any = None,
+    now: datetime | None = None,
 ) -> Invoice:
     """issued → paid. ``paid_on`` is the day the money arrived in the tenant's zone
     (default: today there), not before the issue date and not after today; a day before
@@ -265,11 +305,14 @@ def mark_paid(
     locked.status = InvoiceStatus.PAID
     locked.paid_at = now if day == today else datetime.combine(day, time(), ZoneInfo(zone))
     locked.save(update_fields=["status", "paid_at", "updated_at"])
+    _record(locked, InvoiceEventKind.PAID, before=InvoiceStatus.ISSUED, actor=actor, at=now)
     return locked
 
 
 @transaction.atomic
-def void_invoice(*, invoice: Invoice, reason: str, now: datetime | None = None) -> Invoice:
+def void_invoice(
+    *, invoice: Invoice, reason: str, actor: Any = None, now: datetime | None = None
+) -> Invoice:
     """issued → void, with a reason; it keeps its number, and the month may be drafted
     and issued again. Refused once paid, once a credit note references it, and once
     another invoice carries adjustments to it (voiding would count them twice)."""
@@ -303,6 +346,14 @@ def void_invoice(*, invoice: Invoice, reason: str, now: datetime | None = None) 
     locked.voided_at = now or timezone.now()
     locked.void_reason = text
     locked.save(update_fields=["status", "voided_at", "void_reason", "updated_at"])
+    _record(
+        locked,
+        InvoiceEventKind.VOIDED,
+        before=InvoiceStatus.ISSUED,
+        actor=actor,
+        at=locked.voided_at,
+        reason=text,
+    )
     return locked
 
 
@@ -391,6 +442,7 @@ def create_credit_note(
     reason: str,
     corrections: Iterable[Correction] | None = None,
     kind: str = CreditNoteKind.CORRECTION,
+    actor: Any = None,
     now: datetime | None = None,
 ) -> CreditNote:
     """A credit note on an issued (or paid) invoice: the given line corrections, or with
@@ -436,6 +488,7 @@ def create_credit_note(
         ),
         reason=text,
         kind=kind,
+        full_reversal=corrections is None,
         issued_at=now,
         issue_date=issued_on,
         currency=locked.currency,
@@ -460,6 +513,15 @@ def create_credit_note(
         )
         for position, (line, amount) in enumerate(chosen, start=1)
     )
+    _record(
+        locked,
+        InvoiceEventKind.CREDITED,
+        before=locked.status,
+        actor=actor,
+        at=now,
+        reason=text,
+        note=note,
+    )
     return note
 
 
@@ -479,6 +541,7 @@ def issue_period(
     tenant: Tenant | None = None,
     force: bool = False,
     reason: str | None = None,
+    actor: Any = None,
     now: datetime | None = None,
 ) -> tuple[list[Invoice], list[str]]:
     """Draft the month, then issue each draft. Returns the invoices and, per draft that
@@ -491,7 +554,9 @@ def issue_period(
             continue
         try:
             with transaction.atomic():
-                drafted = issue_invoice(invoice=drafted, force=force, reason=reason, now=now)
+                drafted = issue_invoice(
+                    invoice=drafted, force=force, reason=reason, actor=actor, now=now
+                )
         except ValidationError as error:
             refusals.append(" ".join(error.messages))
             drafted.refresh_from_db()

@@ -1,6 +1,6 @@
 """The bundle's billing documents: compliance step by step, the invoice lines (issued, or as
-they would be drafted now), the credit base and SLA credit, the dispute evidence and the
-disputes."""
+they would be drafted now) with the invoice's credit notes and lifecycle events, the credit
+base and SLA credit, the dispute evidence and the disputes."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import Q
+from django.db.models import Prefetch, Q
 
 from benchmarks import chain
 from billing import invoicing, sla
-from billing.models import Dispute, Evidence, Invoice
+from billing.models import CreditNote, CreditNoteLine, Dispute, Evidence, Invoice, InvoiceEvent
 from gpulease_verify import credit_base
 from gpulease_verify.bundle import billed_lines
 from gpulease_verify.calculations import sla_credit
@@ -80,7 +80,14 @@ def _invoice_doc(lease: Lease, period: str) -> dict[str, Any]:
                 "the totals are the whole invoice's, tax per rate group; lines are this "
                 "lease's only"
             ),
+            "number": invoice.number,
+            "issued_at": chain.iso_utc(invoice.issued_at),
+            "paid_at": chain.iso_utc(invoice.paid_at),
+            "voided_at": chain.iso_utc(invoice.voided_at),
+            "void_reason": invoice.void_reason,
             "lines": [_line(line, line.position) for line in lines],
+            "credit_notes": _credit_notes_doc(invoice),
+            "events": _events_doc(invoice),
             "other_lines": [
                 {
                     "position": line.position,
@@ -106,6 +113,72 @@ def _invoice_doc(lease: Lease, period: str) -> dict[str, Any]:
         "note": "no invoice drafted yet: the lease's lines as they would be drafted now",
         "lines": [_line(line, position) for position, line in enumerate(computed, start=1)],
     }
+
+
+def _credit_notes_doc(invoice: Invoice) -> list[dict[str, Any]]:
+    """Every credit note of the invoice (its totals cover lines of any lease), each line
+    naming the invoice line it corrects by position (in ``lines`` or ``other_lines``)."""
+    notes = (
+        CreditNote.objects.filter(invoice=invoice)
+        .prefetch_related(
+            Prefetch(
+                "lines",
+                queryset=CreditNoteLine.objects.select_related("lease", "original_line").order_by(
+                    "position"
+                ),
+            )
+        )
+        .order_by("issued_at", "pk")
+    )
+    return [
+        {
+            "number": note.number,
+            "invoice_number": invoice.number,
+            "kind": note.kind,
+            "full_reversal": note.full_reversal,
+            "reason": note.reason,
+            "issued_at": chain.iso_utc(note.issued_at),
+            "issue_date": note.issue_date.isoformat(),
+            "currency": note.currency,
+            "subtotal": _plain(note.subtotal),
+            "tax": _plain(note.tax),
+            "total": _plain(note.total),
+            "lines": [
+                {
+                    "position": line.position,
+                    "original_position": line.original_line.position,
+                    "lease": line.lease.reference if line.lease else None,
+                    "kind": str(line.kind),
+                    "description": line.description,
+                    "amount": _plain(line.amount),
+                    "tax_rate_percent": _plain(line.tax_rate_percent),
+                }
+                for line in note.lines.all()
+            ],
+        }
+        for note in notes
+    ]
+
+
+def _events_doc(invoice: Invoice) -> list[dict[str, Any]]:
+    """The invoice's life in the order it was recorded: who, when, from, to, why."""
+    events = (
+        InvoiceEvent.objects.filter(invoice=invoice)
+        .select_related("actor", "credit_note")
+        .order_by("at", "pk")
+    )
+    return [
+        {
+            "at": chain.iso_utc(event.at),
+            "kind": event.kind,
+            "from_state": event.from_state,
+            "to_state": event.to_state,
+            "actor": event.actor.get_username() if event.actor else None,
+            "reason": event.reason,
+            "credit_note": event.credit_note.number if event.credit_note else None,
+        }
+        for event in events
+    ]
 
 
 def _base_doc(base: credit_base.CreditBase) -> dict[str, Any]:

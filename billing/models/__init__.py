@@ -6,6 +6,7 @@ from billing.models.invoices import (
     CreditNoteLine,
     DocumentCounter,
     Invoice,
+    InvoiceEvent,
     InvoiceImmutable,
     InvoiceLine,
 )
@@ -25,6 +26,7 @@ __all__ = [
     "Incident",
     "IngestCursor",
     "Invoice",
+    "InvoiceEvent",
     "InvoiceImmutable",
     "InvoiceLine",
     "TrafficSample",

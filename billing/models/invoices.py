@@ -1,12 +1,13 @@
 from decimal import Decimal
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
-from billing.choices import CreditNoteKind, InvoiceStatus, LineKind
+from billing.choices import CreditNoteKind, InvoiceEventKind, InvoiceStatus, LineKind
 from common.models import TimeStampedModel
 from common.querysets import TenantScopedQuerySet
 from gpulease_verify.calculations import RateGroup, invoice_totals_by_rate
@@ -255,6 +256,14 @@ class CreditNote(TimeStampedModel):
             "never is, so it is never billed back."
         ),
     )
+    full_reversal = models.BooleanField(
+        _("full reversal"),
+        default=False,
+        help_text=_(
+            "Issued without line corrections: it takes off whatever earlier credit notes "
+            "left of every line (false for notes from before this was recorded)."
+        ),
+    )
     issued_at = models.DateTimeField(_("issued at"))
     issue_date = models.DateField(_("issue date"))
     currency = models.CharField(_("currency"), max_length=3, default=CURRENCY)
@@ -328,3 +337,62 @@ class CreditNoteLine(models.Model):
         if self.pk is not None:
             raise _immutable(gettext("Credit note %(note)s") % {"note": self.credit_note.number})
         super().save(*args, **kwargs)
+
+
+class InvoiceEvent(models.Model):
+    """One step of an issued invoice's life, written by ``billing.services`` in the
+    transaction that takes it: issued (draft → issued), paid (issued → paid), voided
+    (issued → void), credited (a credit note; the status stays). ``actor`` is who did it
+    (none: a command or beat, or a row written before events were recorded); ``at`` is
+    when it was recorded. Never edited, never deleted."""
+
+    invoice = models.ForeignKey(
+        Invoice, on_delete=models.PROTECT, related_name="events", verbose_name=_("invoice")
+    )
+    kind = models.CharField(_("kind"), max_length=8, choices=InvoiceEventKind.choices)
+    from_state = models.CharField(_("from status"), max_length=8, choices=InvoiceStatus.choices)
+    to_state = models.CharField(_("to status"), max_length=8, choices=InvoiceStatus.choices)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        verbose_name=_("actor"),
+    )
+    at = models.DateTimeField(_("at"))
+    reason = models.TextField(_("reason"), blank=True)
+    credit_note = models.OneToOneField(
+        CreditNote,
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="event",
+        verbose_name=_("credit note"),
+    )
+
+    objects = TenantScopedQuerySet.as_manager()
+    tenant_path = "invoice__tenant"
+
+    class Meta:
+        verbose_name = _("invoice event")
+        verbose_name_plural = _("invoice events")
+        ordering = ["at", "id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(kind=InvoiceEventKind.CREDITED, credit_note__isnull=False)
+                | (~Q(kind=InvoiceEventKind.CREDITED) & Q(credit_note__isnull=True)),
+                name="invoice_event_credit_note_iff_credited",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.invoice} {self.kind} at {self.at:%Y-%m-%d %H:%M}"
+
+    def save(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if self.pk is not None:
+            raise _immutable(gettext("Invoice %(invoice)s") % {"invoice": self.invoice.label})
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        raise _immutable(gettext("Invoice %(invoice)s") % {"invoice": self.invoice.label})

@@ -2,7 +2,8 @@
 every run re-judged (``rejudge``), the billed window (``window``), the compliance
 recomputed from the runs, the hourly rollups, the traffic samples rebuilt from the counters
 and probe runs (``traffic``), the SLA credit and every invoice line derived again from
-terms, assignments and the rebuilt samples (``lines``). Reads no database
+terms, assignments and the rebuilt samples (``lines``), the invoice's credit notes and
+lifecycle events (``credit_notes``). Reads no database
 and imports no Django; ``manage.py audit_verify`` and the ``gpulease-verify`` console
 script both call ``verify_report``."""
 
@@ -16,7 +17,16 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from gpulease_verify import chain, checkpoints, credit_base, fabric, health, rejudge, traffic
+from gpulease_verify import (
+    chain,
+    checkpoints,
+    credit_base,
+    credit_notes,
+    fabric,
+    health,
+    rejudge,
+    traffic,
+)
 from gpulease_verify import compliance as sla
 from gpulease_verify import lines as invoice_lines
 from gpulease_verify import terms as terms_chain
@@ -837,6 +847,9 @@ def verify_report(
         compliance = checker.compliance()
         checker.traffic()
         checker.lines(checker.credit(compliance))
+        documents = credit_notes.check(bundle)
+        checker.mismatches.extend(documents[0])
+        checker.notes.extend(documents[1])
         anchored = checkpoints.check_bundle(bundle, key_trust, previous, _signed_or_none(previous))
         checker.mismatches.extend(anchored[0])
         checker.notes.extend(anchored[1])

@@ -26,8 +26,10 @@ COPY --from=assets /build/portal/static/portal/vendor ./portal/static/portal/ven
 # collectstatic loads the production settings, which refuse to start without the keys:
 # throwaway ones here, deleted at once. The real ones live on the volume that
 # docker-compose.yml mounts at /var/lib/gpulease/keys (README, Production).
-RUN pip install --no-cache-dir ./verifier . \
-    && pip install --no-cache-dir Babel \
+# Third-party packages only as requirements.lock pins them, hashes checked (make lock);
+# then gpulease and gpulease-verify from this tree, with nothing fetched besides.
+RUN pip install --no-cache-dir --require-hashes -r requirements.lock \
+    && pip install --no-cache-dir --no-deps --no-build-isolation -e ./verifier -e . \
     && pybabel -q compile --domain=django --directory=locale \
     && export AUDIT_SIGNING_KEY=/tmp/build-keys/audit.pem PROBE_SSH_KEY=/tmp/build-keys/probe \
     && python -m config.keys create >/dev/null \

@@ -14,15 +14,37 @@ CHROMIUM ?= /usr/bin/chromium
 SQLITE_TESTS := tests/test_clock_matrix.py tests/api/test_hostile_input.py \
 	tests/portal/test_hostile_input.py tests/leases/test_demo_evidence.py
 
-.PHONY: run setup test lint format typecheck bench messages clean browser assets
+.PHONY: run setup test lint format typecheck bench messages clean browser assets lock
 
-$(STAMP): pyproject.toml verifier/pyproject.toml
+# Every third-party package at the version and hashes requirements-dev.lock pins (pip
+# refuses anything else), then our two packages themselves, without dependencies and built
+# with the locked setuptools.
+$(STAMP): requirements-dev.lock pyproject.toml verifier/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ./verifier -e '.[dev]'
+	$(PY) -m pip install --quiet --require-hashes -r requirements-dev.lock
+	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e ./verifier -e .
 	touch $(STAMP)
 
 setup: $(STAMP) messages assets
+
+# The lock files, from pyproject.toml and verifier/pyproject.toml, for this machine's Python
+# (3.11, as the image's): requirements.lock what production runs (and Babel for the image's
+# translations), requirements-dev.lock that plus the dev tools, at the same versions. Only
+# PyPI is asked (this machine's pip configuration, a mirror or local wheels, is left out), so
+# both install on a fresh machine; gpulease-verify is ./verifier, never from an index. Pins
+# already in the files are kept; `make lock LOCK_ARGS=--upgrade` moves everything forward.
+LOCK := env -u PIP_FIND_LINKS -u PIP_INDEX_URL -u PIP_EXTRA_INDEX_URL PIP_CONFIG_FILE=/dev/null \
+	CUSTOM_COMPILE_COMMAND="make lock" $(PY) -m piptools compile --quiet \
+	--index-url https://pypi.org/simple --no-emit-index-url --find-links build/verifier-wheel \
+	--no-emit-find-links --generate-hashes --strip-extras --all-build-deps \
+	--unsafe-package gpulease-verify $(LOCK_ARGS)
+
+lock: $(STAMP)
+	rm -rf build/verifier-wheel
+	$(PY) -m pip wheel --quiet --no-deps --wheel-dir build/verifier-wheel ./verifier
+	$(LOCK) --extra messages -o requirements.lock pyproject.toml verifier/pyproject.toml
+	$(LOCK) --extra messages --extra dev -c requirements.lock -o requirements-dev.lock \
+		pyproject.toml verifier/pyproject.toml
 
 # The portal's CSS framework (Pico CSS) and, for the browser tests, axe-core come from the npm
 # registry at the versions package-lock.json pins; WhiteNoise serves the copies under

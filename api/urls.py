@@ -1,9 +1,10 @@
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView
 from rest_framework.routers import APIRootView, DefaultRouter
 
 from api import views
 from api.base import KnownQueryParametersMixin
+from api.docs import RedocView, SwaggerView
 from monitoring.views import AlertmanagerWebhookViewSet
 
 app_name = "api"
@@ -38,6 +39,6 @@ urlpatterns = [
         name="alertmanager-alerts",
     ),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
-    path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
-    path("redoc/", SpectacularRedocView.as_view(url_name="api:schema"), name="redoc"),
+    path("docs/", SwaggerView.as_view(url_name="api:schema"), name="docs"),
+    path("redoc/", RedocView.as_view(url_name="api:schema"), name="redoc"),
 ]

@@ -63,6 +63,9 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "axes",
+    # Content-Security-Policy (CONTENT_SECURITY_POLICY below): django-csp's system checks and
+    # its csp_update decorator for the one page that needs more (the API's ReDoc).
+    "csp",
     "api",
     "portal",
     "monitoring",
@@ -77,6 +80,9 @@ MIDDLEWARE = [
     # /metrics likewise (monitoring.middleware): Prometheus scrapes http://web:8000 inside.
     "monitoring.middleware.MetricsMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    # Content-Security-Policy and Permissions-Policy on every page, API answer and admin page.
+    "csp.middleware.CSPMiddleware",
+    "common.permissions_policy.PermissionsPolicyMiddleware",
     "api.middleware.ApiBodySizeLimitMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -206,6 +212,43 @@ SECURE_HSTS_INCLUDE_SUBDOMAINS = not DEBUG
 SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=not DEBUG)
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
+# What a page may load and run (django-csp): scripts and styles only as files from this
+# site (no inline <script>, no style="" attribute, no eval), images from here or data:
+# URLs, no plugins, no framing, forms posting only here. The portal passes data to its
+# scripts with json_script and data-* attributes; the chart bundle needs no eval.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "img-src": ["'self'", "data:"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "frame-ancestors": ["'none'"],
+        "form-action": ["'self'"],
+    }
+}
+# Browser features no page of ours uses, denied to the page and anything it embeds
+# (common.permissions_policy).
+PERMISSIONS_POLICY = [
+    "accelerometer",
+    "autoplay",
+    "camera",
+    "display-capture",
+    "geolocation",
+    "gyroscope",
+    "hid",
+    "idle-detection",
+    "magnetometer",
+    "microphone",
+    "midi",
+    "payment",
+    "publickey-credentials-get",
+    "screen-wake-lock",
+    "serial",
+    "usb",
+    "xr-spatial-tracking",
+]
 
 # Logs of web, worker and beat (config.logs): LOG_FORMAT=json writes one JSON object a line
 # in UTC, each with the request id that the response carries in X-Request-ID ("-" outside

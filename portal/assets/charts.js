@@ -55,7 +55,6 @@ function formats(language, zone) {
 
 function option(data, format) {
   const unit = data.unit;
-  const encode = echarts.format.encodeHTML;
   return {
     animation: false,
     textStyle: { color: TEXT },
@@ -72,15 +71,25 @@ function option(data, format) {
       trigger: "axis",
       confine: true,
       axisPointer: { type: "line" },
+      // DOM nodes, not an HTML string: ECharts' own markers carry style="" attributes, which
+      // the Content-Security-Policy refuses (style-src 'self'); a marker's colour is set
+      // through the style object instead, and names are text nodes, never parsed as HTML.
       formatter: (params) => {
-        const rows = params
-          .filter((p) => p.value && p.value[1] !== null && p.value[1] !== undefined)
-          .map(
-            (p) =>
-              `${p.marker}${encode(p.seriesName)}: <b>${format.value(p.value[1])} ${encode(unit)}</b>`,
-          );
+        const rows = params.filter(
+          (p) => p.value && p.value[1] !== null && p.value[1] !== undefined,
+        );
         if (!rows.length) return "";
-        return `${format.instant(params[0].value[0])}<br>${rows.join("<br>")}`;
+        const box = document.createElement("div");
+        box.append(format.instant(params[0].value[0]));
+        rows.forEach((p) => {
+          const marker = document.createElement("span");
+          marker.className = "echart-marker";
+          marker.style.backgroundColor = p.color;
+          const figure = document.createElement("b");
+          figure.textContent = `${format.value(p.value[1])} ${unit}`;
+          box.append(document.createElement("br"), marker, `${p.seriesName}: `, figure);
+        });
+        return box;
       },
     },
     xAxis: {

@@ -17,6 +17,7 @@ from django.core.management import get_commands
 from django.urls import Resolver404, resolve
 
 from config.celery import app as celery_app
+from tests.deploy.image_context import stages
 from tests.deploy.recipe import (
     MissingVariable,
     interpolate,
@@ -148,3 +149,45 @@ def test_only_the_tls_front_publishes_web_ports():
     assert "web" not in published
     # Everything else only on the host's loopback (Prometheus, Alertmanager, Grafana).
     assert all(port.startswith("127.0.0.1:") for ports in published.values() for port in ports)
+
+
+def _networks(service) -> dict:  # type: ignore[no-untyped-def]
+    networks = service.get("networks") or {}
+    return {name: {} for name in networks} if isinstance(networks, list) else networks
+
+
+def test_gunicorn_listens_only_on_the_internal_network_it_shares_with_caddy():
+    declared = COMPOSE["networks"]
+    for name, service in SERVICES.items():
+        assert _networks(service), f"{name} names no network"
+        assert set(_networks(service)) <= set(declared), name
+    web = SERVICES["web"]
+    assert "ports" not in web and web["expose"] == ["8000"]
+    # The Dockerfile's command, bound to web's alias in `proxy` instead of 0.0.0.0.
+    image_cmd = stages(ROOT / "Dockerfile")[-1].cmd
+    assert image_cmd[image_cmd.index("--bind") + 1] == "0.0.0.0:8000"
+    bind = web["command"].index("--bind") + 1
+    assert web["command"][:bind] + web["command"][bind + 1 :] == [
+        word for i, word in enumerate(image_cmd) if i != image_cmd.index("--bind") + 1
+    ]
+    assert web["command"][bind] == "web-proxy:8000"
+    assert _networks(web)["proxy"]["aliases"] == ["web-proxy"]
+    assert "web-proxy:8000/readyz" in " ".join(web["healthcheck"]["test"])
+    # `proxy` is internal, and only Caddy and Prometheus (scraping /metrics) join web there;
+    # web's other networks give no one a way to its port: the data stores and the app
+    # services on `backend` (it listens elsewhere), web alone on `outbound`.
+    assert declared["proxy"] == {"internal": True}
+    on_proxy = {name for name, s in SERVICES.items() if "proxy" in _networks(s)}
+    assert on_proxy == {"web", "caddy", "prometheus"}
+    assert set(_networks(web)) == {"proxy", "backend", "outbound"}
+    assert {name for name, s in SERVICES.items() if "outbound" in _networks(s)} == {"web"}
+    assert "default" not in _networks(web)
+    # Caddy and Prometheus reach web by its name: they share only `proxy` with it, so the
+    # name resolves to the address gunicorn listens on.
+    assert SERVICES["caddy"]["environment"]["GPULEASE_UPSTREAM"] == "web:8000"
+    for name in ("caddy", "prometheus"):
+        assert set(_networks(SERVICES[name])) & set(_networks(web)) == {"proxy"}, name
+    # PostgreSQL and Redis only on the internal `backend`.
+    assert declared["backend"] == {"internal": True}
+    for name in ("postgres", "redis"):
+        assert set(_networks(SERVICES[name])) == {"backend"}, name

@@ -64,9 +64,16 @@ def image(tmp_path_factory):
         **{k: v for k, v in os.environ.items() if k.startswith("PIP_") or k.startswith("SSL_")},
         **final.env,
     }
+    dockerfile = " ".join((ROOT / "Dockerfile").read_text().split())
+    assert "pip install --no-cache-dir --require-hashes -r requirements.lock" in dockerfile
+    assert "pip install --no-cache-dir --no-deps --no-build-isolation -e ./verifier -e ." in (
+        dockerfile
+    )
     pip = [str(venv / "bin/python"), "-m", "pip", "install", "--quiet"]
-    _run([*pip, "./verifier", "."], cwd=app, env=env)
-    _run([*pip, "Babel"], cwd=app, env=env)
+    _run([*pip, "--require-hashes", "-r", "requirements.lock"], cwd=app, env=env)
+    _run(
+        [*pip, "--no-deps", "--no-build-isolation", "-e", "./verifier", "-e", "."], cwd=app, env=env
+    )
     _run(
         [str(venv / "bin/pybabel"), "-q", "compile", "--domain=django", "--directory=locale"],
         cwd=app,
@@ -115,15 +122,24 @@ def test_the_context_is_the_whole_project_without_local_state(image):
     for absent in (".git", ".venv", "var", "node_modules", "tests", ".env"):
         assert not (app / absent).exists(), absent
     assert not list(app.rglob("__pycache__"))
-    # Installed for real: the venv's own copy of the project, not this checkout.
+    # Installed for real into the venv: editable, as the Dockerfile installs it, so the
+    # image's /app, not this checkout (whatever PYTHONPATH the test run has).
     probe = subprocess.run(
-        [str(image["venv"] / "bin/python"), "-c", "import billing, api; print(billing.__file__)"],
+        [
+            str(image["venv"] / "bin/python"),
+            "-c",
+            "import billing, gpulease_verify; print(billing.__file__, gpulease_verify.__file__)",
+        ],
         cwd="/",
+        env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
         capture_output=True,
         text=True,
         check=True,
     )
-    assert str(image["venv"]) in probe.stdout
+    assert probe.stdout.split() == [
+        str(app / "billing/__init__.py"),
+        str(app / "verifier/gpulease_verify/__init__.py"),
+    ]
 
 
 def test_check_deploy_reports_no_issues(image):

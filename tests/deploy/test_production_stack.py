@@ -144,7 +144,8 @@ def stack(dotenv, production_files, django_db_setup, tmp_path_factory):
         "CELERY_METRICS_PORT": str(free_port()),
     }
     web_port = free_port()
-    args = list(IMAGE.cmd)
+    # compose's web command (the Dockerfile's CMD bound to the proxy network), on this host.
+    args = list(COMPOSE["services"]["web"].get("command") or IMAGE.cmd)
     args[args.index("--bind") + 1] = f"127.0.0.1:{web_port}"
     args[args.index("--workers") + 1] = "3"
     web_env = base_env(base / "web") | app_env | {"PROMETHEUS_MULTIPROC_DIR": str(base / "m")}

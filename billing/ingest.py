@@ -127,20 +127,89 @@ def _judged_by(runs: list[ProbeRun], lease: Lease) -> dict[int, LeaseTerms | Non
 # --- hourly rollups ---------------------------------------------------------------------
 
 
-def recompute_hour(*, lease: Lease, kind: str, hour: datetime) -> HourlyRollup:
-    runs = with_effective_judgement(
-        ProbeRun.objects.filter(
-            lease=lease,
-            kind=kind,
-            trigger=Trigger.SCHEDULE,
-            state__in=FINAL,
-            slot_at__gte=hour,
-            slot_at__lt=hour + HOUR,
-        ).select_related("terms")
-    )
-    runs = list(with_confirmation(runs) if kind in CONFIRMED_KINDS else runs)
+def recompute_hour(*, lease: Lease, kind: str, hour: datetime) -> None:
+    recompute_hours(lease=lease, kind=kind, hours=[hour])
+
+
+# Hours closer than this share one read of runs and telemetry (a probe kind that runs every
+# few hours leaves gaps; a late result weeks back is read on its own).
+BLOCK_GAP = timedelta(hours=12)
+
+
+def _blocks(hours: Iterable[datetime]) -> Iterator[list[datetime]]:
+    """The hours, sorted and cut where two are further apart than ``BLOCK_GAP``: one query
+    reads each block."""
+    block: list[datetime] = []
+    for hour in sorted(set(hours)):
+        if block and hour - block[-1] > BLOCK_GAP:
+            yield block
+            block = []
+        block.append(hour)
+    if block:
+        yield block
+
+
+def recompute_hours(*, lease: Lease, kind: str, hours: Iterable[datetime]) -> int:
+    """Rebuild the lease's rollups of ``kind`` for ``hours``: each block of nearby hours
+    reads its runs and its telemetry in one query each and writes its rollups in one
+    upsert (only the hours asked for). Returns the rollups written."""
+    written = 0
+    for block in _blocks(hours):
+        first, end = block[0], block[-1] + HOUR
+        runs = with_effective_judgement(
+            ProbeRun.objects.filter(
+                lease=lease,
+                kind=kind,
+                trigger=Trigger.SCHEDULE,
+                state__in=FINAL,
+                slot_at__gte=first,
+                slot_at__lt=end,
+            ).select_related("terms")
+        )
+        runs = list(with_confirmation(runs) if kind in CONFIRMED_KINDS else runs)
+        judged_by = _judged_by(runs, lease)
+        by_hour: dict[datetime, list[ProbeRun]] = defaultdict(list)
+        for run in runs:
+            by_hour[hour_of(run.slot_at)].append(run)
+        down = telemetry_down(lease=lease, start=first, end=end) if kind == ProbeKind.LINK else []
+        rollups = [_rollup(lease, kind, hour, by_hour[hour], judged_by, down) for hour in block]
+        HourlyRollup.objects.bulk_create(
+            rollups,
+            update_conflicts=True,
+            unique_fields=["lease", "kind", "hour"],
+            update_fields=[*ROLLUP_FIGURES, "computed_at"],
+        )
+        written += len(rollups)
+    return written
+
+
+ROLLUP_FIGURES = [
+    "passed",
+    "failed",
+    "unknown",
+    "excluded",
+    "informational",
+    "measured",
+    "sum_bps",
+    "min_bps",
+    "max_bps",
+    "sum_latency_us",
+    "available_minutes",
+    "unavailable_minutes",
+    "unknown_minutes",
+]
+
+
+def _rollup(
+    lease: Lease,
+    kind: str,
+    hour: datetime,
+    runs: list[ProbeRun],
+    judged_by: dict[int, LeaseTerms | None],
+    down: list[tuple[tuple[str, str], Sample]],
+) -> HourlyRollup:
+    """The hour's rollup from its scheduled runs and the lease's not-up telemetry."""
     zone = lease.tenant.time_zone
-    judged_by = _judged_by(runs, lease)
     counts: dict[str, int] = defaultdict(int)
     figures = [run.measured_bps for run in runs if run.state == RunState.OK and run.measured_bps]
     slots: dict[datetime, list[str]] = defaultdict(list)
@@ -152,57 +221,59 @@ def recompute_hour(*, lease: Lease, kind: str, hour: datetime) -> HourlyRollup:
             slots[run.slot_at].append(outcome)
             minutes_of[run.slot_at] = int((run.deadline_at - run.slot_at).total_seconds() // 60)
     minutes = {"available": 0, "unavailable": 0, "unknown": 0}
-    down = telemetry_down(lease=lease, hour=hour) if slots else {}
+    # What a slot of this hour hears from telemetry: the intervals that end within two
+    # hours after the hour starts (those that can reach into its slots).
+    ports: dict[tuple[str, str], list[Sample]] = defaultdict(list)
+    if slots:
+        for port, sample in down:
+            if hour < sample.at <= hour + 2 * HOUR:
+                ports[port].append(sample)
     for slot, outcomes in slots.items():
         given = telemetry_slot_outcome(
             link_slot_outcome(outcomes),
             telemetry_down=unavailable_within(
-                down, start=slot, end=slot + timedelta(minutes=minutes_of[slot])
+                ports, start=slot, end=slot + timedelta(minutes=minutes_of[slot])
             ),
         )
         if given is not None:
             minutes[given] += minutes_of[slot]
-    rollup, _ = HourlyRollup.objects.update_or_create(
+    return HourlyRollup(
         lease=lease,
         kind=kind,
         hour=hour,
-        defaults={
-            "passed": counts["passed"],
-            "failed": counts["failed"],
-            "unknown": counts["unknown"],
-            "excluded": counts["excluded"],
-            "informational": counts["informational"],
-            "measured": len(figures),
-            "sum_bps": Decimal(sum(figures)),
-            "min_bps": min(figures, default=None),
-            "max_bps": max(figures, default=None),
-            "sum_latency_us": sum(run.latency_us or 0.0 for run in runs if run.state == "ok"),
-            "available_minutes": minutes["available"],
-            "unavailable_minutes": minutes["unavailable"],
-            "unknown_minutes": minutes["unknown"],
-        },
+        passed=counts["passed"],
+        failed=counts["failed"],
+        unknown=counts["unknown"],
+        excluded=counts["excluded"],
+        informational=counts["informational"],
+        measured=len(figures),
+        sum_bps=Decimal(sum(figures)),
+        min_bps=min(figures, default=None),
+        max_bps=max(figures, default=None),
+        sum_latency_us=sum(run.latency_us or 0.0 for run in runs if run.state == "ok"),
+        available_minutes=minutes["available"],
+        unavailable_minutes=minutes["unavailable"],
+        unknown_minutes=minutes["unknown"],
     )
-    return rollup
 
 
-def telemetry_down(*, lease: Lease, hour: datetime) -> dict[tuple[str, str], list[Sample]]:
-    """(node, port) -> the telemetry intervals of the lease's batches that can make a
-    link-check slot of the hour unavailable (``gpulease_verify.health.unavailable_only``),
-    as the audit bundle carries them: one query, on the few intervals that are not up."""
+def telemetry_down(
+    *, lease: Lease, start: datetime, end: datetime
+) -> list[tuple[tuple[str, str], Sample]]:
+    """((node, port), interval) of the lease's telemetry that can make a link-check slot
+    in [start, end) unavailable (``gpulease_verify.health.unavailable_only``), as the audit
+    bundle carries them, in time order: one query, on the few intervals that are not up."""
     from benchmarks.chain import as_sample
     from telemetry.models import PortSample
 
-    found: dict[tuple[str, str], list[Sample]] = defaultdict(list)
     rows = (
-        PortSample.objects.filter(batch__lease=lease, at__gt=hour, at__lte=hour + 2 * HOUR)
+        PortSample.objects.filter(batch__lease=lease, at__gt=start, at__lte=end + HOUR)
         .filter(Q(up=False) | Q(down_cycles__gt=0))
         .filter(disputed=False)
         .select_related("node")
         .order_by("at")
     )
-    for row in rows:
-        found[(row.node.hostname, row.port)].append(as_sample(row))
-    return found
+    return [((row.node.hostname, row.port), as_sample(row)) for row in rows]
 
 
 # --- traffic samples ----------------------------------------------------------------------
@@ -638,8 +709,11 @@ def ingest(*, limit: int = BATCH, notify: bool = True) -> IngestResult:
                         node, slot = node_result.node, run.slot_at
                         seen_first[node] = min(seen_first.get(node, slot), slot)
                         seen_last[node] = max(seen_last.get(node, slot), slot)
-        for lease_id, kind, hour in sorted(hours, key=lambda h: (h[0], h[1], h[2])):
-            recompute_hour(lease=leases[lease_id], kind=kind, hour=hour)
+        hours_of: dict[tuple[int, str], list[datetime]] = defaultdict(list)
+        for lease_id, kind, hour in hours:
+            hours_of[(lease_id, kind)].append(hour)
+        for (lease_id, kind), its_hours in sorted(hours_of.items()):
+            recompute_hours(lease=leases[lease_id], kind=kind, hours=its_hours)
         for lease_id in sorted(first_new):
             lease = leases[lease_id]
             start, end = traffic_window(
@@ -702,14 +776,12 @@ def ingest_all(*, notify: bool = True) -> IngestResult:
 def recompute_window(*, lease: Lease, start: datetime, end: datetime) -> int:
     """Recompute every hourly rollup of the lease in [start, end): after its terms were
     corrected for a past window and its runs re-judged. Returns the rollups written."""
-    written = 0
+    hours = []
     hour = hour_of(start)
     while hour < end:
-        for kind in ProbeKind.values:
-            recompute_hour(lease=lease, kind=kind, hour=hour)
-            written += 1
+        hours.append(hour)
         hour += HOUR
-    return written
+    return sum(recompute_hours(lease=lease, kind=kind, hours=hours) for kind in ProbeKind.values)
 
 
 def now_hour() -> datetime:

@@ -45,7 +45,7 @@ from benchmarks.models import (
 from benchmarks.recording import terms_view
 from billing import invoicing, services
 from billing.choices import InvoiceStatus, LineKind
-from billing.ingest import CURSOR, hour_of, recompute_hour
+from billing.ingest import CURSOR, hour_of, recompute_hours
 from billing.models import IngestCursor, Invoice
 from common.locks import locking
 from common.progress import progress
@@ -275,8 +275,9 @@ def rerate(
         result.runs_rejudged = len(linked)
         result.chain_links = (linked[0].chain_index or 0, linked[-1].chain_index or 0)
         hours = sorted({(item.run.kind, hour_of(item.run.slot_at)) for item in linked})
-        for kind, hour in progress(hours, desc="rerate: rollups", unit="hour"):
-            recompute_hour(lease=lease, kind=kind, hour=hour)
+        kinds = sorted({kind for kind, _hour in hours})
+        for kind in progress(kinds, desc="rerate: rollups", unit="kind"):
+            recompute_hours(lease=lease, kind=kind, hours=[h for k, h in hours if k == kind])
         result.hours_rebuilt = len(hours)
         zone = tenant.time_zone
         months = {Period.containing(item.run.slot_at, zone) for item in linked}

@@ -32,7 +32,7 @@ from benchmarks.probes import commands
 from benchmarks.transports import AsyncTransport, TransportError
 from benchmarks.transports.kept_open import kept_open
 from billing.choices import FabricIncidentKind, IncidentState
-from billing.ingest import hour_of, recompute_hour
+from billing.ingest import hour_of, recompute_hours
 from billing.models import Incident
 from common.locks import locking
 from gpulease_verify import health
@@ -328,7 +328,7 @@ def _store(
 
 def _recount_availability(due: Sequence[Held], rows: Sequence[PortSample]) -> None:
     """Recompute the link rollups of the hours a new unavailable interval touches: their
-    availability minutes hear telemetry (``billing.ingest.recompute_hour``)."""
+    availability minutes hear telemetry (``billing.ingest.recompute_hours``)."""
     lease_of = {h.node.pk: h.lease for h in due}
     touched: dict[tuple[int, datetime], Lease] = {}
     for row in rows:
@@ -337,8 +337,10 @@ def _recount_availability(due: Sequence[Held], rows: Sequence[PortSample]) -> No
             while hour < row.at:
                 touched[(lease_of[row.node_id].pk, hour)] = lease_of[row.node_id]
                 hour += timedelta(hours=1)
-    for (_lease_id, hour), lease in sorted(touched.items(), key=lambda item: item[0]):
-        recompute_hour(lease=lease, kind=ProbeKind.LINK, hour=hour)
+    leases = {lease.pk: lease for lease in touched.values()}
+    for lease_id, lease in sorted(leases.items()):
+        hours = [hour for (its_id, hour) in touched if its_id == lease_id]
+        recompute_hours(lease=lease, kind=ProbeKind.LINK, hours=hours)
 
 
 def _to_store(

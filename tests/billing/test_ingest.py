@@ -76,6 +76,28 @@ def test_a_late_result_recomputes_only_its_own_hour(lease):
     assert later.computed_at == untouched.computed_at
 
 
+def test_hours_read_together_write_only_the_hours_asked_for(lease):
+    # Runs at 10:00, 11:00 and 13:00, and one three weeks later: 10:00 and 13:00 are one
+    # block (one read), the late one another; 11:00 is read with them but not rebuilt.
+    later = HOUR + timedelta(weeks=3)
+    for slot, bps in ((HOUR, 98), (HOUR + timedelta(hours=1), 97), (HOUR + timedelta(hours=3), 40)):
+        make_run(lease, slot=slot, measured_bps=bps * 10**9, verdict="pass" if bps > 90 else "fail")
+    make_run(lease, slot=later, measured_bps=96 * 10**9)
+    written = ingest.recompute_hours(
+        lease=lease, kind="throughput", hours=[later, HOUR + timedelta(hours=3), HOUR]
+    )
+    assert written == 3
+    rollups = {
+        r.hour: (r.passed, r.failed, r.max_bps)
+        for r in HourlyRollup.objects.filter(lease=lease, kind="throughput")
+    }
+    assert rollups == {
+        HOUR: (1, 0, 98 * 10**9),
+        HOUR + timedelta(hours=3): (0, 1, 40 * 10**9),
+        later: (1, 0, 96 * 10**9),
+    }
+
+
 def test_availability_counts_minutes_when_every_node_is_up(lease):
     for slot, outcomes in (
         (HOUR, ("pass", "pass")),  # 5 minutes available

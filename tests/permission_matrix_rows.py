@@ -254,6 +254,21 @@ def reinstated_key(world: World) -> dict[str, Any]:
     return {}
 
 
+def portal_key_form(world: World) -> dict[str, Any]:
+    """The keys page's first step for alpha: show what to sign for a fresh public key."""
+    return {"tenant": "alpha", "action": "prepare", "alpha-public_key": public_key_text(world)}
+
+
+def confirmed_revocation(world: World) -> dict[str, Any]:
+    reinstated_key(world)
+    return {"confirm": "yes"}
+
+
+def portal_acknowledgement(world: World) -> dict[str, Any]:
+    acknowledgement_body(world)
+    return {"reason": "We agreed.", "action": "acknowledge"}
+
+
 def acceptance(world: World) -> dict[str, Any]:
     return {"run": acceptance_run_of(world.alpha).pk}
 
@@ -451,6 +466,18 @@ PAGE_ROWS: dict[tuple[str, str], Row] = {
     ("portal:tokens", "post"):          Row("200 200 403 200 400 403 login login",
                                             body=lambda w: {"name": "ci", "scopes": ["read"]}),
     ("portal:token-revoke", "post"):    Row("302 302 302 404 404 404 login login", viewer_token),
+    # The tenant's signing keys: every member reads them, only its admin registers and
+    # revokes; the page does not exist for provider staff (they never act as a tenant user).
+    ("portal:signing-keys", "get"):     Row("404 200 200 200 200 200 login login"),
+    ("portal:signing-keys", "post"):    Row("404 200 403 403 403 403 login login",
+                                            body=portal_key_form),
+    ("portal:signing-key-revoke", "post"): Row("404 302 403 403 403 404 login login",
+                                            pk_of(key_of), body=confirmed_revocation),
+    # A pending amendment: read by all who see the lease, acknowledged by alpha's admin only.
+    ("portal:amendment", "get"):        Row("200 200 200 200 200 404 login login",
+                                            pending_amendment),
+    ("portal:amendment", "post"):       Row("403 302 403 403 403 404 login login",
+                                            pending_amendment, body=portal_acknowledgement),
     ("portal:invoices", "get"):         Row("200 200 200 200 200 200 login login"),
     ("portal:invoices", "post"):        Row("200 200 200 200 200 200 login login"),
     ("portal:invoice", "get"):          Row("200 200 200 200 200 404 login login",

@@ -3,6 +3,8 @@ Chromium 137): a tenant admin generates a key on the signing keys page, which re
 and offers the private key once; then acknowledges an amendment, signing the content the
 page shows with that key file, and the server takes the signature."""
 
+import base64
+import json
 from pathlib import Path
 
 import pytest
@@ -77,3 +79,47 @@ def test_generate_a_key_then_sign_an_acknowledgement_in_the_browser(
     link = TenantLink.objects.get(kind="acknowledgement")
     assert link.content["key"] == fingerprint
     assert link.content["signed"]["reason"] == "We agreed on the 10th."
+
+
+# What a browser without Ed25519 in WebCrypto answers (Chromium before 137, for one).
+NO_ED25519 = """
+(() => {
+  const generate = crypto.subtle.generateKey.bind(crypto.subtle);
+  crypto.subtle.generateKey = (algorithm, ...rest) =>
+    (algorithm && algorithm.name === "Ed25519")
+      ? Promise.reject(new DOMException("Unrecognized name.", "NotSupportedError"))
+      : generate(algorithm, ...rest);
+})();
+"""
+
+
+def test_without_ed25519_in_the_browser_the_page_offers_the_command_line(
+    page, log_in, screenshot, amendment
+):
+    from gpulease_verify import cosign as rules
+    from tests.factories import register_tenant_key
+
+    admin = amendment.lease.tenant.memberships.get().user
+    private, _ = register_tenant_key(admin, amendment.lease.tenant)
+    page.add_init_script(NO_ED25519)
+    log_in(admin)
+    page.goto("/signing-keys/")
+    assert page.locator("[data-keygen]").is_hidden()  # no key generation offered
+
+    page.goto(f"/amendments/{amendment.pk}/")
+    page.get_by_label("Reason").fill("Agreed.")
+    page.get_by_role("button", name="Show what to sign").click()
+    fallback = page.locator("[data-cosign] [data-fallback]")
+    fallback.wait_for(state="visible")
+    assert page.locator("[data-cosign] [data-webcrypto]").is_hidden()
+    assert "gpulease-verify sign --key KEY.pem content.json" in fallback.text_content()
+    screenshot("fallback")
+    # What the command line would print, pasted.
+    canonical = page.locator("pre.canonical").text_content()
+    signature = base64.b64encode(private.sign(canonical.encode("utf-8"))).decode()
+    assert rules.verifies(private.public_key(), json.loads(canonical), signature)
+    page.get_by_label("Signature").fill(signature)
+    page.get_by_role("button", name="Acknowledge").click()
+    page.wait_for_url(f"**/leases/{amendment.lease_id}/")
+    amendment.refresh_from_db()
+    assert amendment.status == TermsAmendment.Status.ACKNOWLEDGED

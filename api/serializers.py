@@ -205,7 +205,27 @@ class TermsAmendmentProposeSerializer(StrictSerializer):
         return terms_changes(changes)
 
 
-class AcknowledgeSerializer(StrictSerializer):
+class SignedSerializer(StrictSerializer):
+    """What a co-signed write adds to its body."""
+
+    signed_at = InstantField(
+        required=False, help_text="The `at` of the content signed (from signing-content)."
+    )
+    signature = serializers.CharField(
+        max_length=100,
+        required=False,
+        allow_blank=True,
+        help_text="base64 Ed25519 signature of the content by a key of the tenant.",
+    )
+
+
+class AcknowledgeSerializer(SignedSerializer):
+    reason = serializers.CharField(
+        max_length=2000, help_text="Why the tenant accepts the amendment from its date."
+    )
+
+
+class AcknowledgeContentSerializer(StrictSerializer):
     reason = serializers.CharField(
         max_length=2000, help_text="Why the tenant accepts the amendment from its date."
     )

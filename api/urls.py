@@ -2,7 +2,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView
 from rest_framework.routers import APIRootView, DefaultRouter
 
-from api import views
+from api import views, views_cosign
 from api.base import KnownQueryParametersMixin
 from api.docs import RedocView, SwaggerView
 from monitoring.views import AlertmanagerWebhookViewSet
@@ -28,6 +28,7 @@ router.register("incidents", views.IncidentViewSet, basename="incident")
 router.register("invoices", views.InvoiceViewSet, basename="invoice")
 router.register("credit-notes", views.CreditNoteViewSet, basename="creditnote")
 router.register("api-tokens", views.ApiTokenViewSet, basename="apitoken")
+router.register("tenant-keys", views_cosign.TenantKeyViewSet, basename="tenantkey")
 
 urlpatterns = [
     path("v1/", include(router.urls)),

@@ -8,7 +8,7 @@ from typing import Any
 from django.db import transaction
 from django.db.models import Prefetch, QuerySet
 from django.http import HttpResponse
-from django.utils import translation
+from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
@@ -26,6 +26,12 @@ from api.exceptions import Conflict
 from api.models import ApiToken, administered_tenants, managed_users
 from api.pagination import SlotCursorPagination
 from api.permissions import ALL_ROLES
+from api.views_cosign import (
+    AcceptanceActions,
+    SigningContentSerializer,
+    signed_fields,
+    signing_answer,
+)
 from benchmarks import services as probe_services
 from benchmarks.models import ProbeRun
 from billing import probe_tax
@@ -40,6 +46,7 @@ from leases import selectors
 from leases import services as lease_services
 from leases.choices import LeaseStatus, Role
 from leases.models import Fabric, Lease, Node, Site, Tenant, TermsAmendment
+from leases.standing import require_tenant_admin
 
 READ_ONLY = ["get", "head", "options"]
 
@@ -115,7 +122,9 @@ class NodeViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewSet)
         return queryset.select_related("leaf_switch__fabric__site").order_by("hostname")
 
 
-class LeaseViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewSet):
+class LeaseViewSet(
+    AcceptanceActions, mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewSet
+):
     """Leases with their contract terms versions and node assignments."""
 
     queryset = Lease.objects.all()
@@ -332,9 +341,43 @@ class TermsAmendmentViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Ba
         body = s.AcknowledgeSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         lease_services.acknowledge_amendment(
-            amendment=amendment, user=request.user, reason=body.validated_data["reason"]
+            amendment=amendment,
+            user=request.user,
+            reason=body.validated_data["reason"],
+            **signed_fields(body.validated_data),
         )
         return self._answer(amendment)
+
+    @extend_schema(
+        request=s.AcknowledgeContentSerializer,
+        responses={200: SigningContentSerializer},
+        summary="The content a tenant admin signs to acknowledge this amendment",
+    )
+    @action(
+        detail=True,
+        methods=["post"],
+        url_path="signing-content",
+        write_roles=frozenset({Role.ADMIN}),
+    )
+    def signing_content(self, request: Request, pk: str | None = None) -> Response:
+        amendment = self.get_object()
+        body = s.AcknowledgeContentSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        tenant = amendment.lease.tenant
+        require_tenant_admin(
+            request.user,
+            tenant,
+            _("Only a tenant admin of %(tenant)s can acknowledge an amendment of its lease.")
+            % {"tenant": tenant.name},
+        )
+        return signing_answer(
+            lease_services.acknowledgement_content(
+                amendment=amendment,
+                user=request.user,
+                reason=body.validated_data["reason"],
+                at=timezone.now(),
+            )
+        )
 
 
 class PlainTextRenderer(BaseRenderer):

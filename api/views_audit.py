@@ -21,6 +21,7 @@ bundle is billing.audit's.
 from typing import Any
 
 from django.db.models import Prefetch, QuerySet
+from django.utils import timezone
 from django.utils.translation import gettext as _
 from django_filters import rest_framework as filters
 from drf_spectacular.types import OpenApiTypes
@@ -39,6 +40,7 @@ from api.fields import InstantField
 from api.filtersets import IdFilter
 from api.permissions import ALL_ROLES
 from api.throttling import AuditBundleRateThrottle
+from api.views_cosign import SigningContentSerializer, signed_fields, signing_answer
 from benchmarks.models import ProbeRun
 from billing import audit
 from billing import evidence as evidence_services
@@ -54,6 +56,7 @@ from billing.models import (
 )
 from leases.choices import Role
 from leases.models import Lease, Node
+from leases.standing import require_tenant_admin
 
 TENANT_WRITERS = frozenset({Role.ADMIN})
 AUDIT_READERS = frozenset({Role.ADMIN, Role.AUDITOR})
@@ -184,7 +187,7 @@ class DisputeSerializer(serializers.ModelSerializer):
         return sorted(item.pk for item in dispute.evidence.all())
 
 
-class DisputeOpenSerializer(StrictSerializer):
+class DisputeContentSerializer(StrictSerializer):
     lease = serializers.IntegerField(min_value=1)
     reason = serializers.CharField(max_length=4000)
     probe_run = serializers.IntegerField(min_value=1, required=False, allow_null=True)
@@ -193,6 +196,11 @@ class DisputeOpenSerializer(StrictSerializer):
     evidence = serializers.ListField(
         child=serializers.IntegerField(min_value=1), required=False, max_length=100
     )
+
+
+class DisputeOpenSerializer(DisputeContentSerializer, s.SignedSerializer):
+    """A dispute as opened; with ``signed_at`` and ``signature`` when the tenant has
+    signing keys (the content: ``POST disputes/signing-content/``)."""
 
 
 class DecisionSerializer(StrictSerializer):
@@ -399,19 +407,45 @@ class DisputeViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewS
     def create(self, request: Request) -> Response:
         body = DisputeOpenSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        data, user = body.validated_data, request.user
-        lease = _visible(Lease, user, data["lease"], "lease")
-        items = [_visible(Evidence, user, pk, "evidence") for pk in data.get("evidence", [])]
         dispute = evidence_services.open_dispute(
-            lease=lease,
-            user=user,
-            reason=data["reason"],
-            probe_run=_visible(ProbeRun, user, data.get("probe_run"), "probe_run"),
-            incident=_visible(Incident, user, data.get("incident"), "incident"),
-            invoice=_visible(Invoice, user, data.get("invoice"), "invoice"),
-            evidence=items,
+            **self._claim(request, body.validated_data),
+            **signed_fields(body.validated_data),
         )
         return self._answer(dispute, status.HTTP_201_CREATED)
+
+    @staticmethod
+    def _claim(request: Request, data: dict[str, Any]) -> dict[str, Any]:
+        user = request.user
+        return {
+            "lease": _visible(Lease, user, data["lease"], "lease"),
+            "user": user,
+            "reason": data["reason"],
+            "probe_run": _visible(ProbeRun, user, data.get("probe_run"), "probe_run"),
+            "incident": _visible(Incident, user, data.get("incident"), "incident"),
+            "invoice": _visible(Invoice, user, data.get("invoice"), "invoice"),
+            "evidence": [
+                _visible(Evidence, user, pk, "evidence") for pk in data.get("evidence", [])
+            ],
+        }
+
+    @extend_schema(
+        request=DisputeContentSerializer,
+        responses={200: SigningContentSerializer},
+        summary="The content a tenant admin signs to open this dispute",
+    )
+    @action(detail=False, methods=["post"], url_path="signing-content")
+    def signing_content(self, request: Request) -> Response:
+        body = DisputeContentSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        claim = self._claim(request, body.validated_data)
+        lease = claim["lease"]
+        require_tenant_admin(
+            request.user,
+            lease.tenant,
+            _("Only a tenant admin of %(tenant)s can open a dispute on lease %(lease)s.")
+            % {"tenant": lease.tenant.name, "lease": lease.reference},
+        )
+        return signing_answer(evidence_services.dispute_content(**claim, at=timezone.now()))
 
     @extend_schema(
         request=AcceptSerializer,

@@ -1,5 +1,5 @@
 """The hash chain of a lease, as stored: linking finished runs, terms versions,
-rejudgements and telemetry batches (one index sequence for all four) and reading the
+rejudgements, telemetry batches and tenant records (one index sequence for all five) and reading the
 links back. The rules
 (hashing, canonical JSON, checking a chain, terms and rejudgement content) live in
 ``gpulease_verify.chain``, ``gpulease_verify.canonical`` and ``gpulease_verify.terms``,
@@ -39,7 +39,7 @@ from gpulease_verify.telemetry import PortSample as Sample
 from gpulease_verify.telemetry import sample_entry, switch_entry
 from gpulease_verify.terms import CONTRACT_FIELDS as CONTRACT_FIELDS_OF_TERMS
 from gpulease_verify.terms import terms_content
-from leases.models import Lease, LeaseTerms
+from leases.models import Lease, LeaseTerms, TenantLink
 from telemetry.models import PortClearance, PortSample, SwitchReading, TelemetryBatch
 
 
@@ -213,6 +213,31 @@ def link_rejudgements(items: list[Rejudgement]) -> list[Rejudgement]:
     return Rejudgement.objects.bulk_create(items, batch_size=500)
 
 
+def link_tenant_record(*, lease_id: int, kind: str, content: dict[str, Any]) -> TenantLink:
+    """Append a tenant record (``gpulease_verify.cosign.tenant_link_content``) to the
+    lease's chain and save it. The caller holds the lock on the lease row
+    (``leases.cosign`` does)."""
+    index, prev = chain_head(lease_id=lease_id)
+    return TenantLink.objects.create(
+        lease_id=lease_id,
+        kind=kind,
+        content=content,
+        chain_index=index + 1,
+        prev_hash=prev,
+        link_hash=link_hash(content, prev),
+    )
+
+
+def _tenant_link(item: TenantLink) -> Link:
+    return Link(
+        index=item.chain_index,
+        prev_hash=item.prev_hash,
+        run_hash=item.link_hash,
+        content=item.content,
+        tenant_link_id=item.pk,
+    )
+
+
 def as_sample(row: PortSample) -> Sample:
     """A stored interval as the pure rules read it."""
     return Sample(
@@ -302,6 +327,7 @@ def chain_heads(lease_ids: list[int]) -> dict[int, tuple[int, str]]:
         (LeaseTerms, "terms_hash"),
         (Rejudgement, "link_hash"),
         (TelemetryBatch, "link_hash"),
+        (TenantLink, "link_hash"),
     )
     annotations: dict[str, Any] = {}
     for number, (model, hash_field) in enumerate(kinds):
@@ -361,7 +387,9 @@ def stored_links(*, lease_id: int, first: int | None = None, last: int | None = 
     versions = LeaseTerms.objects.filter(lease_id=lease_id, chain_index__isnull=False)
     rejudged = Rejudgement.objects.filter(lease_id=lease_id, chain_index__isnull=False)
     batches = telemetry_batches(lease_id).filter(chain_index__isnull=False)
+    tenant = TenantLink.objects.filter(lease_id=lease_id)
     if first is not None:
+        tenant = tenant.filter(chain_index__gte=first)
         runs = runs.filter(chain_index__gte=first)
         versions = versions.filter(chain_index__gte=first)
         rejudged = rejudged.filter(chain_index__gte=first)
@@ -371,6 +399,7 @@ def stored_links(*, lease_id: int, first: int | None = None, last: int | None = 
         versions = versions.filter(chain_index__lte=last)
         rejudged = rejudged.filter(chain_index__lte=last)
         batches = batches.filter(chain_index__lte=last)
+        tenant = tenant.filter(chain_index__lte=last)
     links = [
         Link(
             index=run.chain_index or 0,
@@ -384,6 +413,7 @@ def stored_links(*, lease_id: int, first: int | None = None, last: int | None = 
     links += [_terms_link(version) for version in versions.select_related("lease")]
     links += [_rejudgement_link(item) for item in rejudged.select_related("lease", "run", "terms")]
     links += [_telemetry_link(batch) for batch in batches]
+    links += [_tenant_link(item) for item in tenant]
     return sorted(links, key=lambda link: link.index)
 
 
@@ -407,6 +437,7 @@ __all__ = [
     "link_pending",
     "link_rejudgements",
     "link_telemetry",
+    "link_tenant_record",
     "link_terms",
     "number_text",
     "rejudgement_link_content",

@@ -50,10 +50,13 @@ from billing.models import (
 from common.dbfunctions import OctetLength
 from common.locks import lock_in_key_order, locking
 from common.querysets import is_provider_staff
+from gpulease_verify import cosign as cosign_rules
+from gpulease_verify.canonical import iso_utc
 from gpulease_verify.money import FEN
 from gpulease_verify.parsers import ParseError, RunFailed, parse_perftest
 from gpulease_verify.parsers.base import storable
 from gpulease_verify.periods import Period
+from leases import cosign
 from leases.choices import Role
 from leases.models import Lease, LeaseTerms, Membership, NodeAssignment
 from leases.standing import require_tenant_admin
@@ -323,6 +326,35 @@ def _check_evidence(lease: Lease, evidence: Iterable[Evidence]) -> list[Evidence
     return items
 
 
+def dispute_content(
+    *,
+    lease: Lease,
+    user: Any,
+    reason: str,
+    at: datetime,
+    probe_run: ProbeRun | None = None,
+    incident: Incident | None = None,
+    invoice: Invoice | None = None,
+    evidence: Iterable[Evidence] = (),
+) -> dict[str, Any]:
+    """What a tenant admin signs to open a dispute (``gpulease_verify.cosign``): the
+    reason as it is kept (trimmed), what it is about and the evidence it brings."""
+    return cosign_rules.dispute_content(
+        tenant=lease.tenant.slug,
+        lease=lease.reference,
+        by=user.get_username(),
+        role=Role.ADMIN,
+        at=iso_utc(at) or "",
+        reason=_reason(reason),
+        probe_run=None
+        if probe_run is None
+        else {"id": probe_run.pk, "run_hash": probe_run.run_hash or None},
+        incident=None if incident is None else incident.pk,
+        invoice=None if invoice is None else {"id": invoice.pk, "number": invoice.number},
+        evidence=[{"id": item.pk, "raw_sha256": item.raw_sha256} for item in evidence],
+    )
+
+
 @transaction.atomic
 def open_dispute(
     *,
@@ -334,17 +366,22 @@ def open_dispute(
     invoice: Invoice | None = None,
     evidence: Iterable[Evidence] = (),
     now: datetime | None = None,
+    signed_at: datetime | None = None,
+    signature: str | None = None,
 ) -> Dispute:
     """Open a dispute about a probe run's verdict, an incident or an invoice of the lease
     (at least one), attaching the tenant's evidence on that lease. Only the tenant opens
-    one: an admin of the lease's tenant, never provider staff (who decide it)."""
+    one: an admin of the lease's tenant, never provider staff (who decide it). A tenant
+    with a signing key signs ``dispute_content`` (at ``signed_at``, the dispute's time);
+    the signature becomes a tenant link of the lease's chain (``leases.cosign``)."""
+    lease = locking(Lease.objects).select_related("tenant").get(pk=lease.pk)
     require_tenant_admin(
         user,
         lease.tenant,
         _("Only a tenant admin of %(tenant)s can open a dispute on lease %(lease)s.")
         % {"tenant": lease.tenant.name, "lease": lease.reference},
     )
-    now = now or timezone.now()
+    now = signed_at or now or timezone.now()
     text = _reason(reason)
     if probe_run is None and incident is None and invoice is None:
         raise ValidationError(
@@ -369,6 +406,17 @@ def open_dispute(
             }
         )
     items = _check_evidence(lease, evidence)
+    signed = dispute_content(
+        lease=lease,
+        user=user,
+        reason=text,
+        at=now,
+        probe_run=probe_run,
+        incident=incident,
+        invoice=invoice,
+        evidence=items,
+    )
+    key = cosign.cosignature(tenant=lease.tenant, content=signed, signature=signature)
     dispute = Dispute.objects.create(
         lease=lease,
         probe_run=probe_run,
@@ -388,7 +436,17 @@ def open_dispute(
         incident=incident.pk if incident else None,
         invoice=invoice.pk if invoice else None,
         evidence=[item.pk for item in items],
+        **({"signed_with": key} if key else {}),
     )
+    if key is not None:
+        cosign.record(
+            lease=lease,
+            kind=cosign_rules.DISPUTE,
+            signed=signed,
+            signature=signature,
+            key=key,
+            extra={"dispute": dispute.pk},
+        )
     return dispute
 
 

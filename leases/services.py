@@ -15,8 +15,10 @@ from django.utils.translation import gettext as _
 
 from benchmarks.chain import link_terms
 from common.locks import locking
-from gpulease_verify.terms import is_retroactive
-from leases import validators
+from gpulease_verify import cosign as cosign_rules
+from gpulease_verify.canonical import iso_utc
+from gpulease_verify.terms import TENANT_ADMIN, is_retroactive
+from leases import cosign, validators
 from leases.choices import LEASE_TRANSITIONS, LeaseStatus, NodeStatus, SwitchRole
 from leases.models import (
     Fabric,
@@ -359,13 +361,55 @@ def propose_retroactive_amendment(
     return amendment
 
 
+def acknowledgement_content(
+    *, amendment: TermsAmendment, user: Any, reason: str, at: datetime
+) -> dict[str, Any]:
+    """What a tenant admin signs to acknowledge ``amendment`` (``gpulease_verify.cosign``):
+    the amendment, the terms version it amends (in force at its effective_from), who, when
+    and why."""
+    lease = amendment.lease
+    base = LeaseTerms.objects.in_force(lease.pk, amendment.effective_from)
+    if base is None:
+        raise ValidationError(
+            _("No terms are in force at %(at)s to amend; the lease starts at %(start)s.")
+            % {"at": _when(amendment.effective_from), "start": _when(lease.starts_at)}
+        )
+    return cosign_rules.acknowledgement_content(
+        tenant=lease.tenant.slug,
+        lease=lease.reference,
+        by=user.get_username(),
+        role=TENANT_ADMIN,
+        at=iso_utc(at) or "",
+        amendment=amendment.pk,
+        amends={
+            "version": base.version,
+            "chain_index": base.chain_index,
+            "terms_hash": base.terms_hash,
+        },
+        effective_from=iso_utc(amendment.effective_from) or "",
+        changes=amendment.changes,
+        amendment_reason=amendment.reason,
+        reason=reason,
+    )
+
+
 @transaction.atomic
-def acknowledge_amendment(*, amendment: TermsAmendment, user: Any, reason: str) -> LeaseTerms:
+def acknowledge_amendment(
+    *,
+    amendment: TermsAmendment,
+    user: Any,
+    reason: str,
+    signed_at: datetime | None = None,
+    signature: str | None = None,
+) -> LeaseTerms:
     """A tenant admin of the lease's tenant acknowledges a retroactive amendment: it becomes
     the lease's next terms version, in force from its effective_from, linked into the
-    chain with who acknowledged it, when and why."""
-    lease = locking(Lease.objects).get(pk=amendment.lease_id)
+    chain with who acknowledged it, when and why. A tenant with a signing key signs
+    ``acknowledgement_content`` (at ``signed_at``, the acknowledgement's time) and the
+    signature becomes a tenant link after the version (``leases.cosign``)."""
+    lease = locking(Lease.objects).select_related("tenant").get(pk=amendment.lease_id)
     amendment = locking(TermsAmendment.objects).get(pk=amendment.pk)
+    amendment.lease = lease
     if amendment.status != TermsAmendment.Status.PENDING:
         raise ValidationError(
             _("This amendment was already acknowledged: it is terms v%(v)s.")
@@ -379,6 +423,9 @@ def acknowledge_amendment(*, amendment: TermsAmendment, user: Any, reason: str) 
     )
     if not reason.strip():
         raise ValidationError(_("An acknowledgement needs a reason."))
+    at = signed_at or timezone.now()
+    signed = acknowledgement_content(amendment=amendment, user=user, reason=reason, at=at)
+    key = cosign.cosignature(tenant=lease.tenant, content=signed, signature=signature)
     terms = _amended(
         lease=lease,
         effective_from=amendment.effective_from,
@@ -392,7 +439,7 @@ def acknowledge_amendment(*, amendment: TermsAmendment, user: Any, reason: str) 
     terms.acknowledged_by_tenant = lease.tenant.slug
     terms.acknowledged_by_staff = user.is_staff
     terms.proposed_at = amendment.created_at
-    terms.acknowledged_at = timezone.now()
+    terms.acknowledged_at = at
     terms.acknowledgement_reason = reason
     terms = _add_version(
         terms,
@@ -403,10 +450,20 @@ def acknowledge_amendment(*, amendment: TermsAmendment, user: Any, reason: str) 
             "amendment": amendment.pk,
             "acknowledged_by": terms.acknowledged_by_username,
             "acknowledgement_reason": reason,
+            **({"signed_with": key} if key else {}),
         },
     )
     amendment.status, amendment.terms = TermsAmendment.Status.ACKNOWLEDGED, terms
     amendment.save(update_fields=["status", "terms", "updated_at"])
+    if key is not None:
+        cosign.record(
+            lease=lease,
+            kind=cosign_rules.ACKNOWLEDGEMENT,
+            signed=signed,
+            signature=signature,
+            key=key,
+            extra={"terms_version": terms.version},
+        )
     return terms
 
 

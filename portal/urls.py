@@ -1,7 +1,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path, reverse_lazy
 
-from portal import audit_views, customer_views, provider_views, views
+from portal import audit_views, customer_views, provider_views, signing_views, views
 
 app_name = "portal"
 
@@ -35,6 +35,13 @@ urlpatterns = [
     ),
     path("tokens/", customer_views.token_list, name="tokens"),
     path("tokens/<int:pk>/revoke/", customer_views.token_revoke, name="token-revoke"),
+    path("signing-keys/", signing_views.signing_keys, name="signing-keys"),
+    path(
+        "signing-keys/<int:pk>/revoke/",
+        signing_views.signing_key_revoke,
+        name="signing-key-revoke",
+    ),
+    path("amendments/<int:pk>/", signing_views.amendment_detail, name="amendment"),
     path("invoices/", views.invoice_list, name="invoices"),
     path("invoices/<int:pk>.csv", views.invoice_csv, name="invoice-csv"),
     path("invoices/<int:pk>.pdf", views.invoice_pdf, name="invoice-pdf"),

@@ -30,7 +30,7 @@ from common.attachments import attachment
 from gpulease_verify.units import plain
 from leases.choices import ProbeKind
 from leases.contract_rules import DEFAULT_PROBE_CADENCE_S
-from leases.models import Lease, LeaseTerms
+from leases.models import Lease, LeaseTerms, TermsAmendment
 from leases.selectors import TermsTimeline
 from portal import charts, months, selectors, usage
 
@@ -408,6 +408,9 @@ def lease_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "link_summary": link_summary,
             "has_links": bool(links),
             "evidence": evidence,
+            "pending_amendments": TermsAmendment.objects.visible_to(request.user)
+            .filter(lease=lease, status=TermsAmendment.Status.PENDING)
+            .order_by("effective_from", "pk"),
             "can_write": can_write_for(request.user, lease),
             "incidents": incidents,
             "report": report,

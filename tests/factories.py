@@ -320,3 +320,26 @@ def amend_acknowledged(*, lease, effective_from, changes, reason, actor=None):  
     return services.acknowledge_amendment(
         amendment=amendment, user=admin.user, reason="Agreed with the provider."
     )
+
+
+def register_tenant_key(admin, tenant, private=None, *, label=""):  # type: ignore[no-untyped-def]
+    """A fresh Ed25519 key pair of ``tenant`` registered by ``admin`` as a client does it:
+    the registration content signed with the new key. Returns (private key, TenantKey)."""
+    from django.utils import timezone
+
+    from gpulease_verify import cosign as rules
+    from leases import cosign
+
+    private = private or rules.generate()
+    public = rules.public_key_text(private.public_key())
+    when = timezone.now()
+    content = cosign.registration_content(tenant=tenant, user=admin, public_key=public, at=when)
+    key = cosign.register_key(
+        tenant=tenant,
+        user=admin,
+        public_key=public,
+        signature=rules.sign(private, content),
+        signed_at=when,
+        label=label,
+    )
+    return private, key

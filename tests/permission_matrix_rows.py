@@ -28,10 +28,13 @@ from typing import Any
 from api import tokens
 from leases.choices import LeaseStatus, Role
 from tests.api.isolation_cases import (
+    acceptance_run_of,
     credit_note_of,
     dispute_of,
     evidence_of,
     issued_invoice_of,
+    key_of,
+    public_key_text,
 )
 from tests.factories import NodeFactory, at, make_lease, make_run
 
@@ -216,6 +219,60 @@ def acknowledgement_body(world: World) -> dict[str, Any]:
     return {"reason": "We agreed."}
 
 
+def key_registration(world: World) -> dict[str, Any]:
+    """A fresh key of alpha, its registration signed by the key as alpha's admin sends it
+    (the callers that get past the role check are alpha's admin and its tokens)."""
+    from django.utils import timezone
+
+    from gpulease_verify import cosign as rules
+    from leases import cosign
+
+    private = rules.generate()
+    public = rules.public_key_text(private.public_key())
+    content = cosign.registration_content(
+        tenant=world.alpha.tenant,
+        user=world.alpha.members[Role.ADMIN],
+        public_key=public,
+        at=timezone.now(),
+    )
+    return {
+        "tenant": "alpha",
+        "public_key": public,
+        "signed_at": content["at"],
+        "signature": rules.sign(private, content),
+    }
+
+
+def reinstated_key(world: World) -> dict[str, Any]:
+    """Each caller finds alpha's key valid again (test-only; nothing in the product
+    un-revokes a key). No body."""
+    from leases.models import TenantKey
+
+    TenantKey.objects.filter(tenant=world.alpha.tenant).update(
+        revoked_at=None, revoked_by=None, revoked_by_username=""
+    )
+    return {}
+
+
+def portal_key_form(world: World) -> dict[str, Any]:
+    """The keys page's first step for alpha: show what to sign for a fresh public key."""
+    return {"tenant": "alpha", "action": "prepare", "alpha-public_key": public_key_text(world)}
+
+
+def confirmed_revocation(world: World) -> dict[str, Any]:
+    reinstated_key(world)
+    return {"confirm": "yes"}
+
+
+def portal_acknowledgement(world: World) -> dict[str, Any]:
+    acknowledgement_body(world)
+    return {"reason": "We agreed.", "action": "acknowledge"}
+
+
+def acceptance(world: World) -> dict[str, Any]:
+    return {"run": acceptance_run_of(world.alpha).pk}
+
+
 def pk_of(get: Callable[[Any], Any]) -> Callable[[World], dict[str, Any]]:
     return lambda world: {"pk": get(world.alpha).pk}
 
@@ -336,6 +393,28 @@ API_ROWS: dict[tuple[str, str], Row] = {
                                                             "credit_cny": "100.00"}),
     ("api:dispute-reject", "post"):     Row("200 403 403 403 403 404 401 401 | 403 403 403 403",
                                             pk_of(dispute_of), body=lambda w: {"reason": "No."}),
+    # Only a tenant admin is shown what it signs: staff pass the route and are refused by
+    # the service, like the two-tenant user (admin of beta, a viewer of alpha).
+    ("api:dispute-signing-content", "post"): Row(
+        "403 200 403 403 403 403 401 401 | 403 200 403 200", body=dispute_body),
+    ("api:termsamendment-signing-content", "post"): Row(
+        "403 200 403 403 403 404 401 401 | 403 200 403 200",
+        pending_amendment, body=lambda w: {"reason": "We agreed."}),
+    ("api:lease-acceptance-signing-content", "post"): Row(
+        "403 200 403 403 403 404 401 401 | 403 200 403 200", lease, body=acceptance),
+    # Unsigned: alpha holds no key in this world.
+    ("api:lease-acceptance-sign-off", "post"): Row(
+        "403 201 403 403 403 404 401 401 | 403 201 403 201", lease, body=acceptance),
+    ("api:tenantkey-list", "get"):      Row("200 200 200 200 200 200 401 401 | 200 403 403 200"),
+    ("api:tenantkey-list", "post"):     Row("403 201 403 403 403 403 401 401 | 403 201 403 201",
+                                            body=key_registration),
+    ("api:tenantkey-signing-content", "post"): Row(
+        "403 200 403 403 403 403 401 401 | 403 200 403 200",
+        body=lambda w: {"tenant": "alpha", "public_key": public_key_text(w.alpha)}),
+    ("api:tenantkey-detail", "get"):    Row("200 200 200 200 200 404 401 401 | 200 403 403 200",
+                                            pk_of(key_of)),
+    ("api:tenantkey-revoke", "post"):   Row("403 200 403 403 403 404 401 401 | 403 200 403 200",
+                                            pk_of(key_of), body=reinstated_key),
     ("api:apitoken-list", "get"):       Row("200 200 200 200 200 200 401 401 | 200 403 403 200"),
     # A write-only token cannot mint a read token (400: a token never gets more than the
     # token that issued it holds). A member of two tenants must name the tenant its token
@@ -387,6 +466,18 @@ PAGE_ROWS: dict[tuple[str, str], Row] = {
     ("portal:tokens", "post"):          Row("200 200 403 200 400 403 login login",
                                             body=lambda w: {"name": "ci", "scopes": ["read"]}),
     ("portal:token-revoke", "post"):    Row("302 302 302 404 404 404 login login", viewer_token),
+    # The tenant's signing keys: every member reads them, only its admin registers and
+    # revokes; the page does not exist for provider staff (they never act as a tenant user).
+    ("portal:signing-keys", "get"):     Row("404 200 200 200 200 200 login login"),
+    ("portal:signing-keys", "post"):    Row("404 200 403 403 403 403 login login",
+                                            body=portal_key_form),
+    ("portal:signing-key-revoke", "post"): Row("404 302 403 403 403 404 login login",
+                                            pk_of(key_of), body=confirmed_revocation),
+    # A pending amendment: read by all who see the lease, acknowledged by alpha's admin only.
+    ("portal:amendment", "get"):        Row("200 200 200 200 200 404 login login",
+                                            pending_amendment),
+    ("portal:amendment", "post"):       Row("403 302 403 403 403 404 login login",
+                                            pending_amendment, body=portal_acknowledgement),
     ("portal:invoices", "get"):         Row("200 200 200 200 200 200 login login"),
     ("portal:invoices", "post"):        Row("200 200 200 200 200 200 login login"),
     ("portal:invoice", "get"):          Row("200 200 200 200 200 404 login login",

@@ -35,6 +35,7 @@ from .billing_docs import (
     _evidence_doc,
     _invoice_doc,
 )
+from .cosign_docs import amended_versions, tenant_keys_doc, tenant_links_doc
 from .plain import _plain
 from .runs import (
     _acceptance_doc,
@@ -210,6 +211,8 @@ def _bundle(*, lease: Lease, period: str, now: datetime, include_raw: bool) -> d
     head = chain.chain_head(lease_id=lease.pk)  # any link; index 0: none yet
     referenced = {run.terms.version for run in runs if run.terms is not None}
     referenced |= {item.terms.version for item in rejudgements}
+    tenant_links = tenant_links_doc(lease)
+    referenced |= amended_versions(tenant_links)
     terms_doc = [
         _terms(version, version.version in in_force)
         for version in sorted(versions, key=lambda version: version.version)
@@ -326,4 +329,6 @@ def _bundle(*, lease: Lease, period: str, now: datetime, include_raw: bool) -> d
         "evidence": _evidence_doc(lease, start, end),
         "disputes": _disputes_doc(lease, period, start, end),
         "checkpoints": checkpoints.documents(lease=lease, period=period),
+        "tenant_keys": tenant_keys_doc(lease),
+        "tenant_links": tenant_links,
     }

@@ -1,3 +1,4 @@
+from leases.models.cosign import TenantKey, TenantLink
 from leases.models.events import LeaseEvent
 from leases.models.inventory import Fabric, NicPort, Node, Site, Switch
 from leases.models.leases import Lease, NodeAssignment
@@ -16,5 +17,7 @@ __all__ = [
     "Site",
     "Switch",
     "Tenant",
+    "TenantKey",
+    "TenantLink",
     "TermsAmendment",
 ]

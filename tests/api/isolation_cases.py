@@ -36,6 +36,17 @@ class DetailOf:
 
 
 @dataclass(frozen=True)
+class BodyOf:
+    """A POST route about no object of its URL that names the tenant's objects in its
+    body: another tenant's users get a refusal (403 for a role that may not write there,
+    else a 400 naming ``field`` as for an id that does not exist), never what it answers
+    about the object."""
+
+    body: Callable[[Side], dict[str, Any]]
+    field: str
+
+
+@dataclass(frozen=True)
 class NoRows:
     """A route that shows no tenant rows at all (the reason is required)."""
 
@@ -106,6 +117,44 @@ def amendment_of(side: Side) -> Any:
             reason="Signed on the 10th, recorded late.",
         )
     return side.amendment
+
+
+def key_of(side: Side) -> Any:
+    """A signing key of the tenant, registered by its admin (made once per side). The
+    side's dispute is opened first, unsigned: once the tenant holds a key, an unsigned
+    dispute is refused."""
+    if getattr(side, "key", None) is None:
+        from tests.factories import register_tenant_key
+
+        dispute_of(side)
+        side.private_key, side.key = register_tenant_key(side.members["admin"], side.tenant)
+    return side.key
+
+
+def acceptance_run_of(side: Side) -> Any:
+    """An acceptance run of the tenant's lease, over and in the chain (made once per side)."""
+    if getattr(side, "acceptance_run", None) is None:
+        from benchmarks import chain
+        from tests.factories import make_run
+
+        run = make_run(
+            side.lease,
+            slot=at("2026-11-01 08:00"),
+            trigger="acceptance",
+            measured_bps=98 * 10**9,
+            nodes=side.nodes,
+        )
+        chain.link_pending(lease_id=side.lease.pk)
+        run.refresh_from_db()
+        side.acceptance_run = run
+    return side.acceptance_run
+
+
+def public_key_text(side: Side) -> str:
+    """A fresh Ed25519 public key, as a client sends it (base64 of its 32 bytes)."""
+    from gpulease_verify import cosign
+
+    return cosign.public_key_text(cosign.generate().public_key())
 
 
 def credit_note_of(side: Side) -> Any:
@@ -204,4 +253,19 @@ CASES: dict[str, ListOf | DetailOf | NoRows] = {
     "api:dispute-detail": DetailOf(pk(dispute_of)),
     "api:dispute-accept": DetailOf(pk(dispute_of), body={"credit": "100.00", "reason": "ok"}),
     "api:dispute-reject": DetailOf(pk(dispute_of), body={"reason": "no"}),
+    "api:dispute-signing-content": BodyOf(
+        lambda side: {"lease": side.lease.pk, "reason": "Ours.", "probe_run": side.runs[0].pk},
+        field="lease",
+    ),
+    # Tenant signing keys and the contents the tenant signs (api/views_cosign.py).
+    "api:tenantkey-list": ListOf(lambda side: {key_of(side).pk}),
+    "api:tenantkey-detail": DetailOf(pk(key_of)),
+    "api:tenantkey-revoke": DetailOf(pk(key_of)),
+    "api:tenantkey-signing-content": BodyOf(
+        lambda side: {"tenant": side.tenant.slug, "public_key": public_key_text(side)},
+        field="tenant",
+    ),
+    "api:termsamendment-signing-content": DetailOf(pk(amendment_of), body={"reason": "Agreed."}),
+    "api:lease-acceptance-signing-content": DetailOf(pk(lambda side: side.lease), body={"run": 1}),
+    "api:lease-acceptance-sign-off": DetailOf(pk(lambda side: side.lease), body={"run": 1}),
 }

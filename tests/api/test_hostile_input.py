@@ -36,10 +36,12 @@ from tests.api.isolation_cases import (
     IPERF3_OUTPUT,
     DetailOf,
     ListOf,
+    acceptance_run_of,
     amendment_of,
     dispute_of,
     evidence_of,
     issued_invoice_of,
+    key_of,
 )
 from tests.api.test_isolation import api_routes
 from tests.factories import at
@@ -144,6 +146,60 @@ def _admin(world: Any) -> Any:
     return world.alpha.members[Role.ADMIN]
 
 
+def _registration(world: Any) -> dict[str, Any]:
+    """A fresh key of alpha, its registration signed by the key as alpha's admin makes it."""
+    from gpulease_verify import cosign as rules
+    from leases import cosign
+
+    private = rules.generate()
+    public = rules.public_key_text(private.public_key())
+    now = timezone.now()
+    content = cosign.registration_content(
+        tenant=world.alpha.tenant, user=_admin(world), public_key=public, at=now
+    )
+    return {
+        "tenant": "alpha",
+        "public_key": public,
+        "signed_at": content["at"],
+        "signature": rules.sign(private, content),
+        "label": "laptop",
+    }
+
+
+def _signed_acknowledgement(world: Any) -> dict[str, Any]:
+    """Alpha's admin acknowledges with a signature by alpha's key (registered here, once:
+    the routes after this one in WRITES take no unsigned tenant record)."""
+    from gpulease_verify import cosign as rules
+
+    key_of(world.alpha)
+    content = services.acknowledgement_content(
+        amendment=amendment_of(world.alpha),
+        user=_admin(world),
+        reason="Agreed.",
+        at=timezone.now(),
+    )
+    return {
+        "reason": "Agreed.",
+        "signed_at": content["at"],
+        "signature": rules.sign(world.alpha.private_key, content),
+    }
+
+
+def _dispute_claim(world: Any) -> dict[str, Any]:
+    return {
+        "lease": world.alpha.lease.pk,
+        "reason": "Our job saturated the link.",
+        "probe_run": world.alpha.runs[1].pk,
+        "incident": world.alpha.incident.pk,
+        "invoice": world.alpha.invoice.pk,
+        "evidence": [evidence_of(world.alpha).pk],
+    }
+
+
+def _acceptance(world: Any) -> dict[str, Any]:
+    return {"run": acceptance_run_of(world.alpha).pk}
+
+
 FABRIC = {
     "site": "site-alpha",
     "name": "Spine B",
@@ -234,11 +290,23 @@ WRITES: dict[str, Write] = {
         },
     ),
     "api:termsamendment-acknowledge": Write(
+        "post", lambda w: {"pk": amendment_of(w.alpha).pk}, _signed_acknowledgement, writer=_admin
+    ),
+    "api:termsamendment-signing-content": Write(
         "post",
         lambda w: {"pk": amendment_of(w.alpha).pk},
         lambda w: {"reason": "Agreed."},
         writer=_admin,
     ),
+    "api:tenantkey-list": Write("post", body=_registration, writer=_admin),
+    "api:tenantkey-signing-content": Write(
+        "post",
+        body=lambda w: {key: _registration(w)[key] for key in ("tenant", "public_key")},
+        writer=_admin,
+    ),
+    "api:tenantkey-revoke": Write("post", lambda w: {"pk": key_of(w.alpha).pk}, writer=_admin),
+    "api:lease-acceptance-signing-content": Write("post", _lease, _acceptance, writer=_admin),
+    "api:lease-acceptance-sign-off": Write("post", _lease, _acceptance, writer=_admin),
     "api:lease-run-now": Write("post", _lease, lambda w: {"kinds": ["link"]}, writer=_admin),
     "api:apitoken-list": Write(
         "post",
@@ -263,18 +331,8 @@ WRITES: dict[str, Write] = {
         },
         writer=_admin,
     ),
-    "api:dispute-list": Write(
-        "post",
-        body=lambda w: {
-            "lease": w.alpha.lease.pk,
-            "reason": "Our job saturated the link.",
-            "probe_run": w.alpha.runs[1].pk,
-            "incident": w.alpha.incident.pk,
-            "invoice": w.alpha.invoice.pk,
-            "evidence": [evidence_of(w.alpha).pk],
-        },
-        writer=_admin,
-    ),
+    "api:dispute-list": Write("post", body=_dispute_claim, writer=_admin),
+    "api:dispute-signing-content": Write("post", body=_dispute_claim, writer=_admin),
     "api:dispute-accept": Write(
         "post", _dispute, lambda w: {"reason": "Confirmed.", "credit_cny": "100.00"}
     ),

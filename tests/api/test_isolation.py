@@ -11,7 +11,7 @@ import pytest
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
 from leases.choices import Role
-from tests.api.isolation_cases import CASES, DetailOf, ListOf, NoRows
+from tests.api.isolation_cases import CASES, BodyOf, DetailOf, ListOf, NoRows
 
 pytestmark = pytest.mark.django_db
 
@@ -105,7 +105,28 @@ def test_another_tenants_objects_are_unreachable_for_every_route_and_role(world,
         case = CASES.get(route.name)
         if case is None or isinstance(case, NoRows):
             continue
-        if isinstance(case, DetailOf):
+        if isinstance(case, BodyOf):
+            url = reverse(route.name)
+            body = case.body(world.beta)
+            for role in ROLES:
+                response = _call(
+                    client_for(_user(world, role)), "post", url, DetailOf(dict, body=body)
+                )
+                assert response.status_code in (400, 403), (route.name, role, response.json())
+                if response.status_code == 400:
+                    assert response.json()["error"]["fields"] == {
+                        case.field: ["No such object."]
+                    }, (route.name, role)
+                checked += 1
+            assert (
+                _call(client_for(None), "post", url, DetailOf(dict, body=body)).status_code == 401
+            )
+            # Control: the tenant's own admin is answered, so the refusals are the scope's.
+            own = client_for(world.alpha.members[Role.ADMIN]).post(
+                url, case.body(world.alpha), format="json"
+            )
+            assert own.status_code == 200, (route.name, own.content[:200])
+        elif isinstance(case, DetailOf):
             url = reverse(route.name, kwargs=case.kwargs(world.beta))
             own_url = reverse(route.name, kwargs=case.kwargs(world.alpha))
             for method in route.methods:

@@ -111,3 +111,39 @@ def test_the_standalone_verifier_checks_a_bundle_fetched_from_a_live_server(
     refused = run(auditor_venv / "bin" / "gpulease-verify", forged, "--public-key", key)
     assert refused.returncode == 1, refused.stdout + refused.stderr
     assert "MISMATCH: the signature does not verify" in refused.stdout
+
+
+def test_the_standalone_verifier_makes_a_key_and_signs_what_the_server_checks(
+    auditor_venv, tmp_path
+):
+    """The tenant's side without Django: ``gpulease-verify keygen`` makes the key pair,
+    ``gpulease-verify sign`` signs the registration content the server shows, and the
+    server registers the key with that signature (issue 29, items 1 and 5)."""
+    from django.utils import timezone
+
+    from gpulease_verify import cosign as rules
+    from leases import cosign
+
+    admin = MembershipFactory(role=Role.ADMIN, user__username="ada")
+    command = auditor_venv / "bin" / "gpulease-verify"
+    private = tmp_path / "tenant.pem"
+    made = run(command, "keygen", "--out", private)
+    assert made.returncode == 0, made.stderr
+    public = made.stdout.strip()
+    assert private.read_text().startswith("-----BEGIN PRIVATE KEY-----")
+    assert private.stat().st_mode & 0o777 == 0o600
+    assert run(command, "keygen", "--out", private).returncode == 2  # never overwritten
+
+    now = timezone.now()
+    content = cosign.registration_content(
+        tenant=admin.tenant, user=admin.user, public_key=public, at=now
+    )
+    (tmp_path / "content.json").write_text(json.dumps(content, indent=2))
+    signed = run(command, "sign", "--key", private, tmp_path / "content.json")
+    assert signed.returncode == 0, signed.stderr
+    signature = signed.stdout.strip()
+    assert rules.verifies(public, content, signature)
+    key = cosign.register_key(
+        tenant=admin.tenant, user=admin.user, public_key=public, signature=signature, signed_at=now
+    )
+    assert key.fingerprint in made.stderr

@@ -9,10 +9,11 @@ import pytest
 from django.conf import settings
 from django.urls import reverse
 
+from leases import services
 from leases.choices import Role
 from tests.browser.test_portal import active_lease
 from tests.conftest import require
-from tests.factories import MembershipFactory, StaffFactory
+from tests.factories import MembershipFactory, StaffFactory, at, register_tenant_key
 from tests.portal.support import october_invoice
 
 AXE = Path(__file__).resolve().parents[2] / "node_modules" / "axe-core" / "axe.min.js"
@@ -55,6 +56,13 @@ def world():  # type: ignore[no-untyped-def]
     lease = active_lease(tenant=member.tenant, reference="ZY-2026-301", failing_hours=(5, 6))
     invoice = october_invoice(tenant=member.tenant, lease=lease)
     staff = StaffFactory()
+    register_tenant_key(member.user, member.tenant, label="laptop")
+    amendment = services.propose_retroactive_amendment(
+        lease=lease,
+        effective_from=at("2026-11-10 00:00"),
+        changes={"credit_cap_percent": "40"},
+        reason="Signed on the 10th, recorded late.",
+    )
     customer_pages = {
         "overview": reverse("portal:overview"),
         "lease": reverse("portal:lease", args=[lease.pk]),
@@ -63,6 +71,8 @@ def world():  # type: ignore[no-untyped-def]
         "tokens": reverse("portal:tokens"),
         "invoices": reverse("portal:invoices"),
         "invoice": reverse("portal:invoice", args=[invoice.pk]),
+        "signing-keys": reverse("portal:signing-keys"),
+        "amendment": reverse("portal:amendment", args=[amendment.pk]),
     }
     provider_pages = {
         "fleet": reverse("portal:fleet"),

@@ -14,6 +14,7 @@ from django.urls import reverse
 
 from billing.ingest import ingest_all
 from billing.invoicing import draft_invoice
+from leases import services
 from leases.choices import Role
 from tests.factories import (
     MembershipFactory,
@@ -23,6 +24,7 @@ from tests.factories import (
     at,
     make_lease,
     make_run,
+    register_tenant_key,
 )
 from tests.portal.support import active, client_for
 
@@ -175,6 +177,13 @@ def world():  # type: ignore[no-untyped-def]
     ingest_all(notify=False)
     invoice = draft_invoice(tenant=tenant, period="2026-11", now=at("2026-11-20 12:00"))
     staff = StaffFactory()
+    register_tenant_key(member.user, tenant, label="笔记本")
+    amendment = services.propose_retroactive_amendment(
+        lease=lease,
+        effective_from=at("2026-11-10 00:00"),
+        changes={"credit_cap_percent": "40"},
+        reason="合同于 10 日签署后补录。",
+    )
     data = {lease.reference, tenant.slug, member.user.username, staff.username}
     data |= {node.hostname for node in nodes} | {node.leaf_switch.name for node in nodes}
     data |= {node.leaf_switch.fabric.name for node in nodes}
@@ -187,6 +196,8 @@ def world():  # type: ignore[no-untyped-def]
         reverse("portal:tokens"),
         reverse("portal:invoices"),
         reverse("portal:invoice", args=[invoice.pk]),
+        reverse("portal:signing-keys"),
+        reverse("portal:amendment", args=[amendment.pk]),
     ]
     provider = [
         reverse("portal:fleet"),

@@ -21,7 +21,7 @@ from api.models import ApiToken
 from billing.models import Evidence
 from leases.choices import Role
 from tests.benchmarks.parsers import fixture_text
-from tests.factories import MembershipFactory, NodeFactory, StaffFactory, make_lease
+from tests.factories import MembershipFactory, NodeFactory, StaffFactory, at, make_lease
 from tests.portal.support import active, client_for, october_invoice
 
 pytestmark = pytest.mark.django_db
@@ -85,7 +85,19 @@ def page_ids(admin, lease) -> dict[str, Any]:
     invoice = october_invoice(tenant=admin.tenant, lease=lease)
     note = billing_services.create_credit_note(invoice=issued, reason="Goodwill.", now=NOW)
     token = tokens.issue_token(user=admin.user, scopes=["read"], name="ci").token
+    from leases import services as lease_services
+    from tests.factories import register_tenant_key
+
+    amendment = lease_services.propose_retroactive_amendment(
+        lease=lease,
+        effective_from=at("2026-11-10 00:00"),
+        changes={"credit_cap_percent": "40"},
+        reason="Signed on the 10th, recorded late.",
+    )
+    _, key = register_tenant_key(admin.user, admin.tenant)
     return {
+        "portal:amendment": {"pk": amendment.pk},
+        "portal:signing-key-revoke": {"pk": key.pk},
         "portal:lease": {"pk": lease.pk},
         "portal:lease-sla": {"pk": lease.pk},
         "portal:lease-audit": {"pk": lease.pk, "period": "2026-11"},
@@ -133,14 +145,16 @@ def test_every_page_with_an_id_answers_404_for_ids_past_any_integer(admin, page_
     for name, kwargs in routes.items():
         for huge in (HUGE_ID, str(2**63), "9" * 400):
             url = reverse(name, kwargs=dict.fromkeys(kwargs, huge))
-            method = client.post if name == "portal:token-revoke" else client.get
+            revokes = {"portal:token-revoke", "portal:signing-key-revoke"}
+            method = client.post if name in revokes else client.get
             response = rolled_back(lambda: method(url))  # noqa: B023
             assert response.status_code == 404, (url, response.status_code)
 
 
 def test_every_page_shrugs_off_nul_and_unknown_query_parameters(admin, page_ids):
     staff = client_for(StaffFactory())
-    plain = [name for name in portal_routes() if name not in {"portal:token-revoke"}]
+    revokes = {"portal:token-revoke", "portal:signing-key-revoke"}
+    plain = [name for name in portal_routes() if name not in revokes]
     for name in plain:
         kwargs = page_ids.get(name, {})
         url = reverse(name, kwargs=kwargs)

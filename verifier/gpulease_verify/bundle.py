@@ -20,6 +20,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from gpulease_verify import (
     chain,
     checkpoints,
+    cosign,
     credit_base,
     credit_notes,
     fabric,
@@ -121,11 +122,17 @@ class _Checker:
         meta = self.b.get("chain", {})
         first, last = meta.get("first_index"), meta.get("last_index")
         telemetry = self.b.get("telemetry", [])
-        within = [e for e in telemetry if first is not None and first <= e["chain_index"] <= last]
+        tenant_links = self.b.get("tenant_links") or []
+        within = [
+            e
+            for e in [*telemetry, *tenant_links]
+            if first is not None and first <= e["chain_index"] <= last
+        ]
         for problem in chain.verify_chain([*runs, *terms_links, *within]):
             self.bad(problem)
-        # Batches of the month outside the runs' stretch: each checked against its own hash.
-        for entry in telemetry:
+        # Batches of the month and tenant records outside the runs' stretch: each checked
+        # against its own hash.
+        for entry in [*telemetry, *tenant_links]:
             if entry not in within:
                 for problem in chain.verify_chain([entry]):
                     self.bad(problem)
@@ -152,7 +159,10 @@ class _Checker:
                 f"the chain section names links {meta.get('first_index')}.."
                 f"{meta.get('last_index')}, the runs are links {min(indexes)}..{max(indexes)}"
             )
-        self.notes.append(f"chain: {len(runs) + len(terms_links) + len(telemetry)} link(s) checked")
+        self.notes.append(
+            f"chain: {len(runs) + len(terms_links) + len(telemetry) + len(tenant_links)} link(s)"
+            " checked"
+        )
 
     def fabric_health(self) -> None:
         """The health findings recomputed from the telemetry batches' intervals, with the
@@ -815,13 +825,16 @@ def verify_report(
     fingerprint: str | None = None,
     trust_embedded_key: bool = False,
     previous: Mapping[str, Any] | None = None,
+    tenant_keys: set[str] | None = None,
 ) -> tuple[list[str], list[str]]:
     """(mismatches, notes) of a signed bundle document; see ``verify``. The signature is
     checked with ``public_key`` (PEM, base64, or the public-key endpoint's JSON listing
     every key with its validity), or with the key inside the bundle once its fingerprint
     equals ``fingerprint``, or, with ``trust_embedded_key``, with the key inside (a warning
     note). Raises ``trust.NoTrustedKey`` when none of the three is given. ``previous``: an
-    earlier checkpoint or signed bundle whose head this bundle must still contain."""
+    earlier checkpoint or signed bundle whose head this bundle must still contain.
+    ``tenant_keys``: the fingerprints of the keys the tenant published (``--tenant-keys``),
+    the only keys its co-signed records may be signed with."""
     key_trust = Trust.of(public_key, fingerprint=fingerprint, trust_embedded_key=trust_embedded_key)
     missing = [k for k in ("bundle", "signature", "public_key", "algorithm") if k not in doc]
     if missing:
@@ -841,6 +854,9 @@ def verify_report(
     try:
         checker.chain()
         checker.mismatches.extend(terms_chain.check_terms(bundle))
+        cosigned = cosign.check_cosigned(bundle, tenant_keys)
+        checker.mismatches.extend(cosigned[0])
+        checker.notes.extend(cosigned[1])
         checker.runs()
         checker.fabric_health()
         checker.window()

@@ -38,6 +38,10 @@ A *telemetry batch* is a fourth kind: what one passive telemetry poll stored for
 lease (its nodes' port intervals and the switch readings that witness them,
 ``telemetry_content``). In a bundle it names its hash ``telemetry_hash``.
 
+A *tenant link* is a fifth kind: a record the tenant made, a key registered or revoked, or
+an acknowledgement, acceptance sign-off or dispute with the tenant's signature
+(``gpulease_verify.cosign``). In a bundle it names its hash ``tenant_hash``.
+
 This module only computes and reads no database: the server (``benchmarks.chain``) and an
 auditor's ``gpulease-verify`` use the same functions.
 """
@@ -150,6 +154,9 @@ def run_content(run: Mapping[str, Any], *, lease: str, terms: TermsRef | None) -
 
 # A telemetry batch: what one poll stored for one lease (``telemetry_content``).
 TELEMETRY = "telemetry"
+# A record the tenant made: a key event, or a co-signed acknowledgement, acceptance or
+# dispute (``gpulease_verify.cosign.tenant_link_content``).
+TENANT = "tenant"
 
 
 def rejudgement_content(
@@ -220,6 +227,7 @@ def link_hash(content: Mapping[str, Any], prev: str) -> str:
 
 # How a bundle entry names its hash and its id, per kind of link.
 _ENTRY_KINDS = (
+    ("tenant_hash", "tenant_link_id", "id"),
     ("telemetry_hash", "telemetry_id", "id"),
     ("rejudgement_hash", "rejudgement_id", "id"),
     ("run_hash", "run_id", "id"),
@@ -240,6 +248,7 @@ class Link:
     terms_version: int | None = None
     rejudgement_id: int | None = None
     telemetry_id: int | None = None
+    tenant_link_id: int | None = None
 
     @classmethod
     def from_dict(cls, entry: Mapping[str, Any]) -> Link:
@@ -270,8 +279,14 @@ class Link:
     def is_telemetry(self) -> bool:
         return self.telemetry_id is not None or self.content.get("link") == TELEMETRY
 
+    @property
+    def is_tenant(self) -> bool:
+        return self.tenant_link_id is not None or self.content.get("link") == TENANT
+
     def what(self) -> str:
         """What the link records, for sentences."""
+        if self.is_tenant:
+            return "tenant record"
         if self.is_terms:
             return "terms version"
         if self.is_telemetry:
@@ -279,6 +294,8 @@ class Link:
         return REJUDGEMENT if self.is_rejudgement else "run"
 
     def name(self) -> str:
+        if self.tenant_link_id is not None:
+            return f"chain link {self.index} (tenant record {self.tenant_link_id})"
         if self.telemetry_id is not None:
             return f"chain link {self.index} (telemetry batch {self.telemetry_id})"
         if self.rejudgement_id is not None:

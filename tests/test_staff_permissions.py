@@ -34,7 +34,7 @@ from leases.models.tenants import MASKED_SECRET
 from tests.api.conftest import World, build_side
 from tests.api.isolation_cases import issued_invoice_of
 from tests.factories import StaffFactory, UserFactory
-from tests.permission_matrix_rows import API_CALLERS, API_ROWS
+from tests.permission_matrix_rows import API_CALLERS, API_ROWS, PAGE_ROWS
 from tests.test_permission_matrix import NOW, all_routes
 
 WRITES = ("post", "put", "patch", "delete")
@@ -255,6 +255,20 @@ def test_the_portal_refuses_the_same_revocation(world):
     assert root.revoked_at is None
 
 
+def test_the_portals_staff_writes_ask_for_the_same_permissions(world):
+    """The evidence upload needs billing.add_evidence, as the API's does."""
+    url = reverse("portal:evidence-upload", kwargs={"pk": world.alpha.lease.pk})
+    body = PAGE_ROWS[("portal:evidence-upload", "post")].body(world)
+    plain = Client(HTTP_ACCEPT_LANGUAGE="en")
+    plain.force_login(staff_with("viewer-staff"))
+    before = snapshot()
+    assert plain.post(url, body).status_code == 403
+    assert changed_tables(before, snapshot()) == []
+    granted = Client(HTTP_ACCEPT_LANGUAGE="en")
+    granted.force_login(staff_with("evidence-staff", "billing.add_evidence"))
+    assert granted.post(url, body).status_code == 302
+
+
 def test_issuing_for_other_staff_needs_issue_any_token_and_only_root_mints_root(world):
     colleague = staff_with("colleague")
     url = reverse("api:apitoken-list")
@@ -445,3 +459,29 @@ def test_staff_with_transition_lease_end_one_through_the_admin(world):
     assert response.status_code == 302
     lease.refresh_from_db()
     assert lease.status == LeaseStatus.ENDED
+
+
+# --- the provider staff group -------------------------------------------------------------
+
+
+def test_the_provider_staff_group_runs_the_business_but_holds_no_keys(world):
+    from common.staff_groups import PROVIDER_STAFF_GROUP, ensure_provider_staff_group
+
+    group = ensure_provider_staff_group()
+    group.permissions.remove(permission("billing.void_invoice"))  # an operator's edit...
+    assert ensure_provider_staff_group().pk == group.pk  # ...put back, the group kept
+    operator = UserFactory(username="ops", is_staff=True)
+    operator.groups.add(group)
+    operator = type(operator).objects.get(pk=operator.pk)
+    held = operator.get_all_permissions()
+    assert {"billing.void_invoice", "leases.transition_lease", "billing.view_invoice"} <= held
+    keys = {"leases.view_webhook_secret", "api.issue_any_token", "api.revoke_any_token"}
+    assert held & keys == set()
+    # No deletions, no users or groups to edit, no tokens but their own.
+    assert [p for p in held if ".delete_" in p or p.split(".")[0] in {"auth", "api"}] == [
+        p
+        for p in held
+        if p.endswith(("view_user", "view_group", "view_permission", "view_apitoken"))
+    ]
+    assert world.alpha.tenant.webhook_secret_for(operator) == MASKED_SECRET
+    assert group.name == PROVIDER_STAFF_GROUP

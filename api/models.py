@@ -220,6 +220,10 @@ class ApiToken(models.Model):
         verbose_name = _("API token")
         verbose_name_plural = _("API tokens")
         ordering = ["-created_at", "-id"]
+        permissions = [
+            ("issue_any_token", _("Can issue API tokens held by other provider staff")),
+            ("revoke_any_token", _("Can revoke other users' API tokens")),
+        ]
 
     def __str__(self) -> str:
         return f"{TOKEN_MARK}_{self.prefix}… ({self.user})"

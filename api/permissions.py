@@ -6,8 +6,11 @@ Three layers, in this order:
    tenant's object is a 404 before any permission is asked.
 2. The token's scopes (when the request carries a token): ``read`` for safe methods,
    ``write`` for unsafe ones, ``audit`` for the views that declare ``required_scope``.
-3. The user's role: provider staff may do everything; a tenant member may read with any
-   role (``read_roles``) and write only where the view or action lists their role in
+3. The user's standing: provider staff read everything and write only with the Django
+   permission the view declares for the action (``staff_permissions``: action ->
+   "app_label.codename"; a write action it does not name is refused to staff, superusers
+   included, so a new route cannot be left open). A tenant member may read with any role
+   (``read_roles``) and write only where the view or action lists their role in
    ``write_roles`` (empty by default: provider only).
 
 On a detail route (``view.detail``) the scope and role checks wait until the object has
@@ -27,6 +30,28 @@ from leases.choices import Role
 from leases.models import Membership
 
 ALL_ROLES = frozenset(Role.values)
+# A staff_permissions value: the route is open to staff and the service decides, with the
+# object in hand: one's own API tokens (api.tokens), or a tenant's own act that the
+# service refuses to provider staff (opening a dispute, acknowledging an amendment).
+SERVICE_DECIDES = "service-decides"
+
+
+def staff_permission(view: Any) -> str | None:
+    """The permission provider staff need for the view's action (None: not declared)."""
+    return getattr(view, "staff_permissions", {}).get(getattr(view, "action", None))
+
+
+def check_staff(request: Request, view: Any) -> None:
+    """Staff read freely; a write needs the permission the view declares for it."""
+    if request.method in SAFE_METHODS:
+        return
+    needed = staff_permission(view)
+    if needed is None:
+        raise exceptions.PermissionDenied(_("Provider staff may not do this through the API."))
+    if needed != SERVICE_DECIDES and not request.user.has_perm(needed):
+        raise exceptions.PermissionDenied(
+            _("This needs the permission %(permission)s.") % {"permission": needed}
+        )
 
 
 def tenant_id_of(obj: Any) -> int | None:
@@ -91,6 +116,7 @@ class RolePermission(BasePermission):
             return True  # decided once the object is found (404 first)
         check_scope(request, view)
         if is_provider_staff(request.user):
+            check_staff(request, view)
             return True
         roles = allowed_roles(request, view)
         if request.method in SAFE_METHODS and roles >= ALL_ROLES:
@@ -102,6 +128,7 @@ class RolePermission(BasePermission):
     def has_object_permission(self, request: Request, view: Any, obj: Any) -> bool:
         check_scope(request, view)
         if is_provider_staff(request.user):
+            check_staff(request, view)
             return True
         roles = allowed_roles(request, view)
         held = view.roles_for_object(request, obj) if hasattr(view, "roles_for_object") else None

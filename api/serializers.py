@@ -53,6 +53,10 @@ class TenantSerializer(serializers.ModelSerializer):
     # Plain strings: blank is "", which is no e-mail address or URL for the schema.
     contact_email = serializers.CharField(read_only=True, help_text="E-mail address, or blank.")
     webhook_url = serializers.CharField(read_only=True, help_text="URL, or blank.")
+    webhook_secret = serializers.SerializerMethodField(
+        help_text="The Standard Webhooks signing secret: in clear only to provider staff who "
+        "hold leases.view_webhook_secret, masked (whsec_********) to anybody else."
+    )
 
     class Meta:
         model = Tenant
@@ -66,6 +70,7 @@ class TenantSerializer(serializers.ModelSerializer):
             "time_zone",
             "currency",
             "webhook_url",
+            "webhook_secret",
             "legal_name",
             "tax_id",
             "invoice_address",
@@ -75,6 +80,11 @@ class TenantSerializer(serializers.ModelSerializer):
             "created_at",
         ]
         read_only_fields = fields
+
+    @extend_schema_field(OpenApiTypes.STR)
+    def get_webhook_secret(self, tenant: Tenant) -> str:
+        request = self.context.get("request")
+        return tenant.webhook_secret_for(request.user if request is not None else None)
 
 
 class SiteSerializer(StrictModelSerializer):

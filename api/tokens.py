@@ -3,7 +3,11 @@ value of issue_token; the database keeps its prefix and SHA-256.
 
 A token is minted on a standing (``api.models``): for a tenant user, one tenant and their
 role there, issued by themselves or by an admin of that tenant; for provider staff, the
-provider's standing. Provider staff never mint a token that acts as a tenant user."""
+provider's standing. Provider staff never mint a token that acts as a tenant user.
+
+Anybody issues and revokes their own tokens. Provider staff need ISSUE_ANY to issue a
+token held by other staff (and only a superuser issues one held by a superuser: the token
+would act with every permission) and REVOKE_ANY to revoke another user's token."""
 
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -31,6 +35,9 @@ from common.locks import lock_in_key_order
 from common.querysets import is_provider_staff
 from leases.choices import Role
 from leases.models import Membership, Tenant
+
+ISSUE_ANY = "api.issue_any_token"
+REVOKE_ANY = "api.revoke_any_token"
 
 # Writes to last_used_at are spread out: at most one per token per this interval.
 LAST_USED_RESOLUTION = timedelta(minutes=1)
@@ -147,6 +154,16 @@ def _check_issuer(
                 "Provider staff cannot issue a token for %(user)s: it would act as a user of "
                 "the tenant, and only the tenant's own admins issue those."
             )
+            % {"user": user.get_username()}
+        )
+    if _is_staff_account(issuer) and not issuer.has_perm(ISSUE_ANY):
+        raise PermissionDenied(
+            _("Issuing a token for %(user)s needs the permission %(permission)s.")
+            % {"user": user.get_username(), "permission": ISSUE_ANY}
+        )
+    if user.is_superuser and not issuer.is_superuser:
+        raise PermissionDenied(
+            _("Only a superuser issues a token for the superuser %(user)s.")
             % {"user": user.get_username()}
         )
     if not managed_users(issuer).filter(pk=user.pk).exists() or (
@@ -320,8 +337,21 @@ def lapse_reason(token: ApiToken) -> str:
     }
 
 
-def revoke_token(*, token: ApiToken, now: datetime | None = None) -> ApiToken:
-    """Idempotent: a revoked token keeps its first revocation time."""
+def check_revoker(actor: Any, token: ApiToken) -> None:
+    """Refuse provider staff who revoke another user's token without REVOKE_ANY. (Which
+    tokens a tenant admin may revoke is which they see: ApiToken.objects.visible_to.)"""
+    if token.user_id != actor.pk and is_provider_staff(actor) and not actor.has_perm(REVOKE_ANY):
+        raise PermissionDenied(
+            _("Revoking %(user)s's token needs the permission %(permission)s.")
+            % {"user": token.user.get_username(), "permission": REVOKE_ANY}
+        )
+
+
+def revoke_token(*, token: ApiToken, actor: Any = None, now: datetime | None = None) -> ApiToken:
+    """Idempotent: a revoked token keeps its first revocation time. ``actor``: the person
+    asking (check_revoker); None for the system (a token whose standing lapsed)."""
+    if actor is not None:
+        check_revoker(actor, token)
     if token.revoked_at is None:
         token.revoked_at = now or timezone.now()
         ApiToken.objects.filter(pk=token.pk, revoked_at__isnull=True).update(

@@ -25,7 +25,7 @@ from api.base import BaseViewSet, refuse_body
 from api.exceptions import Conflict
 from api.models import ApiToken, administered_tenants, managed_users
 from api.pagination import SlotCursorPagination
-from api.permissions import ALL_ROLES
+from api.permissions import ALL_ROLES, SERVICE_DECIDES
 from api.views_cosign import (
     AcceptanceActions,
     SigningContentSerializer,
@@ -73,6 +73,7 @@ class SiteViewSet(
     visible = staticmethod(selectors.sites_visible_to)
     filterset_fields = ["code", "city"]
     http_method_names = ["get", "post", "patch", "head", "options"]
+    staff_permissions = {"create": "leases.add_site", "partial_update": "leases.change_site"}
 
     def perform_create(self, serializer: serializers.BaseSerializer) -> None:
         serializer.instance = lease_services.create_site(**serializer.validated_data)
@@ -98,6 +99,7 @@ class FabricViewSet(
     visible = staticmethod(selectors.fabrics_visible_to)
     filterset_class = filtersets.FabricFilterSet
     http_method_names = ["get", "post", "patch", "head", "options"]
+    staff_permissions = {"create": "leases.add_fabric", "partial_update": "leases.change_fabric"}
 
     def optimize(self, queryset: QuerySet) -> QuerySet:
         return queryset.select_related("site").order_by("site__name", "name")
@@ -130,6 +132,13 @@ class LeaseViewSet(
     queryset = Lease.objects.all()
     serializer_class = s.LeaseSerializer
     filterset_class = filtersets.LeaseFilterSet
+    staff_permissions = {
+        "create": "leases.add_lease",
+        "activate": "leases.transition_lease",
+        "end": "leases.transition_lease",
+        "cancel": "leases.transition_lease",
+        "run_now": "benchmarks.run_probes_now",
+    }
 
     def optimize(self, queryset: QuerySet) -> QuerySet:
         queryset = queryset.select_related("tenant")
@@ -297,6 +306,8 @@ class TermsAmendmentViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Ba
 
     queryset = TermsAmendment.objects.all()
     serializer_class = s.TermsAmendmentSerializer
+    # Acknowledging is the tenant admin's: the service refuses it to provider staff.
+    staff_permissions = {"create": "leases.add_termsamendment", "acknowledge": SERVICE_DECIDES}
 
     def optimize(self, queryset: QuerySet) -> QuerySet:
         return queryset.select_related("lease", "proposed_by", "terms").order_by(
@@ -496,6 +507,12 @@ class InvoiceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewS
     queryset = Invoice.objects.all()
     serializer_class = s.InvoiceSerializer
     filterset_class = filtersets.InvoiceFilterSet
+    staff_permissions = {
+        "issue": "billing.issue_invoice",
+        "mark_paid": "billing.mark_invoice_paid",
+        "void": "billing.void_invoice",
+        "credit_notes": "billing.issue_credit_note",
+    }
 
     def optimize(self, queryset: QuerySet) -> QuerySet:
         from billing.models import InvoiceLine
@@ -697,6 +714,9 @@ class ApiTokenViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseView
     filterset_class = filtersets.ApiTokenFilterSet
     read_roles = ALL_ROLES | {"owner"}
     write_roles = frozenset({Role.ADMIN})
+    # One's own tokens are one's own; another user's need api.issue_any_token or
+    # api.revoke_any_token (api.tokens decides, with the holder in hand).
+    staff_permissions = {"create": SERVICE_DECIDES, "revoke": SERVICE_DECIDES}
 
     def optimize(self, queryset: QuerySet) -> QuerySet:
         return queryset.select_related("user", "issuer", "tenant").order_by("-created_at", "-id")
@@ -762,5 +782,5 @@ class ApiTokenViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseView
         """Revoke a token at once; requests with it then answer 401."""
         token = self.get_object()
         refuse_body(request)
-        token = tokens.revoke_token(token=token)
+        token = tokens.revoke_token(token=token, actor=request.user)
         return Response(s.ApiTokenSerializer(token).data)

@@ -38,7 +38,7 @@ from api import serializers as s
 from api.base import BaseViewSet, KnownQueryParametersMixin, StrictSerializer
 from api.fields import InstantField
 from api.filtersets import IdFilter
-from api.permissions import ALL_ROLES
+from api.permissions import ALL_ROLES, SERVICE_DECIDES
 from api.throttling import AuditBundleRateThrottle
 from api.views_cosign import SigningContentSerializer, signed_fields, signing_answer
 from benchmarks.models import ProbeRun
@@ -336,6 +336,7 @@ class LeaseEvidenceViewSet(BaseViewSet):
     queryset = Lease.objects.all()
     read_roles = ALL_ROLES
     write_roles = TENANT_WRITERS
+    staff_permissions = {"submit": "billing.add_evidence"}
     pagination_class = None
 
     @extend_schema(responses={200: EvidenceSerializer(many=True)}, summary="Evidence on a lease")
@@ -384,6 +385,12 @@ class DisputeViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewS
     serializer_class = DisputeSerializer
     filterset_class = DisputeFilterSet
     write_roles = TENANT_WRITERS
+    # Opening a dispute is the tenant's: the service refuses it to provider staff.
+    staff_permissions = {
+        "create": SERVICE_DECIDES,
+        "accept": "billing.accept_dispute",
+        "reject": "billing.reject_dispute",
+    }
 
     def optimize(self, queryset: QuerySet) -> QuerySet:
         return (

@@ -3,6 +3,7 @@ from django.utils.translation import gettext_lazy as _
 
 from benchmarks import services
 from benchmarks.models import NodeLock, ProbeRun, SiteAlert
+from common.admin import requires
 from gpulease_verify.units import format_bps
 from leases.admin import LeaseAdmin
 from leases.models import Lease
@@ -127,7 +128,7 @@ class SiteAlertAdmin(admin.ModelAdmin):
         return False
 
 
-@admin.action(description=_("Run all probes now"))
+@admin.action(description=_("Run all probes now"), permissions=["run_probes_now"])
 def run_probes_now(modeladmin, request, queryset):  # type: ignore[no-untyped-def]
     queued = 0
     for lease in queryset:
@@ -160,3 +161,4 @@ admin.site.unregister(Lease)
 @admin.register(Lease)
 class LeaseWithProbesAdmin(LeaseAdmin):
     actions = [*LeaseAdmin.actions, run_probes_now]
+    has_run_probes_now_permission = requires("benchmarks.run_probes_now")

@@ -18,7 +18,7 @@ from billing.models import (
     InvoiceLine,
     TrafficSample,
 )
-from common.admin import StampedAdmin
+from common.admin import StampedAdmin, requires
 from gpulease_verify.units import format_bps
 from telemetry.witness import resolve_integrity_incidents
 
@@ -170,7 +170,7 @@ class InvoiceEventInline(admin.TabularInline):
         return False
 
 
-@admin.action(description=_("Issue selected drafts"))
+@admin.action(description=_("Issue selected drafts"), permissions=["issue_invoice"])
 def issue(modeladmin, request, queryset):  # type: ignore[no-untyped-def]
     def issue_one(invoice):  # type: ignore[no-untyped-def]
         issued = services.issue_invoice(invoice=invoice, actor=request.user)
@@ -191,7 +191,9 @@ class ReasonForm(forms.Form):
     reason = forms.CharField(label=_("reason"), widget=forms.Textarea, max_length=2000)
 
 
-@admin.action(description=_("Void selected invoices (asks for a reason)"))
+@admin.action(
+    description=_("Void selected invoices (asks for a reason)"), permissions=["void_invoice"]
+)
 def void(modeladmin, request, queryset):  # type: ignore[no-untyped-def]
     form = ReasonForm(request.POST if "reason" in request.POST else None)
     if form.is_valid():
@@ -228,7 +230,7 @@ class PaidOnForm(forms.Form):
     )
 
 
-@admin.action(description=_("Mark as paid (asks for the day)"))
+@admin.action(description=_("Mark as paid (asks for the day)"), permissions=["mark_invoice_paid"])
 def mark_paid(modeladmin, request, queryset):  # type: ignore[no-untyped-def]
     form = PaidOnForm(request.POST if "confirm" in request.POST else None)
     if form.is_valid():
@@ -259,7 +261,7 @@ def mark_paid(modeladmin, request, queryset):  # type: ignore[no-untyped-def]
     )
 
 
-@admin.action(description=_("Recompute drafts"))
+@admin.action(description=_("Recompute drafts"), permissions=["recompute_invoice"])
 def recompute(modeladmin, request, queryset):  # type: ignore[no-untyped-def]
     _each(
         modeladmin,
@@ -301,6 +303,11 @@ class InvoiceAdmin(StampedAdmin):
     readonly_fields = INVOICE_FIELDS
     actions = [issue, mark_paid, void, recompute]
     inlines = [InvoiceLineInline, InvoiceEventInline]
+
+    has_issue_invoice_permission = requires("billing.issue_invoice")
+    has_void_invoice_permission = requires("billing.void_invoice")
+    has_mark_invoice_paid_permission = requires("billing.mark_invoice_paid")
+    has_recompute_invoice_permission = requires("billing.recompute_invoice")
 
     def get_search_results(self, request, queryset, search_term):  # type: ignore[no-untyped-def]
         queryset, _may_have_duplicates = super().get_search_results(request, queryset, search_term)

@@ -73,9 +73,10 @@ REASON_MAX = 4000
 
 
 def can_write_for(user: Any, lease: Lease) -> bool:
-    """Provider staff, or an admin of the lease's tenant (viewers and auditors only read)."""
+    """Provider staff who hold billing.add_evidence, or an admin of the lease's tenant
+    (viewers and auditors only read)."""
     if is_provider_staff(user):
-        return True
+        return user.has_perm("billing.add_evidence")
     if not (user and user.is_authenticated and user.is_active):
         return False
     return Membership.objects.filter(user=user, tenant_id=lease.tenant_id, role=Role.ADMIN).exists()
@@ -89,9 +90,13 @@ def _require_writer(user: Any, lease: Lease) -> None:
         )
 
 
-def _require_staff(user: Any) -> None:
+def _require_staff(user: Any, permission: str) -> None:
     if not is_provider_staff(user):
         raise PermissionDenied(_("Only provider staff decide disputes."))
+    if not user.has_perm(permission):
+        raise PermissionDenied(
+            _("This needs the permission %(permission)s.") % {"permission": permission}
+        )
 
 
 def _reason(text: str, field: str = "reason") -> str:
@@ -512,7 +517,7 @@ def accept_dispute(
 ) -> Dispute:
     """Provider staff accept an open dispute. A credit above zero becomes an adjustment
     line on the tenant's invoice for the month of acceptance (``credit_period``)."""
-    _require_staff(user)
+    _require_staff(user, "billing.accept_dispute")
     now = now or timezone.now()
     text = _reason(reason)
     amount = _credit(credit_cny)
@@ -539,7 +544,7 @@ def reject_dispute(
     *, dispute: Dispute, user: Any, reason: str, now: datetime | None = None
 ) -> Dispute:
     """Provider staff reject an open dispute, with the reason the tenant will read."""
-    _require_staff(user)
+    _require_staff(user, "billing.reject_dispute")
     now = now or timezone.now()
     text = _reason(reason)
     locked = _locked_open(dispute)

@@ -1,7 +1,8 @@
 """The admin action "Re-rate from the corrected terms" (``billing.rerate``), for the admin
 of acknowledged retroactive amendments (``TermsAmendment``) or of terms versions
 (``LeaseTerms``): each selected one re-rates its lease from its ``effective_from`` to now.
-Wired in ``leases/admin.py``: ``actions = [rerate_from_corrected_terms]``."""
+Wired in ``leases/admin.py``: ``actions = [rerate_from_corrected_terms]``, offered to holders
+of ``billing.rerate_lease``."""
 
 from typing import Any
 
@@ -23,7 +24,7 @@ def _version(item: Any) -> LeaseTerms | None:
     return item
 
 
-@admin.action(description=_("Re-rate from the corrected terms"))
+@admin.action(description=_("Re-rate from the corrected terms"), permissions=["rerate_lease"])
 def rerate_from_corrected_terms(modeladmin, request, queryset):  # type: ignore[no-untyped-def]
     now = timezone.now()
     done = 0

@@ -5,3 +5,8 @@ from django.utils.translation import gettext_lazy as _
 class CommonConfig(AppConfig):
     name = "common"
     verbose_name = _("Common")
+
+    def ready(self) -> None:
+        from common.admin import declare_third_party_actions
+
+        declare_third_party_actions()

@@ -8,7 +8,7 @@ from rest_framework import serializers
 
 from api.serializers import terms_changes
 from billing.rerate_admin import rerate_from_corrected_terms
-from common.admin import StampedAdmin
+from common.admin import StampedAdmin, requires
 from leases import selectors, services
 from leases.choices import LeaseStatus
 from leases.models import (
@@ -25,6 +25,7 @@ from leases.models import (
     Tenant,
     TermsAmendment,
 )
+from leases.models.tenants import MASKED_SECRET, WEBHOOK_SECRET_PERMISSION
 
 
 class MembershipInline(admin.TabularInline):
@@ -40,6 +41,24 @@ class TenantAdmin(StampedAdmin):
     search_fields = ["name", "slug", "contact_name", "contact_email"]
     prepopulated_fields = {"slug": ["name"]}
     inlines = [MembershipInline]
+
+    # The signing secret is shown (and editable) only with WEBHOOK_SECRET_PERMISSION;
+    # anybody else sees it masked, and their form has no field for it.
+    def get_fields(self, request, obj=None):  # type: ignore[no-untyped-def]
+        fields = list(super().get_fields(request, obj))
+        if request.user.has_perm(WEBHOOK_SECRET_PERMISSION):
+            return fields
+        return [name for name in fields if name != "webhook_secret"] + ["masked_webhook_secret"]
+
+    def get_readonly_fields(self, request, obj=None):  # type: ignore[no-untyped-def]
+        fields = tuple(super().get_readonly_fields(request, obj))
+        if request.user.has_perm(WEBHOOK_SECRET_PERMISSION):
+            return fields
+        return (*fields, "masked_webhook_secret")
+
+    @admin.display(description=_("webhook signing secret"))
+    def masked_webhook_secret(self, tenant: Tenant) -> str:
+        return MASKED_SECRET
 
 
 @admin.register(Membership)
@@ -302,17 +321,17 @@ def _transition(modeladmin, request, queryset, to: str) -> None:  # type: ignore
         )
 
 
-@admin.action(description=_("Activate selected leases"))
+@admin.action(description=_("Activate selected leases"), permissions=["transition_lease"])
 def activate(modeladmin, request, queryset):  # type: ignore[no-untyped-def]
     _transition(modeladmin, request, queryset, LeaseStatus.ACTIVE)
 
 
-@admin.action(description=_("End selected leases now"))
+@admin.action(description=_("End selected leases now"), permissions=["transition_lease"])
 def end(modeladmin, request, queryset):  # type: ignore[no-untyped-def]
     _transition(modeladmin, request, queryset, LeaseStatus.ENDED)
 
 
-@admin.action(description=_("Cancel selected leases"))
+@admin.action(description=_("Cancel selected leases"), permissions=["transition_lease"])
 def cancel(modeladmin, request, queryset):  # type: ignore[no-untyped-def]
     _transition(modeladmin, request, queryset, LeaseStatus.CANCELLED)
 
@@ -336,6 +355,8 @@ class LeaseAdmin(StampedAdmin):
     readonly_fields = ["status"]
     actions = [activate, end, cancel]
     inlines = [NodeAssignmentInline, LeaseTermsInline, LeaseEventInline]
+
+    has_transition_lease_permission = requires("leases.transition_lease")
 
     def get_search_results(self, request, queryset, search_term):  # type: ignore[no-untyped-def]
         queryset, _may_have_duplicates = super().get_search_results(request, queryset, search_term)
@@ -424,6 +445,7 @@ class LeaseTermsAdmin(StampedAdmin):
     autocomplete_fields = ["lease"]
     form = LeaseTermsForm
     actions = [rerate_from_corrected_terms]
+    has_rerate_lease_permission = requires("billing.rerate_lease")
 
     def get_readonly_fields(self, request, obj=None):  # type: ignore[no-untyped-def]
         fields = super().get_readonly_fields(request, obj)
@@ -474,6 +496,7 @@ class TermsAmendmentAdmin(StampedAdmin):
     autocomplete_fields = ["lease"]
     form = TermsAmendmentForm
     actions = [rerate_from_corrected_terms]
+    has_rerate_lease_permission = requires("billing.rerate_lease")
 
     def get_readonly_fields(self, request, obj=None):  # type: ignore[no-untyped-def]
         fields = super().get_readonly_fields(request, obj)

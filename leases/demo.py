@@ -15,6 +15,7 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
+from common.staff_groups import ensure_provider_staff_group
 from gpulease_verify.periods import Period
 from leases import services
 from leases.choices import (
@@ -40,6 +41,10 @@ class Login:
     role: str
     username: str
     password: str
+
+
+# The two kinds of provider login the demo makes (users()).
+SUPERUSER, STAFF = "superuser", "staff"
 
 
 @dataclass
@@ -408,8 +413,12 @@ class _Loader:
         path = settings.VAR_DIR / LOGINS_FILE
         saved = json.loads(path.read_text()) if path.exists() else {}
         user_model = get_user_model()
+        # The superuser holds every permission; the operator holds the provider staff
+        # group's (common.staff_groups): no webhook secrets, no other users' tokens.
+        staff_group = ensure_provider_staff_group()
         plan = [
-            ("provider admin", "provider", None, None),
+            ("provider admin", "provider", None, SUPERUSER),
+            ("provider operator", "provider-ops", None, STAFF),
             ("tenant admin", "zhiyuan-admin", zhiyuan, Role.ADMIN),
             ("auditor", "zhiyuan-auditor", zhiyuan, Role.AUDITOR),
         ]
@@ -422,9 +431,12 @@ class _Loader:
                     user = user_model(username=username, email=f"{username}@example.cn")
                     self.result.created += 1
                 user.set_password(password)
-                user.is_staff = user.is_superuser = tenant is None
+                user.is_staff = tenant is None
+                user.is_superuser = role == SUPERUSER
                 user.save()
                 saved[username] = password
+            if role == STAFF:
+                user.groups.add(staff_group)
             if tenant is not None:
                 self.get_or_create(Membership, user=user, tenant=tenant, defaults={"role": role})
             self.result.logins.append(Login(label, username, password))

@@ -347,5 +347,5 @@ def token_revoke(request: HttpRequest, pk: int) -> HttpResponse:
     """Revoke at once. Whose tokens one may revoke is whose one sees (ApiToken.visible_to:
     one's own, every token of a tenant one administers, staff all); any other is a 404."""
     token = get_object_or_404(ApiToken.objects.visible_to(request.user), pk=pk)
-    tokens.revoke_token(token=token)
+    tokens.revoke_token(token=token, actor=request.user)
     return redirect("portal:tokens")

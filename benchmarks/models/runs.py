@@ -150,6 +150,7 @@ class ProbeRun(StoredTexts, models.Model):
         verbose_name = _("probe run")
         verbose_name_plural = _("probe runs")
         ordering = ["-slot_at", "-id"]
+        permissions = [("run_probes_now", _("Can run a lease's probes now"))]
         constraints = [
             models.UniqueConstraint(
                 fields=["lease", "kind", "tool", "pattern", "target", "slot_at", "trigger"],

@@ -157,6 +157,10 @@ class Dispute(TimeStampedModel):
         verbose_name = _("dispute")
         verbose_name_plural = _("disputes")
         ordering = ["-created_at", "-id"]
+        permissions = [
+            ("accept_dispute", _("Can accept disputes, with a credit")),
+            ("reject_dispute", _("Can reject disputes")),
+        ]
         constraints = [
             models.CheckConstraint(
                 condition=models.Q(credit_cny__gte=0),

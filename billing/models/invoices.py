@@ -108,6 +108,13 @@ class Invoice(TimeStampedModel):
         verbose_name = _("invoice")
         verbose_name_plural = _("invoices")
         ordering = ["-period", "tenant"]
+        permissions = [
+            ("issue_invoice", _("Can issue draft invoices")),
+            ("void_invoice", _("Can void issued invoices")),
+            ("mark_invoice_paid", _("Can mark invoices paid")),
+            ("recompute_invoice", _("Can recompute draft invoices")),
+            ("rerate_lease", _("Can re-rate a lease from corrected terms")),
+        ]
         constraints = [
             models.UniqueConstraint(
                 fields=["tenant", "period"],
@@ -280,6 +287,7 @@ class CreditNote(TimeStampedModel):
         verbose_name = _("credit note")
         verbose_name_plural = _("credit notes")
         ordering = ["-issued_at", "-id"]
+        permissions = [("issue_credit_note", _("Can issue credit notes"))]
 
     def __str__(self) -> str:
         return self.number

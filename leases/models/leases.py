@@ -50,6 +50,7 @@ class Lease(TimeStampedModel):
         verbose_name = _("lease")
         verbose_name_plural = _("leases")
         ordering = ["-starts_at", "reference"]
+        permissions = [("transition_lease", _("Can activate, end or cancel leases"))]
         constraints = [
             models.CheckConstraint(
                 condition=models.Q(ends_at__isnull=True)

@@ -1,3 +1,4 @@
+from typing import Any
 from zoneinfo import available_timezones
 
 from django.conf import settings
@@ -13,6 +14,10 @@ from gpulease_verify.money import CURRENCY
 from leases.choices import Role
 
 DEFAULT_TIME_ZONE = "Asia/Shanghai"
+# Who may read a tenant's webhook signing secret in the admin and the API; anybody else
+# sees MASKED_SECRET.
+WEBHOOK_SECRET_PERMISSION = "leases.view_webhook_secret"
+MASKED_SECRET = "whsec_********"
 
 
 def validate_time_zone(value: str) -> None:
@@ -87,9 +92,19 @@ class Tenant(TimeStampedModel):
         verbose_name = _("tenant")
         verbose_name_plural = _("tenants")
         ordering = ["name"]
+        permissions = [
+            ("view_webhook_secret", _("Can see tenants' webhook signing secrets")),
+        ]
 
     def __str__(self) -> str:
         return self.name
+
+    def webhook_secret_for(self, user: Any) -> str:
+        """The signing secret to show ``user``: in clear to a holder of
+        WEBHOOK_SECRET_PERMISSION, masked to anybody else (a superuser holds it)."""
+        if user is not None and user.has_perm(WEBHOOK_SECRET_PERMISSION):
+            return self.webhook_secret
+        return MASKED_SECRET
 
     def buyer_identity(self) -> dict[str, str]:
         """The buyer block an invoice freezes when it is issued."""

@@ -138,6 +138,9 @@ class LeaseViewSet(
         "end": "leases.transition_lease",
         "cancel": "leases.transition_lease",
         "run_now": "benchmarks.run_probes_now",
+        # A tenant admin's co-signed sign-off: the service refuses provider staff.
+        "acceptance_signing_content": SERVICE_DECIDES,
+        "acceptance_sign_off": SERVICE_DECIDES,
     }
 
     def optimize(self, queryset: QuerySet) -> QuerySet:
@@ -307,7 +310,11 @@ class TermsAmendmentViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Ba
     queryset = TermsAmendment.objects.all()
     serializer_class = s.TermsAmendmentSerializer
     # Acknowledging is the tenant admin's: the service refuses it to provider staff.
-    staff_permissions = {"create": "leases.add_termsamendment", "acknowledge": SERVICE_DECIDES}
+    staff_permissions = {
+        "create": "leases.add_termsamendment",
+        "acknowledge": SERVICE_DECIDES,
+        "signing_content": SERVICE_DECIDES,
+    }
 
     def optimize(self, queryset: QuerySet) -> QuerySet:
         return queryset.select_related("lease", "proposed_by", "terms").order_by(

@@ -388,6 +388,7 @@ class DisputeViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewS
     # Opening a dispute is the tenant's: the service refuses it to provider staff.
     staff_permissions = {
         "create": SERVICE_DECIDES,
+        "signing_content": SERVICE_DECIDES,
         "accept": "billing.accept_dispute",
         "reject": "billing.reject_dispute",
     }

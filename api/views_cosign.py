@@ -20,6 +20,7 @@ from rest_framework.response import Response
 
 from api.base import BaseViewSet, StrictSerializer, refuse_body
 from api.fields import InstantField
+from api.permissions import SERVICE_DECIDES
 from api.serializers import SignedSerializer
 from benchmarks.models import ProbeRun
 from gpulease_verify.canonical import canonical_json
@@ -104,6 +105,12 @@ class TenantKeyViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseVie
     queryset = TenantKey.objects.all()
     serializer_class = TenantKeySerializer
     write_roles = ADMINS
+    # A tenant admin's keys: the services refuse provider staff (leases.cosign).
+    staff_permissions = {
+        "create": SERVICE_DECIDES,
+        "signing_content": SERVICE_DECIDES,
+        "revoke": SERVICE_DECIDES,
+    }
 
     def optimize(self, queryset: Any) -> Any:
         return queryset.select_related("tenant").order_by("registered_at", "id")

@@ -133,6 +133,18 @@ BODIES = {
 }
 
 
+# A tenant admin's keys and co-signed records (leases.cosign): refused to staff by the service.
+TENANT_SIGNING = [
+    ("api:tenantkey-list", "post"),
+    ("api:tenantkey-signing-content", "post"),
+    ("api:tenantkey-revoke", "post"),
+    ("api:termsamendment-signing-content", "post"),
+    ("api:dispute-signing-content", "post"),
+    ("api:lease-acceptance-signing-content", "post"),
+    ("api:lease-acceptance-sign-off", "post"),
+]
+
+
 def test_every_api_write_declares_a_staff_permission_that_exists(world):
     problems = []
     for name, method in api_writes():
@@ -146,7 +158,7 @@ def test_every_api_write_declares_a_staff_permission_that_exists(world):
             ).exists():
                 problems.append(f"{name} {method.upper()}: {needed} is no permission")
     assert problems == []
-    assert len(api_writes()) == 21  # every POST/PATCH of /api/v1/ but Alertmanager's
+    assert len(api_writes()) == 28  # every POST/PATCH of /api/v1/ but Alertmanager's
 
 
 def test_view_only_staff_are_refused_every_api_write_and_nothing_changes(world):
@@ -191,6 +203,7 @@ def test_a_refusal_names_the_permission_it_needs(world):
             ("api:apitoken-revoke", "post"),
             ("api:dispute-list", "post"),
             ("api:termsamendment-acknowledge", "post"),
+            *TENANT_SIGNING,
         }
     ],
     ids="-".join,
@@ -210,7 +223,11 @@ def test_staff_with_the_one_permission_get_what_the_superuser_gets(world, key):
 def test_the_tenants_own_acts_stay_refused_to_staff_whatever_they_hold(world):
     """Opening a dispute and acknowledging an amendment are the tenant's: even the
     superuser is refused (the permission matrix's rows say 403 for staff)."""
-    for key in [("api:dispute-list", "post"), ("api:termsamendment-acknowledge", "post")]:
+    for key in [
+        ("api:dispute-list", "post"),
+        ("api:termsamendment-acknowledge", "post"),
+        *TENANT_SIGNING,
+    ]:
         assert API_ROWS[key].expected(API_CALLERS)["staff"] == 403
 
 

@@ -409,7 +409,7 @@ class _Loader:
         )
         self.result.leases = Lease.objects.count()
 
-    def users(self, zhiyuan: Tenant) -> None:
+    def users(self, zhiyuan: Tenant, lingxi: Tenant) -> None:
         path = settings.VAR_DIR / LOGINS_FILE
         saved = json.loads(path.read_text()) if path.exists() else {}
         user_model = get_user_model()
@@ -420,7 +420,10 @@ class _Loader:
             ("provider admin", "provider", None, SUPERUSER),
             ("provider operator", "provider-ops", None, STAFF),
             ("tenant admin", "zhiyuan-admin", zhiyuan, Role.ADMIN),
+            ("tenant viewer", "zhiyuan-viewer", zhiyuan, Role.VIEWER),
             ("auditor", "zhiyuan-auditor", zhiyuan, Role.AUDITOR),
+            # LX-2026-001's tenant: the breached lease, seen by its own customer.
+            ("tenant admin", "lingxi-admin", lingxi, Role.ADMIN),
         ]
         for label, username, tenant, role in plan:
             user = user_model.objects.filter(username=username).first()
@@ -452,7 +455,7 @@ def load_demo() -> DemoResult:
     with transaction.atomic():
         nodes = loader.inventory()
         zhiyuan, lingxi = loader.tenants()
-        loader.users(zhiyuan)  # first: its tenant admin acknowledges past amendments
+        loader.users(zhiyuan, lingxi)  # first: its tenant admin acknowledges past amendments
         loader.leases(zhiyuan, lingxi, nodes)
     loader.result.nodes = Node.objects.count()
     return loader.result

@@ -1,5 +1,5 @@
 import pytest
-from django.contrib.auth import authenticate
+from django.contrib.auth import authenticate, get_user_model
 from django.core.management import call_command
 from django.test import RequestFactory
 
@@ -48,3 +48,17 @@ def test_demo_loads_the_described_world_and_is_idempotent(capsys):
     for *_role, username, password in logins:
         request = RequestFactory().post("/accounts/login/")
         assert authenticate(request, username=username, password=password) is not None, username
+    # Every role has a login, and the breached lease's own customer has one.
+    usernames = [username for *_role, username, _password in logins]
+    assert usernames == [
+        "provider",
+        "provider-ops",
+        "zhiyuan-admin",
+        "zhiyuan-viewer",
+        "zhiyuan-auditor",
+        "lingxi-admin",
+    ]
+    lingxi_admin = get_user_model().objects.get(username="lingxi-admin")
+    seen = Lease.objects.visible_to(lingxi_admin).values_list("reference", flat=True)
+    assert "LX-2026-001" in set(seen)
+    assert "ZY-2026-001" not in set(seen)

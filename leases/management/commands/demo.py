@@ -47,4 +47,4 @@ class Command(BaseCommand):
         )
         self.stdout.write("Logins (local use only; stored in var/demo-logins.txt):")
         for login in result.logins:
-            self.stdout.write(f"  {login.role:<16} {login.username:<18} {login.password}")
+            self.stdout.write(f"  {login.role:<18} {login.username:<16} {login.password}")

@@ -68,6 +68,7 @@ class TenantSerializer(serializers.ModelSerializer):
             "webhook_url",
             "legal_name",
             "tax_id",
+            "invoice_type",
             "invoice_address",
             "invoice_phone",
             "bank_name",

@@ -339,7 +339,7 @@ INVOICE_NUMBER_PREFIX = env.str("INVOICE_NUMBER_PREFIX", default="GL")
 INVOICE_PAYMENT_TERMS_DAYS = env.int("INVOICE_PAYMENT_TERMS_DAYS", default=30)
 INVOICE_SELLER = {
     "legal_name": env.str("INVOICE_SELLER_LEGAL_NAME", default="深圳示例智算科技有限公司"),
-    "tax_id": env.str("INVOICE_SELLER_TAX_ID", default="91440300MA5F00001X"),
+    "tax_id": env.str("INVOICE_SELLER_TAX_ID", default="91440300MA5F00001A"),
     "address": env.str("INVOICE_SELLER_ADDRESS", default="深圳市南山区科技园示例路 1 号"),
     "phone": env.str("INVOICE_SELLER_PHONE", default="0755-00000000"),
     "bank": env.str("INVOICE_SELLER_BANK", default="示例银行深圳分行"),

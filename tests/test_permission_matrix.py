@@ -325,7 +325,8 @@ def test_pages_of_alpha_objects_are_404_to_betas_admin(callers):
         if kwargs:
             data = row.query if method == "get" else row.body(callers.world)
             got[(name, method)] = getattr(client, method)(reverse(name, kwargs=kwargs), data)
-    # 9 routes with GET and POST (the invoice PDF and XLSX and the credit note PDF among
-    # them), the token revoke, and the audit bundle and checkpoint downloads (GET only).
-    assert len(got) == 21
+    # 11 routes with GET and POST (the invoice PDF, XLSX and 数电票 JSON and the credit note
+    # PDF and 数电票 JSON among them), the token revoke, and the audit bundle and checkpoint
+    # downloads (GET only).
+    assert len(got) == 25
     assert {key: response.status_code for key, response in got.items()} == dict.fromkeys(got, 404)

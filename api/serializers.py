@@ -73,6 +73,7 @@ class TenantSerializer(serializers.ModelSerializer):
             "webhook_secret",
             "legal_name",
             "tax_id",
+            "invoice_type",
             "invoice_address",
             "invoice_phone",
             "bank_name",

@@ -14,7 +14,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import mixins, serializers, status
 from rest_framework.decorators import action
-from rest_framework.exceptions import Throttled
+from rest_framework.exceptions import Throttled, ValidationError
 from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -36,7 +36,7 @@ from benchmarks import services as probe_services
 from benchmarks.models import ProbeRun
 from billing import probe_tax
 from billing import services as billing_services
-from billing.documents import document_language, xlsx
+from billing.documents import document_language, einvoice, xlsx
 from billing.documents import pdf as invoice_pdf
 from billing.documents.rows import invoice_document
 from billing.models import CreditNote, CreditNoteLine, Incident, Invoice, InvoiceEvent
@@ -436,6 +436,22 @@ class XlsxRenderer(BinaryRenderer):
 DOCUMENT_RENDERERS: dict[str, type[BinaryRenderer]] = {"pdf": PdfRenderer, "xlsx": XlsxRenderer}
 
 
+EINVOICE_DESCRIPTION = (
+    "What a provider's invoicing system needs to issue the 数电票 (not a submission to the "
+    "tax platform): billing/documents/schemas/einvoice-v1.json. 400 with the reason when "
+    "the invoice is not issued, a party's tax ID is not a valid 统一社会信用代码, a 专票 "
+    "lacks a party's address, phone, bank or account, or a line's kind has no tax code."
+)
+
+
+def einvoice_response(build: Any) -> Response:
+    """The payload ``build()`` returns, or 400 with the reason it was refused."""
+    try:
+        return Response(build())
+    except einvoice.EInvoiceRefused as refused:
+        raise ValidationError(str(refused)) from None
+
+
 class ProbeRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewSet):
     """Probe runs, newest slot first, with cursor pagination."""
 
@@ -597,6 +613,15 @@ class InvoiceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewS
         return self._document("xlsx", xlsx.render)
 
     @extend_schema(
+        responses={200: OpenApiTypes.OBJECT},
+        summary="The invoice as a 数电票 request payload (JSON, schema einvoice-v1)",
+        description=EINVOICE_DESCRIPTION,
+    )
+    @action(detail=True, methods=["get"], filter_backends=[], pagination_class=None)
+    def einvoice(self, request: Request, pk: str | None = None) -> Response:
+        return einvoice_response(lambda: einvoice.invoice_payload(self.get_object()))
+
+    @extend_schema(
         request=s.IssueSerializer,
         responses={200: s.InvoiceSerializer},
         summary="Issue a draft: number, issue and due dates, identities (provider staff)",
@@ -710,6 +735,15 @@ class CreditNoteViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseVi
 
     def optimize(self, queryset: QuerySet) -> QuerySet:
         return self.lines_prefetched(queryset).order_by("-issued_at", "-id")
+
+    @extend_schema(
+        responses={200: OpenApiTypes.OBJECT},
+        summary="The credit note as a 红字 数电票 request payload (JSON, schema einvoice-v1)",
+        description=EINVOICE_DESCRIPTION,
+    )
+    @action(detail=True, methods=["get"], filter_backends=[], pagination_class=None)
+    def einvoice(self, request: Request, pk: str | None = None) -> Response:
+        return einvoice_response(lambda: einvoice.credit_note_payload(self.get_object()))
 
 
 class ApiTokenViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewSet):

@@ -339,11 +339,50 @@ INVOICE_NUMBER_PREFIX = env.str("INVOICE_NUMBER_PREFIX", default="GL")
 INVOICE_PAYMENT_TERMS_DAYS = env.int("INVOICE_PAYMENT_TERMS_DAYS", default=30)
 INVOICE_SELLER = {
     "legal_name": env.str("INVOICE_SELLER_LEGAL_NAME", default="深圳示例智算科技有限公司"),
-    "tax_id": env.str("INVOICE_SELLER_TAX_ID", default="91440300MA5F00001X"),
+    "tax_id": env.str("INVOICE_SELLER_TAX_ID", default="91440300MA5F00001A"),
     "address": env.str("INVOICE_SELLER_ADDRESS", default="深圳市南山区科技园示例路 1 号"),
     "phone": env.str("INVOICE_SELLER_PHONE", default="0755-00000000"),
     "bank": env.str("INVOICE_SELLER_BANK", default="示例银行深圳分行"),
     "account": env.str("INVOICE_SELLER_ACCOUNT", default="0000 0000 0000 0000"),
+}
+# The 数电票 payload (billing.documents.einvoice): each invoice line kind's 税收分类编码
+# (19 digits, from the 商品和服务税收分类编码表) with the category's short name (the
+# *...* in front of an item's name) and the item's name. These are plausible picks under
+# 信息技术服务 (30402: 3040203 信息系统服务, 3040205 信息系统增值服务), NOT advice: the
+# provider's tax advisor must confirm them before a payload is submitted. A line whose kind
+# has no entry makes the export refuse the invoice. SLA credits and adjustments carry the
+# code of the service they reduce or correct (a discount line is coded like its item).
+EINVOICE_TAX_CODES = {
+    "node_rent": {
+        "code": "3040205000000000000",
+        "short_name": "信息技术服务",
+        "name": "GPU算力服务",
+    },
+    "network_fee": {
+        "code": "3040203000000000000",
+        "short_name": "信息技术服务",
+        "name": "网络带宽服务",
+    },
+    "usage_gb": {
+        "code": "3040203000000000000",
+        "short_name": "信息技术服务",
+        "name": "网络流量服务",
+    },
+    "usage_p95": {
+        "code": "3040203000000000000",
+        "short_name": "信息技术服务",
+        "name": "网络带宽服务",
+    },
+    "sla_credit": {
+        "code": "3040203000000000000",
+        "short_name": "信息技术服务",
+        "name": "网络带宽服务",
+    },
+    "adjustment": {
+        "code": "3040205000000000000",
+        "short_name": "信息技术服务",
+        "name": "服务费调整",
+    },
 }
 
 # The provider's current Ed25519 key that signs contract audit bundles and chain checkpoints

@@ -86,3 +86,11 @@ HEAVY_PROBE_KINDS = frozenset({ProbeKind.THROUGHPUT, ProbeKind.LATENCY, ProbeKin
 class HeavyProbePolicy(models.TextChoices):
     ANY_TIME = "any_time", _("any time")
     WINDOWS_ONLY = "windows_only", _("only inside agreed windows")
+
+
+class InvoiceType(models.TextChoices):
+    """What a tenant asks its invoices as (数电票): a 专票 lets the buyer deduct input VAT
+    and needs its address, phone, bank and account; a 普票 needs name and tax ID only."""
+
+    SPECIAL = "special", _("special VAT invoice (专票)")
+    ORDINARY = "ordinary", _("ordinary invoice (普票)")

@@ -15,7 +15,7 @@ from django.utils import translation
 from django.utils.safestring import mark_safe
 from django.utils.translation import gettext as _
 
-from billing.documents import csv_export, document_language, pdf, xlsx
+from billing.documents import csv_export, document_language, einvoice, pdf, xlsx
 from billing.documents.rows import credit_note_document, invoice_document
 from billing.evidence import can_write_for
 from billing.models import (
@@ -486,6 +486,29 @@ def credit_note_pdf(request: HttpRequest, pk: int) -> HttpResponse:
         document = credit_note_document(note)
         body = pdf.render(document)
     return attachment(body, "application/pdf", document.filename("pdf"))
+
+
+def _einvoice(build: Callable[[], dict[str, Any]]) -> HttpResponse:
+    """The 数电票 payload as a JSON download, or 400 with the reason it was refused."""
+    try:
+        payload = build()
+    except einvoice.EInvoiceRefused as refused:
+        return HttpResponse(str(refused), status=400, content_type="text/plain; charset=utf-8")
+    return attachment(einvoice.as_json(payload), "application/json", einvoice.filename(payload))
+
+
+@login_required
+def invoice_einvoice(request: HttpRequest, pk: int) -> HttpResponse:
+    invoice, _lines = _invoice(request, pk)
+    return _einvoice(lambda: einvoice.invoice_payload(invoice))
+
+
+@login_required
+def credit_note_einvoice(request: HttpRequest, pk: int) -> HttpResponse:
+    note = get_object_or_404(
+        CreditNote.objects.visible_to(request.user).select_related("tenant", "invoice"), pk=pk
+    )
+    return _einvoice(lambda: einvoice.credit_note_payload(note))
 
 
 @login_required

@@ -49,6 +49,7 @@ class Row:
     tax_rate_percent: Decimal
     tax: Decimal
     amount_with_tax: Decimal
+    line_kind: str = ""  # the LineKind value, untranslated (the 数电票 tax code's key)
 
 
 @dataclass(frozen=True)
@@ -154,6 +155,7 @@ def _rows(lines: Iterable[tuple[Any, Decimal]]) -> tuple[list[Row], list[RateTot
             tax_rate_percent=rate,
             tax=taxes[id(line)],
             amount_with_tax=line.amount + taxes[id(line)],
+            line_kind=line.kind,
         )
         for line, rate in pairs
     ]

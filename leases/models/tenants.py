@@ -11,7 +11,8 @@ from common.models import TimeStampedModel
 from common.querysets import TenantScopedQuerySet
 from gpulease_verify import webhooks
 from gpulease_verify.money import CURRENCY
-from leases.choices import Role
+from leases.choices import InvoiceType, Role
+from leases.uscc import validate_uscc
 
 DEFAULT_TIME_ZONE = "Asia/Shanghai"
 # Who may read a tenant's webhook signing secret in the admin and the API; anybody else
@@ -63,7 +64,23 @@ class Tenant(TimeStampedModel):
     legal_name = models.CharField(
         _("legal name"), max_length=200, blank=True, help_text=_("Empty: the name above.")
     )
-    tax_id = models.CharField(_("tax ID (统一社会信用代码)"), max_length=32, blank=True)
+    tax_id = models.CharField(
+        _("tax ID (统一社会信用代码)"),
+        max_length=32,
+        blank=True,
+        validators=[validate_uscc],
+        help_text=_("18 characters with a GB 32100-2015 check character."),
+    )
+    invoice_type = models.CharField(
+        _("invoice type"),
+        max_length=8,
+        choices=InvoiceType.choices,
+        default=InvoiceType.ORDINARY,
+        help_text=_(
+            "What its 数电票 are issued as; a special VAT invoice (专票) needs the "
+            "registered address, phone, bank and account below."
+        ),
+    )
     invoice_address = models.CharField(_("registered address"), max_length=300, blank=True)
     invoice_phone = models.CharField(_("invoice phone"), max_length=50, blank=True)
     bank_name = models.CharField(_("bank"), max_length=200, blank=True)

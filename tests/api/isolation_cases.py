@@ -218,6 +218,7 @@ CASES: dict[str, ListOf | DetailOf | NoRows] = {
     "api:invoice-detail": DetailOf(pk(lambda side: side.invoice)),
     "api:invoice-pdf": DetailOf(pk(lambda side: side.invoice)),
     "api:invoice-xlsx": DetailOf(pk(lambda side: side.invoice)),
+    "api:invoice-einvoice": DetailOf(pk(issued_invoice_of)),
     "api:invoice-issue": DetailOf(
         pk(lambda side: side.invoice), body={"force": True, "reason": "late runs"}
     ),
@@ -229,6 +230,7 @@ CASES: dict[str, ListOf | DetailOf | NoRows] = {
         filters=lambda side: [{"tenant": side.tenant.slug}, {"invoice": side.invoice.pk}],
     ),
     "api:creditnote-detail": DetailOf(pk(credit_note_of)),
+    "api:creditnote-einvoice": DetailOf(pk(credit_note_of)),
     "api:apitoken-list": ListOf(
         lambda side: {side.token.pk}, filters=lambda side: [{"prefix": side.token.prefix}]
     ),

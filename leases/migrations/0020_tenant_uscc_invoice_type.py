@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('leases', '0017_acknowledgement_standing'),
+        ('leases', '0019_staff_permissions'),
     ]
 
     operations = [

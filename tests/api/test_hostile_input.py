@@ -196,8 +196,43 @@ def _dispute_claim(world: Any) -> dict[str, Any]:
     }
 
 
+def _signed_dispute(world: Any) -> dict[str, Any]:
+    """Alpha's claim, signed by alpha's key as its admin opens it."""
+    from billing.evidence import dispute_content
+    from gpulease_verify import cosign as rules
+
+    key_of(world.alpha)
+    side = world.alpha
+    content = dispute_content(
+        lease=side.lease,
+        user=_admin(world),
+        reason="Our job saturated the link.",
+        at=timezone.now(),
+        probe_run=side.runs[1],
+        incident=side.incident,
+        invoice=side.invoice,
+        evidence=[evidence_of(side)],
+    )
+    return {
+        **_dispute_claim(world),
+        "signed_at": content["at"],
+        "signature": rules.sign(side.private_key, content),
+    }
+
+
 def _acceptance(world: Any) -> dict[str, Any]:
-    return {"run": acceptance_run_of(world.alpha).pk}
+    """Alpha's acceptance sign-off, signed by alpha's key."""
+    from gpulease_verify import cosign as rules
+    from leases import cosign
+
+    key_of(world.alpha)
+    run = acceptance_run_of(world.alpha)
+    content = cosign.acceptance_content(run=run, user=_admin(world), at=timezone.now())
+    return {
+        "run": run.pk,
+        "signed_at": content["at"],
+        "signature": rules.sign(world.alpha.private_key, content),
+    }
 
 
 FABRIC = {
@@ -305,7 +340,9 @@ WRITES: dict[str, Write] = {
         writer=_admin,
     ),
     "api:tenantkey-revoke": Write("post", lambda w: {"pk": key_of(w.alpha).pk}, writer=_admin),
-    "api:lease-acceptance-signing-content": Write("post", _lease, _acceptance, writer=_admin),
+    "api:lease-acceptance-signing-content": Write(
+        "post", _lease, lambda w: {"run": acceptance_run_of(w.alpha).pk}, writer=_admin
+    ),
     "api:lease-acceptance-sign-off": Write("post", _lease, _acceptance, writer=_admin),
     "api:lease-run-now": Write("post", _lease, lambda w: {"kinds": ["link"]}, writer=_admin),
     "api:apitoken-list": Write(
@@ -331,7 +368,7 @@ WRITES: dict[str, Write] = {
         },
         writer=_admin,
     ),
-    "api:dispute-list": Write("post", body=_dispute_claim, writer=_admin),
+    "api:dispute-list": Write("post", body=_signed_dispute, writer=_admin),
     "api:dispute-signing-content": Write("post", body=_dispute_claim, writer=_admin),
     "api:dispute-accept": Write(
         "post", _dispute, lambda w: {"reason": "Confirmed.", "credit_cny": "100.00"}

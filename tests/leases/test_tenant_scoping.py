@@ -25,6 +25,7 @@ from tests.factories import (
     at,
     make_lease,
     make_run,
+    register_tenant_key,
 )
 
 pytestmark = pytest.mark.django_db
@@ -106,6 +107,8 @@ def world():
         evidence.open_dispute(
             lease=lease, user=membership.user, reason="slow", probe_run=run, evidence=[proof]
         )
+        # A signing key: its registration is a tenant link on the lease's chain.
+        register_tenant_key(membership.user, membership.tenant)
         services.propose_retroactive_amendment(
             lease=lease,
             effective_from=at("2026-11-20 00:00"),

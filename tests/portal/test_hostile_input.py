@@ -110,6 +110,8 @@ def page_ids(admin, lease) -> dict[str, Any]:
         "portal:invoice-pdf": {"pk": invoice.pk},
         "portal:invoice-xlsx": {"pk": invoice.pk},
         "portal:credit-note-pdf": {"pk": note.pk},
+        "portal:invoice-einvoice": {"pk": issued.pk},
+        "portal:credit-note-einvoice": {"pk": note.pk},
     }
 
 

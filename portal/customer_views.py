@@ -6,7 +6,6 @@ A refusal of a service (ValidationError by field) is shown on the form, with wha
 typed kept."""
 
 import json
-import shlex
 from decimal import Decimal
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -25,14 +24,16 @@ from django.views.decorators.http import require_POST
 from api import tokens
 from api.models import ApiToken, Scope, TokenState
 from api.permissions import roles_of
+from benchmarks.probes import guide as measuring_guide
+from benchmarks.selectors import plan_nodes
 from billing.evidence import can_write_for, submit_evidence
 from billing.models import Evidence, EvidenceTool
 from common.instants import InstantFormField
 from common.querysets import is_provider_staff
 from leases.choices import Role
-from leases.models import Lease, LeaseTerms, NodeAssignment, Tenant
+from leases.models import Lease, LeaseTerms, NicPort, NodeAssignment, Tenant
 from leases.selectors import TermsTimeline
-from portal import selectors
+from portal import selectors, verdict_wording
 
 # --- forms ----------------------------------------------------------------------------
 
@@ -128,41 +129,27 @@ def _current_hostnames(request: HttpRequest, lease: Lease) -> list[str]:
 GUIDE_TIERS_GBPS = (Decimal(25), Decimal(100), Decimal(200), Decimal(400))
 
 
-# The rest of the guide's nccl-tests line: fixed text; <interface> is the reader's to fill.
-MPIRUN_REST = (
-    "-x NCCL_IB_HCA=mlx5_0 -x NCCL_SOCKET_IFNAME=<interface> -x NCCL_DEBUG=INFO",
-    "all_reduce_perf -b 8 -e 8G -f 2 -g 1",
-)
-
-
-def mpirun_command(nodes: list[tuple[str, int]]) -> str:
-    """nccl-tests across ``nodes`` (hostname, GPU count), one process per GPU, with the
-    values from the database quoted for a POSIX shell."""
-    hosts = ",".join(f"{name}:{gpus}" for name, gpus in nodes)
-    ranks = sum(gpus for _name, gpus in nodes)
-    head = shlex.join(["mpirun", "-np", str(ranks), "-H", hosts])
-    return " \\\n  ".join([head, *MPIRUN_REST])
-
-
 def _guide(request: HttpRequest, lease: Lease) -> dict[str, Any]:
-    """What the measuring guide fills in: the lease's nodes with their GPUs for mpirun,
-    the terms in force now, and the figure each tier passes at under the default SLA
-    threshold."""
+    """What the measuring guide fills in: the probes' own commands for the lease's nodes
+    and ports in force now (``benchmarks.probes.guide``), the terms in force now, and the
+    figure each tier passes at under the default SLA threshold."""
     instant = selectors.now()
-    nodes = list(
-        NodeAssignment.objects.visible_to(request.user)
+    nodes = [
+        assignment.node
+        for assignment in NodeAssignment.objects.visible_to(request.user)
         .filter(lease=lease)
         .in_force_at(instant)
+        .select_related("node__leaf_switch")
         .order_by("node__hostname")
-        .values_list("node__hostname", "node__gpu_count")
-    )
+    ]
+    ports = NicPort.objects.visible_to(request.user).filter(node__in=[node.pk for node in nodes])
     terms = TermsTimeline(LeaseTerms.objects.visible_to(request.user).filter(lease=lease)).at(
         instant
     )
     default = LeaseTerms._meta.get_field("sla_threshold_percent").get_default()
     return {
         "terms": terms,
-        "mpi_command": mpirun_command(nodes) if nodes else "",
+        "guide": measuring_guide.build(list(plan_nodes(nodes, ports).values())),
         "default_threshold": default,
         "tiers": [(tier, tier * default / 100) for tier in GUIDE_TIERS_GBPS],
     }
@@ -227,6 +214,7 @@ def evidence_detail(request: HttpRequest, pk: int, evidence_pk: int) -> HttpResp
             "lease": lease,
             "zone": lease.tenant.time_zone,
             "evidence": evidence,
+            "wording": verdict_wording.wording(evidence),
             "parsed": json.dumps(evidence.parsed, indent=2, ensure_ascii=False, sort_keys=True),
             "can_write": can_write_for(request.user, lease),
         },

@@ -58,7 +58,7 @@ def test_the_form_has_the_fields_the_nodes_and_the_guide(admin, lease):
         "ibstatus",
         "rdma link show",
         "-P 4 -t 30 -J",
-        "ib_write_bw -d mlx5_0 -x 3 --report_gbits &lt;server&gt;",
+        "ib_write_bw -d &lt;device&gt; -x 3 --report_gbits &lt;server&gt;",
         "all_reduce_perf -b 8 -e 8G -f 2 -g 1",
     ):
         assert command in page
@@ -87,6 +87,18 @@ def test_iperf3_output_is_parsed_judged_and_shown_with_its_verdict(admin, lease)
     assert "throughput &gt;= 95% of 100 Gbps contracted (terms v1)" in page
     assert "2026-11-20 12:00 (Asia/Shanghai)" in page
     assert "received_bps" in page  # the parsed result
+
+
+def test_the_verdict_reads_in_the_pages_language(admin, lease):
+    client = client_for(admin.user, "zh-hans")
+    response = upload(client, lease)
+    page = client.get(response["Location"]).content.decode()
+    # The same figures as in English: 204.7 Mbit/s, 0.2 % of 100 Gbit/s, under 95 Gbit/s.
+    assert "实测 204.7 Mbit/s（合同带宽的 0.2%），低于 95 Gbit/s" in verdict_text(page)  # noqa: RUF001
+    assert "吞吐量 &gt;= 合同 100 Gbps 的 95%（条款第 1 版）" in page  # noqa: RUF001
+    assert "measured 204.7" not in page
+    # The record keeps the verifier's English, as the API and the audit bundle carry it.
+    assert Evidence.objects.get().verdict_reason.startswith("measured 204.7 Mbit/s")
 
 
 def test_a_measurement_above_the_threshold_passes(admin):

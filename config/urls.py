@@ -1,4 +1,7 @@
 from django.contrib import admin
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.templatetags.static import static
 from django.urls import include, path
 from django.utils.translation import gettext_lazy as _
 
@@ -9,7 +12,14 @@ admin.site.site_header = _("gpulease provider portal")
 admin.site.site_title = "gpulease"
 admin.site.index_title = _("gpulease provider portal")
 
+
+def favicon(request: HttpRequest) -> HttpResponse:
+    """Browsers ask for /favicon.ico whatever the page says; send them to the real one."""
+    return redirect(static("portal/favicon.svg"), permanent=True)
+
+
 urlpatterns = [
+    path("favicon.ico", favicon),
     path("i18n/", include("django.conf.urls.i18n")),
     path("healthz", healthz, name="health"),
     path("readyz", readyz, name="ready"),
@@ -18,3 +28,7 @@ urlpatterns = [
     path("api/", include("api.urls")),
     path("", include("portal.urls")),
 ]
+
+handler403 = "portal.errors.forbidden"
+handler404 = "portal.errors.not_found"
+handler500 = "portal.errors.server_error"

@@ -29,6 +29,7 @@ from billing.models import (
     InvoiceEvent,
     InvoiceLine,
 )
+from billing.repair import repair_minutes
 from common.dbfunctions import SweptNodes
 from gpulease_verify.periods import PATTERN as PERIOD_PATTERN
 from gpulease_verify.periods import Period, PeriodError
@@ -548,6 +549,10 @@ class IncidentSerializer(serializers.ModelSerializer):
             "state",
             "opened_at",
             "closed_at",
+            "acknowledged_at",
+            "mitigated_at",
+            "repair_minutes",
+            "repair_note",
             "violations",
             "worst_bps",
             "worst_latency_us",
@@ -558,9 +563,28 @@ class IncidentSerializer(serializers.ModelSerializer):
         ]
         read_only_fields = fields
 
+    repair_minutes = serializers.SerializerMethodField(
+        help_text="Resolved minus fault (closed_at - opened_at) in minutes, to 0.1; null while "
+        "open (billing.repair)."
+    )
+
     @extend_schema_field(serializers.ListField(child=serializers.IntegerField()))
     def get_evidence_run_ids(self, incident: Incident) -> list[int]:
         return sorted(run.pk for run in incident.runs.all())
+
+    @extend_schema_field(serializers.DecimalField(max_digits=12, decimal_places=1, allow_null=True))
+    def get_repair_minutes(self, incident: Incident) -> str | None:
+        minutes = repair_minutes(incident)
+        return None if minutes is None else str(minutes)
+
+
+class RepairStatementSerializer(StrictSerializer):
+    note = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        max_length=2000,
+        help_text="What the provider found or did (kept on the incident, shown to the tenant).",
+    )
 
 
 class InvoiceLineSerializer(serializers.ModelSerializer):

@@ -34,7 +34,7 @@ from api.views_cosign import (
 )
 from benchmarks import services as probe_services
 from benchmarks.models import ProbeRun
-from billing import probe_tax
+from billing import probe_tax, repair
 from billing import services as billing_services
 from billing.documents import document_language, einvoice, xlsx
 from billing.documents import pdf as invoice_pdf
@@ -511,9 +511,52 @@ class ProbeRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseView
 
 
 class IncidentViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewSet):
+    """Incidents, with their time to repair. Provider staff state that they acknowledged a
+    network fault or mitigated it (billing.repair); the fault and the resolution come from
+    evidence and cannot be written."""
+
     queryset = Incident.objects.all()
     serializer_class = s.IncidentSerializer
     filterset_class = filtersets.IncidentFilterSet
+    staff_permissions = {
+        "acknowledge": "billing.acknowledge_incident",
+        "mitigate": "billing.mitigate_incident",
+    }
+
+    def _statement(self, request: Request, service: Any) -> Response:
+        incident = self.get_object()
+        body = s.RepairStatementSerializer(data=request.data or {})
+        body.is_valid(raise_exception=True)
+        try:
+            service(
+                incident_id=incident.pk, user=request.user, note=body.validated_data.get("note", "")
+            )
+        except repair.RepairError as refused:
+            raise Conflict(" ".join(refused.messages)) from None
+        return Response(s.IncidentSerializer(self.get_queryset().get(pk=incident.pk)).data)
+
+    @extend_schema(
+        request=s.RepairStatementSerializer,
+        responses={200: s.IncidentSerializer},
+        summary="Acknowledge an open network fault (provider staff)",
+        description="409 when the incident is resolved, already acknowledged, or not a fault.",
+    )
+    @action(detail=True, methods=["post"])
+    def acknowledge(self, request: Request, pk: str | None = None) -> Response:
+        return self._statement(request, repair.acknowledge)
+
+    @extend_schema(
+        request=s.RepairStatementSerializer,
+        responses={200: s.IncidentSerializer},
+        summary="State that an open network fault is mitigated (provider staff)",
+        description=(
+            "Acknowledges it too if nobody had. 409 when the incident is resolved, already "
+            "mitigated, or not a fault."
+        ),
+    )
+    @action(detail=True, methods=["post"])
+    def mitigate(self, request: Request, pk: str | None = None) -> Response:
+        return self._statement(request, repair.mitigate)
 
     def optimize(self, queryset: QuerySet) -> QuerySet:
         return (

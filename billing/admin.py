@@ -7,7 +7,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
-from billing import services
+from billing import repair, services
 from billing.models import (
     CreditNote,
     CreditNoteLine,
@@ -93,7 +93,12 @@ INCIDENT_FIELDS = (
     "pattern",
     "state",
     "opened_at",
+    "acknowledged_at",
+    "acknowledged_by",
+    "mitigated_at",
+    "mitigated_by",
     "closed_at",
+    "repair_note",
     "violations",
     "worst_bps",
     "worst_latency_us",
@@ -431,7 +436,40 @@ class IncidentAdmin(ReadOnlyAdmin):
     fields = INCIDENT_FIELDS
     readonly_fields = INCIDENT_FIELDS
 
-    actions = ["resolve_disputes", "clear_ports"]
+    actions = ["resolve_disputes", "clear_ports", "acknowledge", "mitigate"]
+    has_acknowledge_incident_permission = requires("billing.acknowledge_incident")
+    has_mitigate_incident_permission = requires("billing.mitigate_incident")
+
+    def _repair_statement(self, request, queryset, service, done: str):  # type: ignore[no-untyped-def]
+        stated, refused = 0, []
+        for incident in queryset:
+            try:
+                service(incident_id=incident.pk, user=request.user)
+            except repair.RepairError as error:
+                refused.append(" ".join(error.messages))
+            else:
+                stated += 1
+        self.message_user(request, done % {"n": stated})
+        for message in refused:
+            self.message_user(request, message, level=messages.WARNING)
+
+    @admin.action(
+        description=_("Acknowledge the selected network faults"),
+        permissions=["acknowledge_incident"],
+    )
+    def acknowledge(self, request, queryset):  # type: ignore[no-untyped-def]
+        self._repair_statement(
+            request, queryset, repair.acknowledge, _("%(n)s incident(s) acknowledged.")
+        )
+
+    @admin.action(
+        description=_("Mark the selected network faults mitigated"),
+        permissions=["mitigate_incident"],
+    )
+    def mitigate(self, request, queryset):  # type: ignore[no-untyped-def]
+        self._repair_statement(
+            request, queryset, repair.mitigate, _("%(n)s incident(s) marked mitigated.")
+        )
 
     @admin.action(
         description=_("Resolve the selected measurement-integrity incidents"),

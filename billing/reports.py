@@ -7,7 +7,7 @@ from typing import Any
 
 from django.utils import timezone
 
-from billing import impact, invoicing, sla
+from billing import impact, invoicing, repair, sla
 from billing.models import Incident
 from gpulease_verify.periods import Period
 from leases.models import Lease, LeaseTerms
@@ -41,6 +41,10 @@ def _compliance(figures: sla.Compliance) -> dict[str, Any]:
         "min_bps": figures.min_bps,
         "max_bps": figures.max_bps,
     }
+
+
+def _text(value: Decimal | None) -> str | None:
+    return None if value is None else str(value)
 
 
 def billed_window(lease: Lease, start: datetime, end: datetime) -> tuple[datetime, datetime]:
@@ -94,12 +98,13 @@ def sla_report(
     elapsed_end = max(window_start, min(window_end, now or timezone.now()))
     gpus, per_node = impact.lease_gpus(lease, elapsed_end - (elapsed_end - window_start) / 2)
     incidents = []
-    for incident in (
+    overlapping = list(
         Incident.objects.filter(lease=lease, opened_at__lt=window_end)
         .exclude(closed_at__lt=window_start)
         .select_related("terms")
         .prefetch_related("runs")
-    ):
+    )
+    for incident in overlapping:
         duration_end = incident.closed_at or elapsed_end
         incidents.append(
             {
@@ -110,6 +115,9 @@ def sla_report(
                 "state": incident.state,
                 "opened_at": _iso(incident.opened_at),
                 "closed_at": _iso(incident.closed_at),
+                "acknowledged_at": _iso(incident.acknowledged_at),
+                "mitigated_at": _iso(incident.mitigated_at),
+                "repair_minutes": _text(repair.repair_minutes(incident)),
                 "violations": incident.violations,
                 "worst_bps": incident.worst_bps,
                 "worst_latency_us": incident.worst_latency_us,
@@ -161,6 +169,9 @@ def sla_report(
         "credit_compliance_percent": str(compliance) if compliance is not None else None,
         "credit": credit,
         "incidents": incidents,
+        "time_to_repair": repair.time_to_repair(
+            overlapping, start=window_start, end=window_end
+        ).as_dict(),
         "training_impact": impact.window_impact(
             lease=lease, start=window_start, end=elapsed_end, model=model
         ),

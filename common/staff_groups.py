@@ -29,6 +29,8 @@ PROVIDER_STAFF_WRITES = (
     "benchmarks.run_probes_now",
     "billing.add_evidence",
     "billing.change_incident",
+    "billing.acknowledge_incident",
+    "billing.mitigate_incident",
     "billing.issue_invoice",
     "billing.mark_invoice_paid",
     "billing.void_invoice",

@@ -19,6 +19,7 @@ from billing import invoicing, sla
 from billing.choices import IncidentState, InvoiceStatus
 from billing.models import HourlyRollup, Incident, Invoice
 from billing.probe_tax import ProbeTax, probe_tax_of
+from billing.repair import REPAIR_KINDS, TimeToRepair, time_to_repair
 from billing.reports import billed_window
 from common.dbfunctions import EpochHour
 from common.instants import WRITE_YEARS
@@ -532,6 +533,7 @@ class MonthRow:
     summary: sla.SlaSummary
     credit: CreditResult | None
     invoice: Invoice | None = None  # the tenant's invoice of the month, if the user sees one
+    repair: TimeToRepair | None = None  # the month's network faults resolved, billing.repair
 
 
 def month_invoices(*, user, lease: Lease, periods: list[str]) -> dict[str, Invoice]:  # type: ignore[no-untyped-def]
@@ -568,15 +570,23 @@ def sla_history(*, user, lease: Lease, instant: datetime) -> list[MonthRow]:  # 
     periods = list(reversed(_months(lease.starts_at, last, zone)))
     invoices = month_invoices(user=user, lease=lease, periods=periods)
     credits = invoicing.lease_credits(lease=lease, periods=periods)
+    resolved = list(  # one query for every month's time to repair
+        Incident.objects.visible_to(user)
+        .filter(lease=lease, kind__in=REPAIR_KINDS, closed_at__gte=lease.starts_at)
+        .only("kind", "opened_at", "closed_at", "acknowledged_at")
+    )
     rows = []
     for period in periods:
+        start, end = billed_window(lease, *Period.parse(period).bounds(zone))
+        repair = time_to_repair(resolved, start=start, end=end)
         credit = credits[period]
         if credit is not None:
-            rows.append(MonthRow(period, credit.summary, credit.result, invoices.get(period)))
+            rows.append(
+                MonthRow(period, credit.summary, credit.result, invoices.get(period), repair)
+            )
             continue
-        start, end = billed_window(lease, *Period.parse(period).bounds(zone))
         summary = sla.evaluate(lease=lease, start=start, end=max(start, min(end, instant)))
-        rows.append(MonthRow(period, summary, None, invoices.get(period)))
+        rows.append(MonthRow(period, summary, None, invoices.get(period), repair))
     return rows
 
 

@@ -158,7 +158,7 @@ def test_every_api_write_declares_a_staff_permission_that_exists(world):
             ).exists():
                 problems.append(f"{name} {method.upper()}: {needed} is no permission")
     assert problems == []
-    assert len(api_writes()) == 28  # every POST/PATCH of /api/v1/ but Alertmanager's
+    assert len(api_writes()) == 30  # every POST/PATCH of /api/v1/ but Alertmanager's
 
 
 def test_view_only_staff_are_refused_every_api_write_and_nothing_changes(world):
@@ -397,6 +397,8 @@ def test_every_admin_action_declares_a_permission(db):
         "InvoiceAdmin.recompute": ["billing.recompute_invoice"],
         "IncidentAdmin.resolve_disputes": ["billing.change_incident"],
         "IncidentAdmin.clear_ports": ["billing.change_incident"],
+        "IncidentAdmin.acknowledge": ["billing.acknowledge_incident"],
+        "IncidentAdmin.mitigate": ["billing.mitigate_incident"],
         "DeclaredPeriodicTaskAdmin.enable_tasks": ["django_celery_beat.change_periodictask"],
         "DeclaredPeriodicTaskAdmin.disable_tasks": ["django_celery_beat.change_periodictask"],
         "DeclaredPeriodicTaskAdmin.toggle_tasks": ["django_celery_beat.change_periodictask"],

@@ -1,3 +1,4 @@
+from django.conf import settings
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
@@ -50,6 +51,30 @@ class Incident(models.Model):
         verbose_name=_("evidence runs"),
         db_constraint=False,  # runs are partitioned (common.partitions)
     )
+    # Time to repair (billing.repair): the fault is ``opened_at``, the resolution
+    # ``closed_at`` (both from evidence); acknowledging and mitigating are the provider's
+    # own statements, each with who made it.
+    acknowledged_at = models.DateTimeField(_("acknowledged at"), null=True, blank=True)
+    acknowledged_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        verbose_name=_("acknowledged by"),
+    )
+    mitigated_at = models.DateTimeField(_("mitigated at"), null=True, blank=True)
+    mitigated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        verbose_name=_("mitigated by"),
+    )
+    # A database default too: a worker still on the previous release inserts incidents
+    # without this column during a rolling deploy.
+    repair_note = models.TextField(_("repair note"), blank=True, default="", db_default="")
     notified_open_at = models.DateTimeField(_("opening notified at"), null=True, blank=True)
     notified_close_at = models.DateTimeField(_("closing notified at"), null=True, blank=True)
 
@@ -60,6 +85,10 @@ class Incident(models.Model):
         verbose_name = _("incident")
         verbose_name_plural = _("incidents")
         ordering = ["-opened_at"]
+        permissions = [
+            ("acknowledge_incident", _("Can acknowledge incidents")),
+            ("mitigate_incident", _("Can mark incidents mitigated")),
+        ]
         constraints = [
             models.UniqueConstraint(
                 fields=["lease", "kind", "pattern", "target"],

@@ -212,6 +212,8 @@ CASES: dict[str, ListOf | DetailOf | NoRows] = {
         lambda side: {side.incident.pk}, filters=lambda side: [{"lease": side.lease.pk}]
     ),
     "api:incident-detail": DetailOf(pk(lambda side: side.incident)),
+    "api:incident-acknowledge": DetailOf(pk(lambda side: side.incident), body={"note": "on it"}),
+    "api:incident-mitigate": DetailOf(pk(lambda side: side.incident), body={"note": "moved"}),
     "api:invoice-list": ListOf(
         lambda side: {side.invoice.pk}, filters=lambda side: [{"tenant": side.tenant.slug}]
     ),

@@ -118,6 +118,10 @@ def _october_draft(world: Any) -> dict[str, Any]:
     return {"pk": draft.pk}
 
 
+def _incident(world: Any) -> dict[str, Any]:
+    return {"pk": world.alpha.incident.pk}
+
+
 def _issued_invoice(world: Any) -> dict[str, Any]:
     return {"pk": issued_invoice_of(world.alpha).pk}
 
@@ -376,6 +380,8 @@ WRITES: dict[str, Write] = {
     "api:dispute-reject": Write("post", _dispute, lambda w: {"reason": "Not ours."}),
     "api:invoice-issue": Write("post", _october_draft, lambda w: {"force": True, "reason": "x"}),
     "api:invoice-void": Write("post", _issued_invoice, lambda w: {"reason": "Wrong buyer."}),
+    "api:incident-acknowledge": Write("post", _incident, lambda w: {"note": "On it."}),
+    "api:incident-mitigate": Write("post", _incident, lambda w: {"note": "Traffic moved."}),
     "api:invoice-mark-paid": Write("post", _issued_today, _today),
     "api:invoice-credit-notes": Write(
         "post",

@@ -25,7 +25,7 @@ COPY . .
 COPY --from=assets /build/portal/static/portal/vendor ./portal/static/portal/vendor
 # collectstatic loads the production settings, which refuse to start without the keys:
 # throwaway ones here, deleted at once. The real ones live on the volume that
-# docker-compose.yml mounts at /var/lib/gpulease/keys (README, Production).
+# docker-compose.yml mounts at /var/lib/gpulease/keys (docs/operators/keys.md).
 # Third-party packages only as requirements.lock pins them, hashes checked (make lock);
 # then gpulease and gpulease-verify from this tree, with nothing fetched besides.
 RUN pip install --no-cache-dir --require-hashes -r requirements.lock \

@@ -240,8 +240,8 @@ class PublicKeyView(KnownQueryParametersMixin, APIView):
 
 
 class LeaseCheckpointViewSet(BaseViewSet):
-    """A lease's signed hash-chain checkpoints, one per closed month (README, Contract
-    audit): keep them, and check later bundles against them with --previous."""
+    """A lease's signed hash-chain checkpoints, one per closed month (docs/audit.md): keep
+    them, and check later bundles against them with --previous."""
 
     queryset = Lease.objects.all()
     read_roles = AUDIT_READERS
@@ -316,7 +316,7 @@ class LeaseAuditViewSet(BaseViewSet):
     @extend_schema(
         parameters=[s.PERIOD_PARAMETER, RAW_PARAMETER],
         responses={200: OpenApiTypes.OBJECT},
-        summary="Signed audit bundle of the lease for a month (README, Contract audit)",
+        summary="Signed audit bundle of the lease for a month (docs/audit.md)",
     )
     def bundle(self, request: Request, pk: str | None = None) -> Response:
         lease = self.get_object()

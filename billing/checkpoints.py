@@ -1,4 +1,4 @@
-"""Signed chain checkpoints (README, "Contract audit"): at each period's close in the
+"""Signed chain checkpoints (docs/audit.md): at each period's close in the
 tenant's zone, every lease billed in the period gets one checkpoint of its hash chain,
 signed with the provider's current audit key, published to the tenant (API, webhook,
 portal) and carried in every later bundle. The rules an auditor checks them by live in

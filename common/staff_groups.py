@@ -1,4 +1,4 @@
-"""The provider staff group: what a day-to-day operator of the provider holds (README,
+"""The provider staff group: what a day-to-day operator of the provider holds (docs/api.md,
 "Staff permission matrix"). Every model's view permission, and the writes of running
 leases and billing; not the keys: a tenant's webhook signing secret
 (leases.view_webhook_secret), other users' API tokens (api.issue_any_token,

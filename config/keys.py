@@ -7,7 +7,7 @@ The paths are ``AUDIT_SIGNING_KEY`` (the Ed25519 key that signs audit bundles an
 checkpoints) and ``PROBE_SSH_KEY`` (the key probes log in to nodes with), the same
 variables the settings read; unset, the local defaults under ``GPULEASE_VAR_DIR``. This
 runs without Django's settings, because those refuse to load in production while a key is
-missing. Rotating the audit key is ``manage.py audit_key --rotate`` (README, Production)."""
+missing. Rotating the audit key is ``manage.py audit_key --rotate`` (docs/operators/keys.md)."""
 
 from __future__ import annotations
 

@@ -147,7 +147,7 @@ TEMPLATES = [
 
 DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'gpulease.sqlite3'}")}
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("DB_CONN_MAX_AGE", default=0)
-# Every process's bounds on PostgreSQL (README, "Health, readiness, timeouts and logs"): a
+# Every process's bounds on PostgreSQL (docs/operators/health-and-logs.md): a
 # connection attempt gives up after DB_CONNECT_TIMEOUT_S (psycopg waits at least 2 s), and
 # one statement after DB_STATEMENT_TIMEOUT_S, below gunicorn's 30 s, so a stuck query ends
 # as an error the log explains instead of a killed worker. Long work runs with
@@ -392,7 +392,8 @@ AUDIT_SIGNING_KEY = env.str("AUDIT_SIGNING_KEY", default="")
 if not DEBUG:
     # Production never makes a key on first use: each container would make its own and
     # lose it on restart (old bundles no longer verify). Both come from a shared volume
-    # or mounted secrets, provisioned once with `python -m config.keys create` (README).
+    # or mounted secrets, provisioned once with `python -m config.keys create`
+    # (docs/operators/keys.md).
     from config.keys import missing_keys
 
     _missing = missing_keys(
@@ -406,7 +407,7 @@ if not DEBUG:
             "With DJANGO_DEBUG=false the keys must be provisioned, and these are missing: "
             + ", ".join(_missing)
             + ". Create them once with `python -m config.keys create` on the volume or "
-            "secret every container mounts (README, Production)."
+            "secret every container mounts (docs/operators/keys.md)."
         )
 
 # Readiness (/readyz, config.health): each check of a dependency the web process needs
@@ -473,7 +474,7 @@ WEBHOOK_READ_TIMEOUT_S = env.float("WEBHOOK_READ_TIMEOUT_S", default=5.0)
 # Webhooks are signed the Standard Webhooks way (webhook-id, webhook-timestamp,
 # webhook-signature). Until receivers have moved, each delivery also carries the old
 # X-Gpulease-Signature (HMAC of the body alone, replayable) and X-Gpulease-Delivery; set
-# false once they have (README, Notifications).
+# false once they have (docs/billing/sla.md, Notifications).
 WEBHOOK_LEGACY_HEADERS = env.bool("WEBHOOK_LEGACY_HEADERS", default=True)
 
 # Monitoring (monitoring/): who may scrape /metrics (a bearer token, and/or addresses), how

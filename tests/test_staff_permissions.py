@@ -1,6 +1,6 @@
 """The staff permission matrix: provider staff read everything, and every write they can
 make (an admin action, an API write) asks for a Django permission of its own
-(README, "Staff permission matrix").
+(docs/api.md, "Staff permission matrix").
 
 Found, not listed: the admin actions come from ``admin.site._registry``, the API's write
 routes from the URLconf's resolver (tests/test_permission_matrix.py's walk, with its rows'

@@ -11,7 +11,8 @@ provider's Ed25519 key.
 ``verify`` is the other side and reads no database: it checks the signature, the chain,
 then recomputes compliance, the credit and every invoice line's arithmetic from the bundle
 alone, with the same pure rules billing uses (``gpulease_verify.samples``, ``billing.sla``'s
-dataclasses, ``gpulease_verify.calculations``). README, "Contract audit", documents the format.
+dataclasses, ``gpulease_verify.calculations``). docs/audit.md and verifier/README.md
+document the format.
 
 Its modules, by use case:
 

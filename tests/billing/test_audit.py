@@ -233,7 +233,7 @@ def test_the_bundle_holds_terms_runs_rollups_compliance_credit_and_lines(month):
         ("sla_credit", "-3000.00"),
     ]
     assert bundle["invoice"]["source"] == "invoice"
-    assert not list(floats(bundle)), "a bundle holds no JSON float (see README)"
+    assert not list(floats(bundle)), "a bundle holds no JSON float (see verifier/README.md)"
     assert audit.verify(doc, audit.published_key_info()) == []
 
 

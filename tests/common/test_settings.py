@@ -19,7 +19,7 @@ def _run(env_overrides, *args):
 
 
 def test_check_deploy_is_clean_with_production_settings(tmp_path):
-    # Production's keys, provisioned as README's Production section says.
+    # Production's keys, provisioned as docs/operators/keys.md says.
     keys = {
         "AUDIT_SIGNING_KEY": str(tmp_path / "keys/audit/ed25519.pem"),
         "PROBE_SSH_KEY": str(tmp_path / "keys/ssh/probe_ed25519"),

@@ -1,7 +1,7 @@
-"""The README's production recipes as an operator runs them: the shell block that writes
-.env, and docker-compose.yml's variables interpolated from that .env as Compose does
-(``${VAR}``, ``${VAR:-default}``, ``${VAR-default}``, ``${VAR:?error}``, ``${VAR?error}``,
-``$$``)."""
+"""The production recipes of docs/operators/deploy.md as an operator runs them: the shell
+block that writes .env, and docker-compose.yml's variables interpolated from that .env as
+Compose does (``${VAR}``, ``${VAR:-default}``, ``${VAR-default}``, ``${VAR:?error}``,
+``${VAR?error}``, ``$$``)."""
 
 from __future__ import annotations
 
@@ -13,16 +13,19 @@ from typing import Any
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
+# Where the recipes are written down (the README's Production section until it moved).
+RECIPES = ROOT / "docs" / "operators" / "deploy.md"
 COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
 _BLOCK = re.compile(r"```(?:sh|bash)\n(.*?)```", re.S)
 _VARIABLE = re.compile(r"\$\$|\$\{(\w+)(?:(:?[-?])([^}]*))?\}|\$(\w+)")
 
 
 def readme_block(first_line: str) -> str:
-    """The README's shell block whose first line is ``first_line``."""
-    text = (ROOT / "README.md").read_text()
+    """The shell block of the deploy page (``RECIPES``) whose first line is ``first_line``."""
+    text = RECIPES.read_text()
     found = [b for b in _BLOCK.findall(text) if b.splitlines()[0].strip() == first_line]
-    assert len(found) == 1, f"README.md has {len(found)} shell blocks starting {first_line!r}"
+    name = RECIPES.relative_to(ROOT)
+    assert len(found) == 1, f"{name} has {len(found)} shell blocks starting {first_line!r}"
     return found[0]
 
 

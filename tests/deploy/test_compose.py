@@ -124,8 +124,8 @@ def test_every_depends_on_names_a_service():
 
 
 def test_the_readme_env_recipe_sets_every_variable_the_file_requires(tmp_path):
-    """The README's .env recipe, run as written, leaves nothing for Compose to refuse or
-    to fill with an empty value."""
+    """The .env recipe of docs/operators/deploy.md, run as written, leaves nothing for
+    Compose to refuse or to fill with an empty value."""
     run_block(readme_block(DOTENV_RECIPE), tmp_path)
     dotenv = read_env_file(tmp_path / ".env")
     assert oct((tmp_path / ".env").stat().st_mode & 0o777) == "0o600"

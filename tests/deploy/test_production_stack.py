@@ -1,9 +1,10 @@
 """The compose stack's processes, run directly (no Docker engine here) as docker-compose.yml
-describes them, with the .env the README's recipe writes: Caddy with deploy/caddy/Caddyfile
-in front of the Dockerfile's own gunicorn command (3 workers), the production settings
-unchanged (DJANGO_DEBUG=false, SSL redirect, secure cookies, HSTS, LOG_FORMAT=json), and
-the compose worker and beat commands. Only what must differ on one host without Docker is
-changed: addresses (the test database and Redis, free ports) and the state folder.
+describes them, with the .env docs/operators/deploy.md's recipe writes: Caddy with
+deploy/caddy/Caddyfile in front of the Dockerfile's own gunicorn command (3 workers), the
+production settings unchanged (DJANGO_DEBUG=false, SSL redirect, secure cookies, HSTS,
+LOG_FORMAT=json), and the compose worker and beat commands. Only what must differ on one
+host without Docker is changed: addresses (the test database and Redis, free ports) and
+the state folder.
 
 - https://localhost answers with a certificate from Caddy's own CA, made on first start:
   the portal's redirect to its login page, the login page, a login; plain HTTP is
@@ -114,7 +115,7 @@ def _on_this_host(value: str, production_files: dict[str, Any]) -> str:
 
 @pytest.fixture(scope="module")
 def dotenv(tmp_path_factory) -> dict[str, str]:
-    """The .env the README's recipe writes, run as an operator runs it."""
+    """The .env the deploy page's recipe writes, run as an operator runs it."""
     folder = tmp_path_factory.mktemp("dotenv")
     run_block(readme_block(DOTENV_RECIPE), folder)
     return read_env_file(folder / ".env")

@@ -1,7 +1,7 @@
-"""The recipe without Docker (README, Production: systemd), run without systemd (there is
+"""The recipe without Docker (docs/operators/deploy.md, systemd), run without systemd (there is
 none here): each unit in deploy/systemd is read as systemd reads it (EnvironmentFile=,
 Environment=, WorkingDirectory=, RuntimeDirectory=, every ExecStart=) and its commands run
-as real processes, with the env template filled as the README's recipe fills it and
+as real processes, with the env template filled as the deploy page's recipe fills it and
 pointed at the test PostgreSQL and Redis. gpulease-migrate's commands succeed; gunicorn
 tells systemd it is ready (Type=notify) and answers /healthz on the unit's loopback
 address; the worker answers a Celery ping; beat writes its schedule; every line each one

@@ -19,7 +19,7 @@ from tests.monitoring.support import (
     scrape,
 )
 
-BREACHED = "LX-2026-001"  # the demo lease below its threshold now (README, Quick start)
+BREACHED = "LX-2026-001"  # the demo lease below its threshold now (docs/demo.md)
 
 
 def test_promtool_accepts_the_rules():

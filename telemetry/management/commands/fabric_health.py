@@ -13,7 +13,7 @@ class Command(BaseCommand):
     help = (
         "A lease's fabric health per node and port: the telemetry verdicts (named, versioned "
         "rules), flaps and unavailable time, the switch-side witness cross-check, disputed "
-        "runs, fabric incidents and the probe-tax ledger. --json prints the keys the README "
+        "runs, fabric incidents and the probe-tax ledger. --json prints the keys docs/telemetry.md "
         "documents."
     )
 

@@ -120,15 +120,6 @@ def leases_holding(nodes: Iterable[Node], at: datetime) -> list[Lease]:
     return list(Lease.objects.filter(pk__in=lease_ids).select_related("tenant").order_by("pk"))
 
 
-def _terms_at(lease: Lease, at: datetime) -> LeaseTerms | None:
-    return (
-        LeaseTerms.objects.filter(lease=lease, effective_from__lte=at)
-        .order_by("-effective_from")
-        .first()
-        or LeaseTerms.objects.filter(lease=lease).order_by("effective_from").first()
-    )
-
-
 def _notify_after_commit(incident: Incident, event: str) -> None:
     from billing.tasks import notify_incident
 
@@ -150,7 +141,10 @@ def _open_incidents(
     kind = kind if kind in ProbeKind.values else ProbeKind.LINK
     target = f"{record.alertname} on {record.subject}"[:255]
     for lease in leases:
-        terms = _terms_at(lease, record.starts_at)
+        # A fault older than the lease is the lease's from its first instant, under the
+        # terms in force then (the one terms-in-force lookup, LeaseTerms.objects.in_force).
+        opened_at = max(record.starts_at, lease.starts_at)
+        terms = LeaseTerms.objects.in_force(lease.pk, opened_at)
         if terms is None:
             continue
         incident = (
@@ -166,7 +160,7 @@ def _open_incidents(
                 kind=kind,
                 pattern=PATTERN,
                 target=target,
-                opened_at=record.starts_at,
+                opened_at=opened_at,
                 rule=_rule(alert),
                 terms=terms,
             )

@@ -20,6 +20,7 @@ from api.fields import InstantField
 from api.models import ApiToken, Scope, TokenState
 from benchmarks.choices import Pattern
 from benchmarks.models import ProbeRun
+from billing.balance import PaymentStatus, balance
 from billing.choices import CreditNoteKind
 from billing.models import (
     CreditNote,
@@ -700,14 +701,58 @@ class InvoiceSerializer(serializers.ModelSerializer):
             "total",
             "network_cost_share",
             "credit_notes",
+            "payment_status",
+            "credited",
+            "net_total",
+            "amount_due",
+            "refund_due",
             "events",
             "lines",
         ]
         read_only_fields = fields
 
+    payment_status = serializers.SerializerMethodField(
+        help_text="draft, issued, partly_credited, credited (in full), paid or void "
+        "(billing.balance)."
+    )
+    credited = serializers.SerializerMethodField(
+        help_text="What the credit notes took off, tax included (positive)."
+    )
+    net_total = serializers.SerializerMethodField(help_text="total - credited.")
+    amount_due = serializers.SerializerMethodField(
+        help_text="What the tenant still owes: net_total while issued, 0.00 once paid or "
+        "void, null on a draft."
+    )
+    refund_due = serializers.SerializerMethodField(
+        help_text="Credit notes issued after payment: owed back to the tenant."
+    )
+
     @extend_schema_field(serializers.ListField(child=serializers.IntegerField()))
     def get_credit_notes(self, invoice: Invoice) -> list[int]:
         return sorted(note.pk for note in invoice.credit_notes.all())
+
+    def _balance(self, invoice: Invoice) -> dict[str, str | None]:
+        return balance(invoice, invoice.credit_notes.all()).as_dict()
+
+    @extend_schema_field(serializers.ChoiceField(choices=PaymentStatus.choices))
+    def get_payment_status(self, invoice: Invoice) -> str | None:
+        return self._balance(invoice)["payment_status"]
+
+    @extend_schema_field(serializers.DecimalField(max_digits=14, decimal_places=2))
+    def get_credited(self, invoice: Invoice) -> str | None:
+        return self._balance(invoice)["credited"]
+
+    @extend_schema_field(serializers.DecimalField(max_digits=14, decimal_places=2))
+    def get_net_total(self, invoice: Invoice) -> str | None:
+        return self._balance(invoice)["net_total"]
+
+    @extend_schema_field(serializers.DecimalField(max_digits=14, decimal_places=2, allow_null=True))
+    def get_amount_due(self, invoice: Invoice) -> str | None:
+        return self._balance(invoice)["amount_due"]
+
+    @extend_schema_field(serializers.DecimalField(max_digits=14, decimal_places=2))
+    def get_refund_due(self, invoice: Invoice) -> str | None:
+        return self._balance(invoice)["refund_due"]
 
 
 class CreditNoteLineSerializer(serializers.ModelSerializer):

@@ -590,7 +590,10 @@ class InvoiceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewS
                     "lines",
                     queryset=InvoiceLine.objects.select_related("lease").order_by("position"),
                 ),
-                Prefetch("credit_notes", queryset=CreditNote.objects.only("id", "invoice_id")),
+                Prefetch(
+                    "credit_notes",
+                    queryset=CreditNote.objects.only("id", "invoice_id", "total", "issued_at"),
+                ),
                 Prefetch(
                     "events",
                     queryset=InvoiceEvent.objects.select_related("actor", "credit_note").order_by(

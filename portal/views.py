@@ -9,17 +9,20 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from django.contrib.auth.decorators import login_required
+from django.db.models import Prefetch
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.utils import translation
 from django.utils.safestring import mark_safe
 from django.utils.translation import gettext as _
 
+from billing.balance import balance
 from billing.documents import csv_export, document_language, einvoice, pdf, xlsx
 from billing.documents.rows import credit_note_document, invoice_document
 from billing.evidence import can_write_for
 from billing.models import (
     CreditNote,
+    CreditNoteLine,
     Evidence,
     Incident,
     Invoice,
@@ -423,8 +426,17 @@ def lease_detail(request: HttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 def invoice_list(request: HttpRequest) -> HttpResponse:
-    invoices = Invoice.objects.visible_to(request.user).select_related("tenant")
-    return render(request, "portal/invoice_list.html", {"invoices": invoices})
+    invoices = list(
+        Invoice.objects.visible_to(request.user)
+        .select_related("tenant")
+        .prefetch_related(
+            Prefetch(
+                "credit_notes", queryset=CreditNote.objects.only("invoice_id", "total", "issued_at")
+            )
+        )
+    )
+    rows = [(invoice, balance(invoice, invoice.credit_notes.all())) for invoice in invoices]
+    return render(request, "portal/invoice_list.html", {"rows": rows})
 
 
 def _invoice(request: HttpRequest, pk: int) -> tuple[Invoice, list[InvoiceLine]]:
@@ -443,16 +455,23 @@ def _invoice(request: HttpRequest, pk: int) -> tuple[Invoice, list[InvoiceLine]]
 @login_required
 def invoice_detail(request: HttpRequest, pk: int) -> HttpResponse:
     invoice, lines = _invoice(request, pk)
-    credit_notes = (
+    credit_notes = list(
         CreditNote.objects.visible_to(request.user)
         .filter(invoice=invoice)
-        .prefetch_related("lines")
+        .prefetch_related(
+            Prefetch("lines", queryset=CreditNoteLine.objects.select_related("original_line"))
+        )
         .order_by("issued_at", "pk")
     )
     return render(
         request,
         "portal/invoice_detail.html",
-        {"invoice": invoice, "lines": lines, "credit_notes": credit_notes},
+        {
+            "invoice": invoice,
+            "lines": lines,
+            "credit_notes": credit_notes,
+            "balance": balance(invoice, credit_notes),
+        },
     )
 
 

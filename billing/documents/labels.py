@@ -15,6 +15,8 @@ from zoneinfo import ZoneInfo
 from django.utils.translation import get_language, gettext, gettext_lazy, pgettext
 
 from billing.choices import LineKind
+from gpulease_verify.lines import fraction
+from leases.choices import BillingMode
 
 UNITS = {
     "node-month": lambda: pgettext("invoice unit", "node-month"),
@@ -77,9 +79,11 @@ def line_text(line: Any) -> str:
             "new": detail.get("recomputed_amount", ""),
         }
     if line.kind == LineKind.SLA_CREDIT:
-        return gettext(
+        # The same facts as the stored English: the base named with its amount, the cap.
+        basis = detail.get("credit_base", "")
+        text = gettext(
             "%(kind)s, %(lease)s: compliance %(compliance)s%% from %(start)s to %(end)s, "
-            "%(percent)s%% of the credit base"
+            "%(percent)s%% of %(base)s %(amount)s"
         ) % {
             "kind": kind,
             "lease": reference,
@@ -87,7 +91,12 @@ def line_text(line: Any) -> str:
             "start": _local(detail.get("window_start"), zone),
             "end": _local(detail.get("window_end"), zone),
             "percent": detail.get("percent_applied", ""),
+            "base": CREDIT_BASES.get(basis, basis),
+            "amount": detail.get("credit_base_amount", ""),
         }
+        if detail.get("capped"):
+            text += gettext(" (tier %(tier)s%% capped)") % {"tier": detail.get("tier_percent")}
+        return text
     text = gettext(
         "%(kind)s, %(lease)s (terms v%(version)s), %(start)s to %(end)s: "
         "%(quantity)s %(unit)s at ¥%(price)s"
@@ -101,11 +110,28 @@ def line_text(line: Any) -> str:
         "unit": unit_text(line.unit),
         "price": _number(line.unit_price),
     }
+    if line.kind == LineKind.NETWORK_FEE and detail.get("contracted_bandwidth_gbps"):
+        mode = detail.get("billing_mode", "")
+        text += gettext(" (%(bandwidth)s Gbps contracted, %(mode)s)") % {
+            "bandwidth": detail["contracted_bandwidth_gbps"],
+            "mode": BillingMode(mode).label if mode in BillingMode.values else mode,
+        }
+    if line.kind == LineKind.USAGE_P95 and detail.get("month_seconds"):
+        share = fraction(int(detail.get("segment_seconds", 0)), int(detail["month_seconds"]))
+        text += gettext(" for %(share)s month") % {"share": share}
     if detail.get("switch_node_slots"):
         source = METERED_FROM.get(detail.get("metered_from", ""), detail.get("metered_from"))
         text += gettext(" (metered from %(source)s)") % {"source": source}
     return text
 
+
+# The credit base an SLA credit is a percent of (gpulease_verify.credit_base.NAMES).
+CREDIT_BASES = {
+    "network_fee": gettext_lazy("network fee"),
+    "usage": gettext_lazy("usage charge"),
+    "contracted_base": gettext_lazy("contracted base fee"),
+    "mixed": gettext_lazy("credit base"),
+}
 
 # How a usage line was metered (billing.invoicing.lines.metered_from), in words.
 METERED_FROM = {

@@ -4,7 +4,9 @@ Chinese text is set in reportlab's built-in CID font STSong-Light (Adobe's Asian
 pack, which every PDF reader carries), so no font file ships with gpulease; text that
 Latin-1 covers (numbers, amounts, English labels) is set in Helvetica. Drafts carry a
 large diagonal "DRAFT / 草稿", voided invoices "VOID / 作废", on every page. The lines
-table wraps long text inside its cells and repeats its header row on every page.
+table wraps long text inside its cells and repeats its header row on every page; the
+totals, with the credit notes netted and the amount due (``billing.balance``), stay
+together on one page; every page is numbered "page n of N".
 """
 
 from __future__ import annotations
@@ -24,7 +26,15 @@ from reportlab.lib.styles import ParagraphStyle
 from reportlab.lib.units import mm
 from reportlab.pdfbase import pdfmetrics
 from reportlab.pdfbase.cidfonts import UnicodeCIDFont
-from reportlab.platypus import Paragraph, SimpleDocTemplate, Spacer, Table, TableStyle
+from reportlab.pdfgen import canvas as pdf_canvas
+from reportlab.platypus import (
+    KeepTogether,
+    Paragraph,
+    SimpleDocTemplate,
+    Spacer,
+    Table,
+    TableStyle,
+)
 
 from billing.documents.rows import Document, credit_note_document, invoice_document, rate_label
 from billing.models import CreditNote, Invoice
@@ -197,6 +207,29 @@ def _totals(document: Document) -> list[list[Any]]:
             _p(_money(document.total), bold=True, right=True),
         ]
     )
+    return data + _balance_rows(document)
+
+
+def _balance_rows(document: Document) -> list[list[Any]]:
+    """Under an invoice's totals: its credit notes netted, and what is due or owed back."""
+    owed = document.balance
+    if owed is None:
+        return []
+    rows: list[tuple[str, Decimal]] = []
+    if owed.credited:
+        rows += [
+            (_("credit notes (¥)"), owed.credit_notes_total),
+            (_("total after credit notes (¥)"), owed.net),
+        ]
+    if owed.due is not None:
+        rows.append((_("amount due (¥)"), owed.due))
+    if owed.refund:
+        rows.append((_("refund due to you (¥)"), owed.refund))
+    data = [
+        [_p(label, bold=True), "", "", _p(_money(amount), bold=True, right=True)]
+        for label, amount in rows
+    ]
+    data.append([_p(_("payment status"), bold=True), "", "", _p(owed.status_label, right=True)])
     return data
 
 
@@ -225,12 +258,39 @@ def _page(document: Document):  # type: ignore[no-untyped-def]
             canvas.rotate(-30)
             canvas.translate(-width / 2, -height / 2)
         canvas.setFillColor(colors.black)
-        footer = f"{document.number or document.period} · {canvas.getPageNumber()}"
-        canvas.setFont(LATIN_FONT, 7)
-        canvas.drawRightString(width - MARGIN, MARGIN / 2, footer)
         canvas.restoreState()
 
     return draw
+
+
+def _numbered(document: Document) -> type[pdf_canvas.Canvas]:
+    """A canvas that holds its pages until the end, so each can say "page n of N"."""
+    label = document.number or document.period
+
+    class Numbered(pdf_canvas.Canvas):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self._pages: list[dict[str, Any]] = []
+
+        def showPage(self) -> None:
+            self._pages.append(dict(self.__dict__))
+            self._startPage()
+
+        def save(self) -> None:
+            total = len(self._pages)
+            for state in self._pages:
+                self.__dict__.update(state)
+                footer = _("%(document)s · page %(page)s of %(pages)s") % {
+                    "document": label,
+                    "page": self._pageNumber,
+                    "pages": total,
+                }
+                self.setFont(LATIN_FONT if _latin(footer) else CJK_FONT, 7)
+                self.drawRightString(PAGE[0] - MARGIN, MARGIN / 2, footer)
+                super().showPage()
+            super().save()
+
+    return Numbered
 
 
 def render(document: Document) -> bytes:
@@ -257,16 +317,19 @@ def render(document: Document) -> bytes:
         Spacer(1, 5 * mm),
         _grid(_lines(document), LINE_WIDTHS, header=True),
         Spacer(1, 4 * mm),
+    ]
+    closing: list[Any] = [
         _grid(_totals(document), (110, 110, 110, 130), header=True),
         Spacer(1, 3 * mm),
     ]
     if document.network_cost_share is not None:
         share = f"{(document.network_cost_share * 100).quantize(Decimal('0.01'))}%"
-        story.append(_p(f"{_('network cost share')}: {share}", 8))
+        closing.append(_p(f"{_('network cost share')}: {share}", 8))
     for note in document.notes:
-        story.append(_p(note, 8))
+        closing.append(_p(note, 8))
+    story.append(KeepTogether(closing))
     draw = _page(document)
-    pdf.build(story, onFirstPage=draw, onLaterPages=draw)
+    pdf.build(story, onFirstPage=draw, onLaterPages=draw, canvasmaker=_numbered(document))
     return buffer.getvalue()
 
 

@@ -10,7 +10,14 @@ within one fen of its exact tax and the lines of a group add up to the group's t
 fen.
 
 Totals are the stored ones (subtotal, tax, total); ``check`` says whether the rate groups
-add up to them, and the exports print the stored figures either way.
+add up to them, and the exports print the stored figures either way. An invoice's
+``balance`` (``billing.balance``) nets its credit notes: what is due, or owed back.
+
+A unit price is printed only where it is one: quantity x unit price, rounded half-up to
+the fen, is the line's amount. A prorated line (a part of a month at a monthly rate, whose
+amount is rounded from the exact seconds), a 95th-percentile line for part of a month, and
+an SLA credit (a percent of a base) keep their quantity and print no unit price; the
+description names the rate.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from zoneinfo import ZoneInfo
 from django.utils.translation import gettext as _
 
 from billing import services
+from billing.balance import Balance, balance
 from billing.choices import InvoiceStatus
 from billing.documents.labels import line_text, unit_text
 from billing.models import CreditNote, Invoice
@@ -86,6 +94,7 @@ class Document:
     original_number: str = ""  # credit notes: the invoice they correct
     reason: str = ""  # credit notes
     notes: list[str] = field(default_factory=list)
+    balance: Balance | None = None  # invoices: credit notes netted, what is due
 
     @property
     def is_draft(self) -> bool:
@@ -128,6 +137,14 @@ def _shares(amounts: Sequence[Decimal], rate: Decimal) -> list[Decimal]:
     return shares
 
 
+def unit_price_of(line: Any) -> Decimal | None:
+    """The line's unit price where quantity x price makes its amount (module docstring)."""
+    quantity, price = getattr(line, "quantity", None), getattr(line, "unit_price", None)
+    if quantity is None or price is None or to_fen(quantity * price) != line.amount:
+        return None
+    return price
+
+
 def _rows(lines: Iterable[tuple[Any, Decimal]]) -> tuple[list[Row], list[RateTotal]]:
     """Rows from (line, rate) pairs: ``line`` has position, lease, kind, description,
     amount and, on invoice lines, quantity, unit and unit_price."""
@@ -150,7 +167,7 @@ def _rows(lines: Iterable[tuple[Any, Decimal]]) -> tuple[list[Row], list[RateTot
             description=line_text(line),
             quantity=getattr(line, "quantity", None),
             unit=unit_text(getattr(line, "unit", "")),
-            unit_price=getattr(line, "unit_price", None),
+            unit_price=unit_price_of(line),
             amount=line.amount,
             tax_rate_percent=rate,
             tax=taxes[id(line)],
@@ -197,6 +214,7 @@ def invoice_document(invoice: Invoice, lines: Sequence[Any] | None = None) -> Do
         currency=invoice.currency,
         network_cost_share=invoice.network_cost_share,
         notes=[] if frozen else [_("Draft: not an invoice until it is issued.")],
+        balance=balance(invoice, invoice.credit_notes.all()),
     )
 
 

@@ -4,6 +4,7 @@ from django.shortcuts import redirect
 from django.templatetags.static import static
 from django.urls import include, path
 from django.utils.translation import gettext_lazy as _
+from django.views.decorators.http import require_GET
 
 from config.health import healthz, readyz
 from monitoring.views import metrics_view
@@ -13,13 +14,14 @@ admin.site.site_title = "gpulease"
 admin.site.index_title = _("gpulease provider portal")
 
 
+@require_GET
 def favicon(request: HttpRequest) -> HttpResponse:
     """Browsers ask for /favicon.ico whatever the page says; send them to the real one."""
     return redirect(static("portal/favicon.svg"), permanent=True)
 
 
 urlpatterns = [
-    path("favicon.ico", favicon),
+    path("favicon.ico", favicon, name="favicon"),
     path("i18n/", include("django.conf.urls.i18n")),
     path("healthz", healthz, name="health"),
     path("readyz", readyz, name="ready"),

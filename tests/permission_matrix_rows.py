@@ -446,6 +446,8 @@ PAGE_ROWS: dict[tuple[str, str], Row] = {
     ("set_language", "post"):           Row("302 302 302 302 302 302 302 302",
                                             body=lambda w: {"language": "zh-hans", "next": "/"}),
     ("health", "get"):                  Row("200 200 200 200 200 200 200 200"),
+    # To the site's SVG icon, for everyone.
+    ("favicon", "get"):                 Row("301 301 301 301 301 301 301 301"),
     # Open to all alike; the test database, cache and broker answer (test_health.py).
     ("ready", "get"):                   Row("200 200 200 200 200 200 200 200"),
     # METRICS_TOKEN and METRICS_ALLOWED_NETWORKS unset, DEBUG off: nobody (monitoring.views).

@@ -670,9 +670,7 @@ class _Checker:
             for s in self.b.get("traffic_samples", [])
             if s.get("rx_bytes") is not None
         }
-        differ_rx = sorted(
-            slot for slot, count in stated_rx.items() if received.get(slot) != count
-        )
+        differ_rx = sorted(slot for slot, count in stated_rx.items() if received.get(slot) != count)
         for slot in differ_rx[:TRAFFIC_SHOWN]:
             count = received.get(slot)
             self.bad(

@@ -418,20 +418,31 @@ def probe_sends(*, lease: Lease, start: datetime, end: datetime) -> dict[str, li
     """Node -> what the lease's finished heavy probes that ran in [start, end] sent
     (``gpulease_verify.probe_tax``), to be kept out of its traffic samples. A run whose
     output cannot be read again is logged and counts nothing."""
+    return _probe_bytes(lease=lease, start=start, end=end)[0]
+
+
+def _probe_bytes(
+    *, lease: Lease, start: datetime, end: datetime
+) -> tuple[dict[str, list[ProbeSend]], dict[str, list[ProbeSend]]]:
+    """``probe_sends``, and node -> what those probes sent to it
+    (``gpulease_verify.probe_tax.received``), to be kept out of its received bytes."""
     rows = list(
         _heavy_runs(lease=lease, start=start, end=end)
         .order_by("started_at", "pk")
-        .values_list("pk", "slot_at", "sent_bytes", "started_at", "finished_at")
+        .values_list("pk", "slot_at", "sent_bytes", "started_at", "finished_at", "target")
     )
-    sent_by = sent_of((pk, slot, sent) for pk, slot, sent, _started, _finished in rows)
+    sent_by = sent_of((pk, slot, sent) for pk, slot, sent, _started, _finished, _target in rows)
     found: list[ProbeSend] = []
-    for pk, _slot, _sent, started, finished in rows:
+    received: list[ProbeSend] = []
+    for pk, _slot, _sent, started, finished, target in rows:
         assert started is not None and finished is not None
-        found += [
+        sent = [
             ProbeSend(node, count, started, max(finished, started))
             for node, count in sorted(sent_by.get(pk, {}).items())
         ]
-    return probe_tax.by_node(found)
+        found += sent
+        received += probe_tax.received(sent, target=target)
+    return probe_tax.by_node(found), probe_tax.by_node(received)
 
 
 def _edges(
@@ -503,7 +514,9 @@ def recompute_traffic(*, lease: Lease, start: datetime, end: datetime) -> int:
         "node__nic_ports__rate_gbps", flat=True
     )
     read = [reading.at for found in by_node.values() for reading in found]
-    probes = probe_sends(lease=lease, start=min(read), end=max(read)) if read else {}
+    probes, receipts = (
+        _probe_bytes(lease=lease, start=min(read), end=max(read)) if read else ({}, {})
+    )
     rate = max_rate_bps(rates)
     slots = slot_traffic(
         by_node,
@@ -512,6 +525,7 @@ def recompute_traffic(*, lease: Lease, start: datetime, end: datetime) -> int:
         counter_bits=COUNTER_BITS,
         max_rate_bps=rate,
         probes=probes,
+        receipts=receipts,
     )
     TrafficSample.objects.filter(lease=lease, slot_at__gte=start, slot_at__lt=end).delete()
     TrafficSample.objects.bulk_create(
@@ -520,6 +534,7 @@ def recompute_traffic(*, lease: Lease, start: datetime, end: datetime) -> int:
             slot_at=slot.slot_at,
             seconds=slot.seconds,
             tx_bytes=Decimal(slot.bytes),
+            rx_bytes=Decimal(slot.rx_bytes),
             nodes=slot.nodes,
             resets=slot.resets,
             wraps=slot.wraps,

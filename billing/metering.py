@@ -13,7 +13,7 @@ from decimal import Decimal
 from django.db.models import QuerySet, Sum
 
 from billing.models import TrafficSample
-from gpulease_verify.calculations import percentile_95
+from gpulease_verify.calculations import P95Direction, P95Window, TrafficRate, p95_bandwidth
 
 
 def samples_in(*, lease_id: int, start: datetime, end: datetime) -> QuerySet[TrafficSample]:
@@ -28,16 +28,32 @@ def traffic_bytes(*, lease_id: int, start: datetime, end: datetime) -> int:
 
 
 def bandwidth_samples_bps(*, lease_id: int, start: datetime, end: datetime) -> list[Decimal]:
-    """Each sample's rate: bytes x 8 / seconds, unrounded."""
+    """Each sample's rate of bytes sent: bytes x 8 / seconds, unrounded."""
+    return [sample.tx_bps for sample in traffic_rates(lease_id=lease_id, start=start, end=end)]
+
+
+def traffic_rates(*, lease_id: int, start: datetime, end: datetime) -> list[TrafficRate]:
+    """The window's samples in slot order as 95计费 reads them (bytes sent and received;
+    ``calculations.TrafficRate``), those of no seconds left out."""
     return [
-        Decimal(tx_bytes) * 8 / seconds
-        for tx_bytes, seconds in samples_in(lease_id=lease_id, start=start, end=end)
+        TrafficRate(slot_at, seconds, int(tx), None if rx is None else int(rx))
+        for slot_at, seconds, tx, rx in samples_in(lease_id=lease_id, start=start, end=end)
         .filter(seconds__gt=0)
-        .values_list("tx_bytes", "seconds")
+        .order_by("slot_at")
+        .values_list("slot_at", "seconds", "tx_bytes", "rx_bytes")
     ]
 
 
-def p95_bps(*, lease_id: int, start: datetime, end: datetime) -> Decimal | None:
-    """95th percentile of the window's samples (gpulease_verify.calculations.percentile_95)."""
-    samples = bandwidth_samples_bps(lease_id=lease_id, start=start, end=end)
-    return percentile_95(samples) if samples else None
+def p95_bps(
+    *,
+    lease_id: int,
+    start: datetime,
+    end: datetime,
+    direction: str = P95Direction.TX,
+    window: str = P95Window.MONTHLY,
+    zone_name: str = "Asia/Shanghai",
+) -> Decimal | None:
+    """The bandwidth 95计费 bills for the window's samples, by the direction and window
+    (``gpulease_verify.calculations.p95_bandwidth``)."""
+    samples = traffic_rates(lease_id=lease_id, start=start, end=end)
+    return p95_bandwidth(samples, direction=direction, window=window, zone_name=zone_name).p95_bps

@@ -72,6 +72,22 @@ class BillingMode(models.TextChoices):
     P95 = "p95", _("pay-per-use by 95th percentile bandwidth (95计费)")
 
 
+class P95Direction(models.TextChoices):
+    """gpulease_verify.calculations.P95Direction, with its labels."""
+
+    TX = "tx", _("traffic the nodes sent (outbound)")
+    RX = "rx", _("traffic the nodes received (inbound)")
+    MAX = "max", _("the larger direction of each 5-minute sample, then its 95th")
+    MAX_OF_P95 = "max_of_p95", _("the 95th of each direction, the larger of the two")
+
+
+class P95Window(models.TextChoices):
+    """gpulease_verify.calculations.P95Window, with its labels."""
+
+    MONTHLY = "monthly", _("the 95th of the whole month")
+    DAILY_AVERAGE = "daily_average", _("the 95th of each day, averaged over the days")
+
+
 class ProbeKind(models.TextChoices):
     LINK = "link", _("link check")
     COUNTERS = "counters", _("NIC counters")

@@ -4,26 +4,35 @@ estimate.
 
 The estimate is the invoice's own usage line (``billing.invoicing.lines``), asked for the
 billed window cut at ``instant`` instead of at the month's end: per GB, the GB sent so far
-x price; 95th percentile, the p95 of the samples so far x price x the elapsed share of the
-month. So once the month is over it is the invoice's figure to the fen. Each terms
-version's segment is priced on its own, as the invoice does."""
+x price; 95th percentile, the p95 of the samples so far (by the terms' direction and
+window, ``calculations.p95_bandwidth``) x price x the elapsed share of the month. So once
+the month is over it is the invoice's figure to the fen. Each terms version's segment is
+priced on its own, as the invoice does."""
 
 from bisect import insort
 from dataclasses import dataclass
 from datetime import datetime
-from decimal import Decimal
+from decimal import ROUND_HALF_EVEN, Context, Decimal, localcontext
+from zoneinfo import ZoneInfo
 
 from billing import metering
 from billing.invoicing.computed import ComputedLine, Month, fraction
 from billing.invoicing.lines import _usage_line
 from billing.invoicing.windows import Segment, billing_start, requires_acceptance, segments
 from billing.reports import billed_window
-from gpulease_verify.calculations import P95_DROP_PERCENT
+from gpulease_verify.calculations import (
+    P95_DROP_PERCENT,
+    P95Direction,
+    P95Window,
+    TrafficRate,
+)
 from leases.choices import BillingMode
 from leases.models import Lease
 from leases.selectors import TermsTimeline
 
 USAGE_MODES = (BillingMode.PER_GB, BillingMode.P95)
+# The daily average's context, as ``calculations.p95_bandwidth`` takes it (50 digits).
+AVERAGE_CONTEXT = Context(prec=50, rounding=ROUND_HALF_EVEN)
 
 
 @dataclass(frozen=True)
@@ -43,7 +52,7 @@ class MonthToDate:
     end: datetime
     month_seconds: int
     parts: list[UsagePart]
-    samples: list[tuple[datetime, int, Decimal]]  # (slot, seconds, bit/s) in slot order
+    samples: list[tuple[datetime, int, Decimal]]  # (slot, seconds, bit/s sent) in slot order
     awaiting_acceptance: bool
     in_progress: bool  # the month has not ended: the amount is an estimate
 
@@ -62,30 +71,61 @@ class MonthToDate:
         return self.parts[-1].segment.terms.billing_mode if self.parts else ""
 
 
-def _rates(lease: Lease, start: datetime, end: datetime) -> list[tuple[datetime, int, Decimal]]:
-    """The samples of [start, end) in slot order with their rate (``metering``'s rate:
-    bytes x 8 / seconds, unrounded)."""
-    rows = (
-        metering.samples_in(lease_id=lease.pk, start=start, end=end)
-        .filter(seconds__gt=0)
-        .order_by("slot_at")
-        .values_list("slot_at", "seconds", "tx_bytes")
-    )
-    return [(slot, seconds, Decimal(tx_bytes) * 8 / seconds) for slot, seconds, tx_bytes in rows]
+def _rates(lease: Lease, start: datetime, end: datetime) -> list[TrafficRate]:
+    """The samples of [start, end) in slot order (``metering.traffic_rates``)."""
+    return metering.traffic_rates(lease_id=lease.pk, start=start, end=end)
 
 
-def running_p95(samples: list[tuple[datetime, int, Decimal]]) -> list[tuple[datetime, Decimal]]:
-    """After each sample, the 95th percentile of the samples so far, by
-    ``calculations.percentile_95``'s rule (sorted from highest, the top
-    ``n x P95_DROP_PERCENT // 100`` dropped, the next one billed), kept sorted as the
-    samples arrive instead of sorting the month again for every point; the tests check
-    each point against ``percentile_95`` itself."""
-    ordered: list[Decimal] = []  # ascending
+def _p95_of(ordered: list[Decimal]) -> Decimal | None:
+    """``percentile_95`` of an ascending list: the top ``n x P95_DROP_PERCENT // 100``
+    dropped, the next one billed."""
+    if not ordered:
+        return None
+    return ordered[-1 - len(ordered) * P95_DROP_PERCENT // 100]
+
+
+def running_p95(
+    samples: list[TrafficRate],
+    *,
+    direction: str = P95Direction.TX,
+    window: str = P95Window.MONTHLY,
+    zone_name: str = "Asia/Shanghai",
+) -> list[tuple[datetime, Decimal]]:
+    """After each sample, what ``calculations.p95_bandwidth`` bills for the samples so far
+    (its direction and window rules), kept sorted as the samples arrive instead of sorting
+    the month again for every point (``calculations.percentile_95``'s rule on each series:
+    sorted from highest, the top ``n x P95_DROP_PERCENT // 100`` dropped, the next one
+    billed); the tests check each point against ``p95_bandwidth`` itself. A point before
+    any figure (only unmeasured received bytes so far) is left out."""
+    rule, span = P95Direction(direction), P95Window(window)
+    clock = ZoneInfo(zone_name)
+    series: dict[str, dict[str, list[Decimal]]] = {}  # group -> series -> ascending rates
+    figures: dict[str, Decimal] = {}  # group -> its figure so far
     points: list[tuple[datetime, Decimal]] = []
-    for slot, _seconds, rate in samples:
-        insort(ordered, rate)
-        dropped = len(ordered) * P95_DROP_PERCENT // 100
-        points.append((slot, ordered[-1 - dropped]))
+    for sample in samples:
+        if sample.seconds <= 0:
+            continue
+        group = (
+            sample.slot_at.astimezone(clock).date().isoformat()
+            if span == P95Window.DAILY_AVERAGE
+            else ""
+        )
+        lists = series.setdefault(group, {"tx": [], "rx": [], "max": []})
+        tx, rx = sample.tx_bps, sample.rx_bps
+        insort(lists["tx"], tx)
+        if rx is not None:
+            insort(lists["rx"], rx)
+        insort(lists["max"], tx if rx is None else max(tx, rx))
+        if rule == P95Direction.MAX_OF_P95:
+            known = [v for v in (_p95_of(lists["tx"]), _p95_of(lists["rx"])) if v is not None]
+            figure = max(known) if known else None
+        else:
+            figure = _p95_of(lists[str(rule)])
+        if figure is not None:
+            figures[group] = figure
+        if figures:
+            with localcontext(AVERAGE_CONTEXT):
+                points.append((sample.slot_at, sum(figures.values(), Decimal(0)) / len(figures)))
     return points
 
 
@@ -106,7 +146,8 @@ def month_to_date(*, lease: Lease, period: str, instant: datetime) -> MonthToDat
         start = end if accepted is None else min(end, max(start, accepted))
     parts = segments(timeline=timeline, start=start, end=end) if start < end else []
     usage = [segment for segment in parts if segment.terms.billing_mode in USAGE_MODES]
-    samples = _rates(lease, start, end) if usage else []
+    rates = _rates(lease, start, end) if usage else []
+    samples = [(rate.slot_at, rate.seconds, rate.tx_bps) for rate in rates]
     out: list[UsagePart] = []
     for segment in usage:
         line = _usage_line(lease, segment, month)
@@ -115,7 +156,12 @@ def month_to_date(*, lease: Lease, period: str, instant: datetime) -> MonthToDat
         p95 = line.detail.get("p95_bps")
         running: list[tuple[datetime, Decimal]] = []
         if segment.terms.billing_mode == BillingMode.P95:
-            running = running_p95([s for s in samples if segment.start <= s[0] < segment.end])
+            running = running_p95(
+                [s for s in rates if segment.start <= s.slot_at < segment.end],
+                direction=segment.terms.p95_direction,
+                window=segment.terms.p95_window,
+                zone_name=zone,
+            )
         out.append(UsagePart(segment, line, None if p95 is None else Decimal(p95), running))
     return MonthToDate(
         period=period,

@@ -317,6 +317,7 @@ def _bundle(*, lease: Lease, period: str, now: datetime, include_raw: bool) -> d
                 "slot_at": chain.iso_utc(sample.slot_at),
                 "seconds": sample.seconds,
                 "tx_bytes": _plain(sample.tx_bytes),
+                "rx_bytes": _plain(sample.rx_bytes),
                 "nodes": sample.nodes,
                 "resets": sample.resets,
                 "wraps": sample.wraps,

@@ -40,11 +40,15 @@ from gpulease_verify import window as billed_window
 from gpulease_verify.calculations import (
     P95_DROP_PERCENT,
     CreditResult,
-    billable_mbps,
+    P95Direction,
+    P95Figure,
+    P95Window,
     bytes_to_gb,
     network_cost_share,
     node_rent_line,
     overlap_seconds,
+    p95_detail,
+    p95_line,
     prorate,
     sla_credit,
     traffic_charge,
@@ -185,6 +189,16 @@ def _metering_note(facts: dict[str, Any]) -> str:
     return f" (metered from {facts['metered_from']})" if facts["switch_node_slots"] else ""
 
 
+def _p95_rule_note(figure: P95Figure) -> str:
+    """The line's words on a 95th that is not the default (sent bytes, whole month)."""
+    words = []
+    if figure.direction != P95Direction.TX:
+        words.append(f"direction {figure.direction}")
+    if figure.window != P95Window.MONTHLY:
+        words.append(f"daily 95th averaged over {len(figure.groups)} day(s)")
+    return f" ({', '.join(words)})" if words else ""
+
+
 def _usage_line(lease: Lease, segment: Segment, month: Month) -> ComputedLine | None:
     terms = segment.terms
     if terms.billing_mode == BillingMode.PER_GB:
@@ -216,33 +230,38 @@ def _usage_line(lease: Lease, segment: Segment, month: Month) -> ComputedLine | 
     if terms.billing_mode == BillingMode.P95:
         price = terms.price_per_mbps_p95
         facts = _sample_facts(lease, segment)
-        p95 = metering.p95_bps(lease_id=lease.pk, start=segment.start, end=segment.end)
-        mbps = billable_mbps(p95) if p95 is not None else ZERO
         share = fraction(segment.seconds, month.seconds)
-        amount = to_fen(
-            prorate(
-                monthly_amount=mbps * price,
-                covered_seconds=segment.seconds,
-                period_seconds=month.seconds,
-            )
+        priced = p95_line(
+            metering.traffic_rates(lease_id=lease.pk, start=segment.start, end=segment.end),
+            direction=terms.p95_direction,
+            window=terms.p95_window,
+            zone_name=month.zone,
+            price_per_mbps=price,
+            segment_seconds=segment.seconds,
+            month_seconds=month.seconds,
         )
+        p95, mbps = priced.figure.p95_bps, priced.billable_mbps
         return ComputedLine(
             lease=lease,
             kind=LineKind.USAGE_P95,
             description=(
                 f"95th percentile bandwidth, {lease.reference} (terms v{terms.version}), "
                 f"{_span(segment, month.zone)}: {mbps} Mbps at {price} for {share} month"
-                f"{_metering_note(facts)}"
+                f"{_p95_rule_note(priced.figure)}{_metering_note(facts)}"
             ),
             quantity=mbps,
             unit="Mbps",
             unit_price=price,
-            amount=amount,
+            amount=priced.amount,
             detail={
                 **month.describe(),
                 **segment.describe(),
                 **facts,
+                # The monthly rule's own count (how many of the segment's samples its
+                # 95th drops); a daily 95th drops each day's share (``dropped_by_rule``).
                 "dropped_samples": facts["samples"] * P95_DROP_PERCENT // 100,
+                "dropped_by_rule": priced.figure.dropped,
+                **p95_detail(priced.figure),
                 "p95_bps": None if p95 is None else str(p95),
                 "billable_mbps": str(mbps),
                 "price_per_mbps": str(price),

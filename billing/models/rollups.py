@@ -53,11 +53,12 @@ class HourlyRollup(models.Model):
 
 
 class TrafficSample(models.Model):
-    """Bytes the lease's nodes sent in one slot, ``[slot_at, slot_at + seconds)``: every
-    node's tx counter delta over its own interval (across wraps and resets), spread over
-    the slots that interval covers (``gpulease_verify.traffic``). Stamped with the slot's
-    START, so a sample belongs to the billing period its slot starts in: the 5-minute
-    bandwidth samples of 95th-percentile billing and the traffic of per-GB billing."""
+    """Bytes the lease's nodes sent and received in one slot, ``[slot_at, slot_at +
+    seconds)``: every node's tx (and rx) counter delta over its own interval (across wraps
+    and resets), spread over the slots that interval covers (``gpulease_verify.traffic``).
+    Stamped with the slot's START, so a sample belongs to the billing period its slot
+    starts in: the 5-minute bandwidth samples of 95th-percentile billing (either
+    direction) and the traffic of per-GB billing (bytes sent)."""
 
     lease = models.ForeignKey(
         Lease, on_delete=models.CASCADE, related_name="traffic_samples", verbose_name=_("lease")
@@ -65,6 +66,11 @@ class TrafficSample(models.Model):
     slot_at = models.DateTimeField(_("slot"))
     seconds = models.PositiveIntegerField(_("seconds"))
     tx_bytes = models.DecimalField(_("bytes sent"), max_digits=30, decimal_places=0)
+    # Null: stored before received bytes were metered (billing.ingest.recompute_traffic
+    # fills it in again from the counters runs).
+    rx_bytes = models.DecimalField(
+        _("bytes received"), max_digits=30, decimal_places=0, null=True, blank=True
+    )
     nodes = models.PositiveSmallIntegerField(_("nodes counted"))
     resets = models.PositiveSmallIntegerField(_("counter resets"), default=0)
     wraps = models.PositiveSmallIntegerField(_("counter wraps"), default=0)

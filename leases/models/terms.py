@@ -12,7 +12,7 @@ from common.querysets import TenantScopedQuerySet
 from gpulease_verify.canonical import iso_utc
 from gpulease_verify.terms import CONTRACT_FIELDS as TERMS_CONTRACT_FIELDS
 from leases import contract_rules
-from leases.choices import BillingMode, HeavyProbePolicy, Technology
+from leases.choices import BillingMode, HeavyProbePolicy, P95Direction, P95Window, Technology
 from leases.models.leases import Lease
 
 
@@ -167,6 +167,28 @@ class LeaseTerms(TimeStampedModel):
     network_fee_per_month = _money(_("fixed network fee per month (¥)"))
     price_per_gb = _money(_("price per GB of traffic (¥)"), decimal_places=4)
     price_per_mbps_p95 = _money(_("price per Mbps at the 95th percentile (¥)"), decimal_places=4)
+    # 95计费's direction and window (gpulease_verify.calculations.p95_bandwidth); the
+    # defaults are the only rule there was before the fields existed.
+    p95_direction = models.CharField(
+        _("95th percentile direction"),
+        max_length=16,
+        choices=P95Direction.choices,
+        default=P95Direction.TX,
+        help_text=_(
+            "Which traffic 95th percentile billing meters: sent, received, the larger of "
+            "the two in each sample, or the larger of the two directions' 95th percentiles."
+        ),
+    )
+    p95_window = models.CharField(
+        _("95th percentile window"),
+        max_length=16,
+        choices=P95Window.choices,
+        default=P95Window.MONTHLY,
+        help_text=_(
+            "The 95th percentile of the whole month, or of each day (tenant's time zone) "
+            "averaged over the days that have samples."
+        ),
+    )
     # VAT per price component (增值税): the network service (fee, traffic, 95th
     # percentile, and the SLA credits that reduce it) and the node rent may differ; each
     # invoice line carries its component's rate and tax is rounded once per rate group.

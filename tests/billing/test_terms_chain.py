@@ -335,6 +335,8 @@ def test_fields_added_with_a_default_leave_older_hashes_standing_and_cover_a_cha
         ("health_rules", 2),
         ("confirm_failures", False),
         ("confirm_pause_s", 30),
+        ("p95_direction", "max"),
+        ("p95_window", "daily_average"),
     ):
         changed = terms_content({**fields, name: value})
         assert changed != terms_content(fields), name

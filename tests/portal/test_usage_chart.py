@@ -11,7 +11,7 @@ from decimal import Decimal as D
 import pytest
 
 from billing.models import TrafficSample
-from gpulease_verify.calculations import percentile_95
+from gpulease_verify.calculations import TrafficRate, percentile_95
 from leases.choices import BillingMode, Role
 from portal import usage
 from tests.factories import MembershipFactory, NodeFactory, amend_acknowledged, at, make_lease
@@ -102,8 +102,11 @@ def test_running_p95_and_month_to_date_estimate_of_a_p95_lease(member):
 
 def test_the_running_p95_is_percentile_95_of_the_samples_so_far():
     generator = random.Random(17)
-    rates = [D(generator.randrange(1, 10**6)) * 8 / 300 for _ in range(500)]
-    rows = [(START + timedelta(minutes=5 * i), 300, rate) for i, rate in enumerate(rates)]
+    rows = [
+        TrafficRate(START + timedelta(minutes=5 * i), 300, generator.randrange(1, 10**6))
+        for i in range(500)
+    ]
+    rates = [row.tx_bps for row in rows]
     running = usage.running_p95(rows)
     assert [value for _slot, value in running] == [
         percentile_95(rates[: index + 1]) for index in range(len(rates))

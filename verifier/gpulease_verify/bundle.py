@@ -35,6 +35,7 @@ from gpulease_verify import window as billed_window
 from gpulease_verify.calculations import (
     CreditResult,
     Totals,
+    TrafficRate,
     invoice_totals,
     invoice_totals_by_rate,
     sla_credit,
@@ -65,7 +66,16 @@ DETAIL_NAMES = {
     "bytes": "bytes",
     "p95_bps": "p95 bit/s",
     "billable_mbps": "billable Mbps",
+    "p95_direction": "95th percentile direction",
+    "p95_window": "95th percentile window",
+    "tx_p95_bps": "p95 bit/s sent",
+    "rx_p95_bps": "p95 bit/s received",
+    "days": "days with samples",
+    "daily_p95_bps": "daily p95 bit/s",
 }
+# Detail a line written before the field existed does not state: read as the rule it was
+# billed by (a 95th percentile line from before directions and windows: sent, monthly).
+DETAIL_DEFAULTS = {"p95_direction": "tx", "p95_window": "monthly"}
 
 
 def canonical_bytes(bundle: Mapping[str, Any]) -> bytes:
@@ -102,7 +112,7 @@ class _Checker:
         self.notes: list[str] = []
         self.billed: tuple[datetime, datetime] | None = None
         self.base = credit_base.CreditBase(parts=())
-        self.samples: list[tuple[datetime, int, int]] = []
+        self.samples: list[TrafficRate] = []
 
     def bad(self, text: str) -> None:
         self.mismatches.append(text)
@@ -599,6 +609,7 @@ class _Checker:
             assignments=self.b.get("assignments", []),
             lease_end=_at(lease_end) if lease_end else None,
             samples=self.samples,
+            zone_name=period["time_zone"],
         )
         if credit is not None and credit.amount != 0:
             found.append(
@@ -651,7 +662,28 @@ class _Checker:
             )
         if len(differ) > TRAFFIC_SHOWN:
             self.bad(f"traffic samples: {len(differ) - TRAFFIC_SHOWN} more slot(s) differ")
-        self.samples = [(s.slot_at, s.seconds, s.bytes) for s in rebuilt.samples]
+        # Received bytes: checked where the bundle states them (a sample stored before
+        # they were metered states null, a bundle from before them none).
+        received = {s.slot_at: s.rx_bytes for s in rebuilt.samples}
+        stated_rx = {
+            _at(s["slot_at"]): int(Decimal(s["rx_bytes"]))
+            for s in self.b.get("traffic_samples", [])
+            if s.get("rx_bytes") is not None
+        }
+        differ_rx = sorted(slot for slot, count in stated_rx.items() if received.get(slot) != count)
+        for slot in differ_rx[:TRAFFIC_SHOWN]:
+            count = received.get(slot)
+            self.bad(
+                f"traffic sample {iso_utc(slot)}: the bundle says {stated_rx[slot]} B "
+                "received, rebuilt from the runs "
+                + ("no sample" if count is None else f"{count} B received")
+            )
+        if len(differ_rx) > TRAFFIC_SHOWN:
+            more = len(differ_rx) - TRAFFIC_SHOWN
+            self.bad(f"traffic samples: {more} more slot(s) differ in bytes received")
+        self.samples = [
+            TrafficRate(s.slot_at, s.seconds, s.bytes, s.rx_bytes) for s in rebuilt.samples
+        ]
         self.notes.append(
             f"traffic: {len(rebuilt.samples)} sample(s) rebuilt from the counters runs"
             + (
@@ -717,7 +749,11 @@ class _Checker:
             if kind in invoice_lines.SEGMENT_KINDS:
                 self.same(f"{name} month seconds", detail["month_seconds"], seconds)
             for field, recomputed in due.detail.items():
-                self.same(f"{name} {DETAIL_NAMES[field]}", detail.get(field), recomputed)
+                self.same(
+                    f"{name} {DETAIL_NAMES[field]}",
+                    detail.get(field, DETAIL_DEFAULTS.get(field)),
+                    recomputed,
+                )
             self.same(f"{name} quantity", line["quantity"], due.quantity)
             self.same(f"{name} unit price", line["unit_price"], due.unit_price)
             self.same(f"{name} amount", amount, due.amount)

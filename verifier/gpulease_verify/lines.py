@@ -12,8 +12,9 @@ Per segment of the billed window (the window cut where a terms version takes eff
   seconds; quantity = segment seconds / month seconds.
 - ``usage_gb`` (per-GB plan): the bytes of the traffic samples whose slot starts in the
   segment x price per GB; quantity = GB to 6 decimals.
-- ``usage_p95`` (95th-percentile plan): the p95 of those samples' rates (bytes x 8 /
-  seconds), in billable Mbps, x price x segment seconds / month seconds.
+- ``usage_p95`` (95th-percentile plan): ``calculations.p95_line`` of those samples, by
+  the version's ``p95_direction`` and ``p95_window`` (a version from before them: sent
+  bytes, monthly): the 95th in billable Mbps x price x segment seconds / month seconds.
 
 Then one ``sla_credit`` line when the credit is not zero. A line is keyed by its kind,
 terms version and segment; adjustment lines are checked on their own figures.
@@ -35,17 +36,18 @@ from typing import Any
 
 from gpulease_verify import window as rules
 from gpulease_verify.calculations import (
-    billable_mbps,
+    TrafficRate,
     bytes_to_gb,
     node_rent_line,
     overlap_seconds,
-    percentile_95,
+    p95_detail,
+    p95_line,
     prorate,
     traffic_charge,
 )
 from gpulease_verify.canonical import iso_utc
 from gpulease_verify.money import ROUNDING, to_fen
-from gpulease_verify.terms import later_field
+from gpulease_verify.terms import defaulted_field, later_field
 
 QUANTITY = Decimal("0.000001")
 ZERO = Decimal("0.00")
@@ -103,7 +105,8 @@ def segment_lines(
     month: tuple[datetime, datetime, int],
     assignments: Sequence[Mapping[str, Any]],
     lease_end: datetime | None,
-    samples: Sequence[tuple[datetime, int, int]],
+    samples: Sequence[TrafficRate],
+    zone_name: str = "Asia/Shanghai",
 ) -> list[Expected]:
     """The lines one segment gives (module docstring)."""
     lo, hi = segment
@@ -157,10 +160,10 @@ def segment_lines(
                 service_rate(terms),
             )
         )
-    inside = [(length, size) for slot, length, size in samples if lo <= slot < hi]
+    inside = [sample for sample in samples if lo <= sample.slot_at < hi]
     if mode == "per_gb":
         price = Decimal(terms["price_per_gb"])
-        total = sum(size for _length, size in inside)
+        total = sum(sample.tx_bytes for sample in inside)
         lines.append(
             Expected(
                 "usage_gb",
@@ -176,13 +179,14 @@ def segment_lines(
         )
     elif mode == "p95":
         price = Decimal(terms["price_per_mbps_p95"])
-        rates = [Decimal(size) * 8 / length for length, size in inside if length > 0]
-        p95 = percentile_95(rates) if rates else None
-        mbps = billable_mbps(p95) if p95 is not None else ZERO
-        amount = to_fen(
-            prorate(
-                monthly_amount=mbps * price, covered_seconds=seconds, period_seconds=month_seconds
-            )
+        line = p95_line(
+            inside,
+            direction=defaulted_field(terms, "p95_direction"),
+            window=defaulted_field(terms, "p95_window"),
+            zone_name=zone_name,
+            price_per_mbps=price,
+            segment_seconds=seconds,
+            month_seconds=month_seconds,
         )
         lines.append(
             Expected(
@@ -190,10 +194,15 @@ def segment_lines(
                 version,
                 lo,
                 hi,
-                mbps,
+                line.billable_mbps,
                 price,
-                amount,
-                {"p95_bps": p95, "billable_mbps": mbps, "segment_seconds": seconds},
+                line.amount,
+                {
+                    "p95_bps": line.figure.p95_bps,
+                    "billable_mbps": line.billable_mbps,
+                    "segment_seconds": seconds,
+                    **p95_detail(line.figure),
+                },
                 service_rate(terms),
             )
         )
@@ -207,9 +216,11 @@ def expected_lines(
     month: tuple[datetime, datetime, int],
     assignments: Sequence[Mapping[str, Any]],
     lease_end: datetime | None,
-    samples: Sequence[tuple[datetime, int, int]],
+    samples: Sequence[TrafficRate],
+    zone_name: str = "Asia/Shanghai",
 ) -> list[Expected]:
-    """Every segment line of the billed window, in invoice order (kind, then time)."""
+    """Every segment line of the billed window, in invoice order (kind, then time); a
+    daily 95th's days are ``zone_name``'s."""
     if window is None:
         return []
     versions = sorted(terms, key=lambda t: at(t["effective_from"]))
@@ -226,6 +237,7 @@ def expected_lines(
             assignments=assignments,
             lease_end=lease_end,
             samples=samples,
+            zone_name=zone_name,
         )
     return sorted(found, key=lambda line: (SEGMENT_KINDS.index(line.kind), line.start))
 

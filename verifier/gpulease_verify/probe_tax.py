@@ -223,6 +223,23 @@ def sends(
     ]
 
 
+def received(sent: Sequence[ProbeSend], *, target: str) -> list[ProbeSend]:
+    """What one run's nodes received of what it sent (``sent``: its ``sends``), over the
+    same seconds, to be taken away from their received bytes: a pair's (``client>server``)
+    client received what the server sent and the server what the client sent; a
+    collective's ring gives each node what its neighbour sent, the same amount every node
+    sent (``all_reduce_perf``), so each node received what it sent."""
+    pair = target.split(">") if ">" in target else []
+    if len(pair) != 2:
+        return list(sent)
+    other = {pair[0]: pair[1], pair[1]: pair[0]}
+    return [
+        ProbeSend(other[send.node], send.bytes, send.start, send.end)
+        for send in sent
+        if send.node in other
+    ]
+
+
 def by_node(found: Iterable[ProbeSend]) -> dict[str, list[ProbeSend]]:
     grouped: dict[str, list[ProbeSend]] = {}
     for send in found:
@@ -260,6 +277,7 @@ __all__ = [
     "bytes_sent",
     "bytes_within",
     "iperf3_bytes",
+    "received",
     "sends",
     "take_away",
 ]

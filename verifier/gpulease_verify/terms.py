@@ -71,6 +71,8 @@ CONTRACT_FIELDS = (
     "confirm_failures",
     "confirm_pause_s",
     "health_rules",
+    "p95_direction",
+    "p95_window",
 )
 # Contract fields added after versions were first hashed, each with the field whose value
 # it had implicitly before it existed: such a field is in the hashed content only when it
@@ -94,6 +96,10 @@ DEFAULTED_FIELDS: dict[str, Any] = {
     # The fabric health rule set (gpulease_verify.health.RULE_SETS): every version written
     # before set 2 existed is judged by set 1; new versions default to 2 (LeaseTerms).
     "health_rules": 1,
+    # 95计费's direction and window (gpulease_verify.calculations.p95_bandwidth): every
+    # version before they existed metered what the nodes sent, over the whole month.
+    "p95_direction": "tx",
+    "p95_window": "monthly",
 }
 ACKNOWLEDGEMENT_FIELDS = ("by", "role", "at", "reason")
 ACKNOWLEDGEMENT_STANDING = ("tenant", "staff", "proposed_at")

@@ -42,10 +42,20 @@ rata by time, never below zero: they are kept out of per-GB and 95th-percentile 
 **A node's reading** (``reading_of``) is a node read ``ok`` in a scheduled counters sweep
 (or, stored before sweeps, a counters run of the node that ended ``ok``): its switch
 port's octets received where the run read the witness (as IDCs meter at their switches),
-else the node's own bytes sent per port. ``billing.ingest`` builds the stored
-samples with these rules, and ``rebuild`` rebuilds them from an audit bundle's chained runs
-so that the verifier recomputes per-GB and 95th-percentile lines from evidence, not from
-the samples the bundle states. The readings that close a period's edge intervals (however
+else the node's own bytes sent per port.
+
+**Both directions.** The same reading gives what the node received: its switch port's
+octets transmitted to it (IF-MIB ``ifHCOutOctets``, the witness block's ``out_octets``)
+where the run read the witness, else the node's own bytes received per port
+(``rx_bytes`` of its counters). Received bytes go through the same rules as sent ones:
+``counter_deltas`` (a reset, a 64-bit wrap), spread over the slots by ``slot_shares``,
+each sample keeping both (``rx_bytes``). The probe tax takes away from a node's received
+bytes what gpulease's own probes sent to it (``probe_tax.received``).
+
+``billing.ingest`` builds the stored samples with these rules, and ``rebuild`` rebuilds
+them from an audit bundle's chained runs so that the verifier recomputes per-GB and
+95th-percentile lines from evidence, in either direction, not from the samples the bundle
+states. The readings that close a period's edge intervals (however
 far outside it they lie) are in the bundle's stretch of the chain.
 """
 
@@ -101,6 +111,7 @@ class Reading:
     at: datetime
     step_s: int
     ports: Mapping[str, int]
+    rx_ports: Mapping[str, int] = field(default_factory=dict)  # port -> bytes received
 
 
 @dataclass(frozen=True)
@@ -116,6 +127,7 @@ class SlotTraffic:
     resets: int
     wraps: int
     switch_nodes: int = 0  # of ``nodes``, those metered at their switch port
+    rx_bytes: int = 0  # every node's share of the bytes received in the slot
 
 
 def reading_of(
@@ -126,14 +138,26 @@ def reading_of(
     parsed = parsed or {}
     switch = parsed.get(witness.KEY)
     if isinstance(switch, Mapping) and switch.get("in_octets") is not None:
-        ports = {f"{SWITCH_PORT}{switch['switch']}/{switch['port']}": int(switch["in_octets"])}
+        name = f"{SWITCH_PORT}{switch['switch']}/{switch['port']}"
+        ports = {name: int(switch["in_octets"])}
+        received = {name: int(switch["out_octets"])} if switch.get("out_octets") is not None else {}
     else:
         ports = {
             f"{port.get('section')}/{port.get('name')}": int(port["tx_bytes"])
             for port in parsed.get("ports", [])
             if port.get("tx_bytes") is not None
         }
-    return Reading(at=slot_at, step_s=int((deadline_at - slot_at).total_seconds()), ports=ports)
+        received = {
+            f"{port.get('section')}/{port.get('name')}": int(port["rx_bytes"])
+            for port in parsed.get("ports", [])
+            if port.get("rx_bytes") is not None
+        }
+    return Reading(
+        at=slot_at,
+        step_s=int((deadline_at - slot_at).total_seconds()),
+        ports=ports,
+        rx_ports=received,
+    )
 
 
 def max_rate_bps(rates_gbps: Iterable[int | None]) -> int:
@@ -176,7 +200,9 @@ def slot_shares(
 @dataclass(frozen=True)
 class Interval:
     """The bytes a node's ports both readings have sent between them (``counter_deltas``:
-    wraps and resets); ``counted``: False when the two readings share no port."""
+    wraps and resets); ``counted``: False when the two readings share no port.
+    ``rx_bytes``: what they received, by the same rules (``resets`` and ``wraps`` count
+    the sent bytes' counters, as they did before received bytes were metered)."""
 
     before: Reading
     after: Reading
@@ -184,6 +210,7 @@ class Interval:
     resets: int
     wraps: int
     counted: bool
+    rx_bytes: int = 0
 
     @property
     def gap(self) -> bool:
@@ -197,7 +224,7 @@ def intervals(
     """Each pair of consecutive readings of one node (in time order), with its bytes."""
     found = []
     for before, after in pairwise(readings):
-        total, resets, wraps, counted = 0, 0, 0, False
+        total, resets, wraps, counted, received = 0, 0, 0, False, 0
         for port, value in after.ports.items():
             if port not in before.ports:
                 continue
@@ -210,7 +237,16 @@ def intervals(
             resets += delta.kind == DeltaKind.RESET
             wraps += delta.kind == DeltaKind.WRAP
             counted = True
-        found.append(Interval(before, after, total, resets, wraps, counted))
+        for port, value in after.rx_ports.items():
+            if port not in before.rx_ports:
+                continue
+            (delta,) = counter_deltas(
+                [(before.at, before.rx_ports[port]), (after.at, value)],
+                counter_bits=counter_bits,
+                max_rate_bps=max_rate_bps,
+            )
+            received += delta.bytes
+        found.append(Interval(before, after, total, resets, wraps, counted, received))
     return found
 
 
@@ -253,6 +289,7 @@ def slot_traffic(
     counter_bits: int,
     max_rate_bps: int | None,
     probes: Mapping[str, Sequence[ProbeSend]] | None = None,
+    receipts: Mapping[str, Sequence[ProbeSend]] | None = None,
 ) -> list[SlotTraffic]:
     """The samples of the slots in ``[start, end)``, from each node's readings in time
     order. Each pair of consecutive readings of a node is one interval (``intervals``),
@@ -260,10 +297,12 @@ def slot_traffic(
     sample adds up its nodes' shares; its seconds are its longest share's (shares of one
     slot differ only where a cadence changed mid-interval). A slot no interval covers has
     no sample. ``probes``: node -> the probe sends (``gpulease_verify.probe_tax``) taken
-    away from that node's shares."""
+    away from that node's shares; ``receipts``: node -> the probe bytes sent to it
+    (``probe_tax.received``), taken away from its received shares alike."""
     totals: dict[datetime, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for node, readings in readings_by_node.items():
         sent = (probes or {}).get(node, ())
+        got = (receipts or {}).get(node, ())
         for interval in intervals(readings, counter_bits=counter_bits, max_rate_bps=max_rate_bps):
             if not interval.counted:
                 continue
@@ -272,6 +311,9 @@ def slot_traffic(
             shares = slot_shares(
                 start=before.at, end=after.at, total_bytes=interval.bytes, step_s=before.step_s
             )
+            rx_shares = slot_shares(
+                start=before.at, end=after.at, total_bytes=interval.rx_bytes, step_s=before.step_s
+            )
             for index, share in enumerate(shares):
                 if not start <= share.slot_at < end:
                     continue
@@ -279,6 +321,8 @@ def slot_traffic(
                 slot = totals[share.slot_at]
                 given = take_away(share.bytes, sent, share.slot_at, until) if sent else share.bytes
                 slot["bytes"] += given
+                rx = rx_shares[index].bytes
+                slot["rx_bytes"] += take_away(rx, got, share.slot_at, until) if got else rx
                 slot["seconds"] = max(slot["seconds"], share.seconds)
                 slot["nodes"] += 1
                 slot["switch_nodes"] += at_switch
@@ -294,6 +338,7 @@ def slot_traffic(
             resets=slot["resets"],
             wraps=slot["wraps"],
             switch_nodes=slot["switch_nodes"],
+            rx_bytes=slot["rx_bytes"],
         )
         for slot_at, slot in sorted(totals.items())
     ]
@@ -367,6 +412,7 @@ def rebuild(bundle: Mapping[str, Any]) -> Rebuilt:
     rebuilt = Rebuilt(samples=[], problems=[])
     readings: dict[str, list[Reading]] = defaultdict(list)
     sends: list[ProbeSend] = []
+    receipts: list[ProbeSend] = []
     for entry in bundle.get("runs", []):
         content = entry["content"]
         if content["kind"] == COUNTERS and content["trigger"] == SCHEDULE:
@@ -388,7 +434,9 @@ def rebuild(bundle: Mapping[str, Any]) -> Rebuilt:
             and content["started_at"]
             and content["finished_at"]
         ):
-            sends += _sends(entry, parsed, rebuilt)
+            sent = _sends(entry, parsed, rebuilt)
+            sends += sent
+            receipts += probe_tax.received(sent, target=content["target"])
     assigned = {item["node"] for item in bundle.get("assignments", [])}
     nodes = bundle.get("nodes", {})
     rates = [
@@ -403,6 +451,7 @@ def rebuild(bundle: Mapping[str, Any]) -> Rebuilt:
         counter_bits=COUNTER_BITS,
         max_rate_bps=rate,
         probes=probe_tax.by_node(sends),
+        receipts=probe_tax.by_node(receipts),
     )
     rebuilt.gaps = [
         gap

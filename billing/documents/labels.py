@@ -119,6 +119,18 @@ def line_text(line: Any) -> str:
     if line.kind == LineKind.USAGE_P95 and detail.get("month_seconds"):
         share = fraction(int(detail.get("segment_seconds", 0)), int(detail["month_seconds"]))
         text += gettext(" for %(share)s month") % {"share": share}
+        # As billing.invoicing.lines._p95_rule_note words a 95th that is not the default.
+        words = []
+        if detail.get("p95_direction", "tx") != "tx":
+            words.append(
+                gettext("direction %(direction)s") % {"direction": detail["p95_direction"]}
+            )
+        if detail.get("p95_window", "monthly") != "monthly":
+            words.append(
+                gettext("daily 95th averaged over %(days)s day(s)") % {"days": detail.get("days")}
+            )
+        if words:
+            text += gettext(" (%(words)s)") % {"words": gettext(", ").join(words)}
     if detail.get("switch_node_slots"):
         source = METERED_FROM.get(detail.get("metered_from", ""), detail.get("metered_from"))
         text += gettext(" (metered from %(source)s)") % {"source": source}

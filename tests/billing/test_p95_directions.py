@@ -22,16 +22,19 @@ Mbps (x 37,500,000 B per 300 s slot):
 At ¥36 per Mbps for 3,600 / 2,592,000 of the month (x 0.05): ¥30.00, ¥35.00, ¥22.50,
 ¥27.50. (tx monthly, today's rule, would bill 700 Mbps: ¥35.00.)"""
 
+import re
 from datetime import datetime, timedelta
 from decimal import Decimal as D
 
 import pytest
 import time_machine
+from django.utils import translation
 
 from benchmarks import services as probe_services
 from benchmarks.models import ProbeRun
 from billing import audit, services
 from billing.choices import LineKind
+from billing.documents.labels import line_text
 from billing.ingest import ingest_all
 from billing.models import TrafficSample
 from gpulease_verify import probe_tax, traffic
@@ -106,6 +109,12 @@ CASES = [
 ]
 
 
+def _numbers(text: str) -> set[D]:
+    return {
+        D(token.replace(",", "")).normalize() for token in re.findall(r"\d[\d,]*(?:\.\d+)?", text)
+    }
+
+
 @pytest.mark.parametrize(("direction", "window", "mbps", "amount"), CASES)
 def test_each_direction_and_window_from_counters_to_the_verifier(direction, window, mbps, amount):  # type: ignore[no-untyped-def]
     lease = metered_lease(direction, window)
@@ -123,6 +132,14 @@ def test_each_direction_and_window_from_counters_to_the_verifier(direction, wind
     if window == "daily_average":
         assert line.detail["days"] == 2
         assert [day["day"] for day in line.detail["daily_p95_bps"]] == ["2026-11-14", "2026-11-15"]
+    # The Chinese invoice says what the English does: every figure, the direction and window.
+    with translation.override("zh-hans"):
+        chinese = line_text(line)
+    assert _numbers(line.description) <= _numbers(chinese), (line.description, chinese)
+    if direction != "tx":
+        assert f"方向 {direction}" in chinese
+    if window == "daily_average":
+        assert "按 2 天的日 95 值取平均" in chinese
     doc = audit.signed_bundle(lease=lease, period="2026-11", now=NOW)
     (stated,) = [x for x in doc["bundle"]["invoice"]["lines"] if x["kind"] == "usage_p95"]
     assert (stated["detail"]["p95_direction"], stated["detail"]["p95_window"]) == (

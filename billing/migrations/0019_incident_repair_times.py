@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('billing', '0017_staff_permissions'),
+        ('billing', '0018_traffic_rx_bytes'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

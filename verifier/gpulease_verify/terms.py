@@ -71,6 +71,7 @@ CONTRACT_FIELDS = (
     "confirm_failures",
     "confirm_pause_s",
     "health_rules",
+    "degraded_weight",
 )
 # Contract fields added after versions were first hashed, each with the field whose value
 # it had implicitly before it existed: such a field is in the hashed content only when it
@@ -94,6 +95,9 @@ DEFAULTED_FIELDS: dict[str, Any] = {
     # The fabric health rule set (gpulease_verify.health.RULE_SETS): every version written
     # before set 2 existed is judged by set 1; new versions default to 2 (LeaseTerms).
     "health_rules": 1,
+    # How much of a degraded minute counts as down (gpulease_verify.compliance): 0, a
+    # degraded minute is up, as every version written before degraded minutes existed.
+    "degraded_weight": "0",
 }
 ACKNOWLEDGEMENT_FIELDS = ("by", "role", "at", "reason")
 ACKNOWLEDGEMENT_STANDING = ("tenant", "staff", "proposed_at")

@@ -299,7 +299,8 @@ def _rollup(
             slots[run.slot_at].append(outcome)
             minutes_of[run.slot_at] = int((run.deadline_at - run.slot_at).total_seconds() // 60)
             terms = judged_by[run.pk]
-            weight_of.setdefault(run.slot_at, terms.degraded_weight if terms else Decimal(0))
+            weight = terms.degraded_weight if terms else Decimal(0)
+            weight_of[run.slot_at] = max(weight_of.get(run.slot_at, weight), weight)
     minutes = Availability()
     # What a slot of this hour hears from telemetry: the intervals that end within two
     # hours after the hour starts (those that can reach into its slots).

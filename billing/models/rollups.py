@@ -1,3 +1,5 @@
+from decimal import Decimal
+
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
@@ -39,9 +41,16 @@ class HourlyRollup(models.Model):
     unknown_minutes = models.PositiveIntegerField(_("unknown minutes"), default=0)
     # Of the available minutes, those a failed throughput sample covered, and those
     # minutes times their terms' degraded_weight (gpulease_verify.compliance).
-    degraded_minutes = models.PositiveIntegerField(_("degraded minutes"), default=0)
+    # db_default: rows written by SQL of their own (perf/bench_billing.py) get 0 too.
+    degraded_minutes = models.PositiveIntegerField(
+        _("degraded minutes"), default=0, db_default=0
+    )
     degraded_weighted = models.DecimalField(
-        _("degraded minutes counted as down"), max_digits=12, decimal_places=3, default=0
+        _("degraded minutes counted as down"),
+        max_digits=12,
+        decimal_places=3,
+        default=Decimal(0),
+        db_default=Decimal(0),
     )
     computed_at = models.DateTimeField(_("computed at"), auto_now=True)
 

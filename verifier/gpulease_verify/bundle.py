@@ -416,12 +416,14 @@ class _Checker:
                 link_slots[slot].append(outcome)
                 deadline = _at(content["deadline_at"])
                 slot_minutes[slot] = int((deadline - slot).total_seconds() // 60)
-                slot_weight.setdefault(
-                    slot,
+                # A slot's runs count under one version; were they not, the highest
+                # weight (as billing.ingest takes it).
+                weight = (
                     Decimal(terms_chain.defaulted_field(terms[version], "degraded_weight"))
                     if version in terms
-                    else Decimal(0),
+                    else Decimal(0)
                 )
+                slot_weight[slot] = max(slot_weight.get(slot, weight), weight)
         short = sla.ShortSpans(short_spans(throughput))
         minutes = sla.Availability()
         per_hour_minutes: dict[datetime, sla.Availability] = defaultdict(sla.Availability)

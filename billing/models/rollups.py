@@ -42,9 +42,7 @@ class HourlyRollup(models.Model):
     # Of the available minutes, those a failed throughput sample covered, and those
     # minutes times their terms' degraded_weight (gpulease_verify.compliance).
     # db_default: rows written by SQL of their own (perf/bench_billing.py) get 0 too.
-    degraded_minutes = models.PositiveIntegerField(
-        _("degraded minutes"), default=0, db_default=0
-    )
+    degraded_minutes = models.PositiveIntegerField(_("degraded minutes"), default=0, db_default=0)
     degraded_weighted = models.DecimalField(
         _("degraded minutes counted as down"),
         max_digits=12,

@@ -24,8 +24,10 @@ from django.utils import timezone
 
 from benchmarks.choices import Pattern, RunState, Tool, Trigger, Verdict
 from benchmarks.models import (
+    NOT_PASSED,
     SLOT_REACH,
     ProbeRun,
+    Rejudgement,
     effective_terms_id,
     sample_verdict,
     with_confirmation,
@@ -39,12 +41,14 @@ from common.locks import lock_in_key_order, locking
 from common.progress import counter
 from gpulease_verify import probe_tax, sweep
 from gpulease_verify.bundle import hour_start
+from gpulease_verify.compliance import Availability, ShortSpans, slot_availability
 from gpulease_verify.health import unavailable_within
 from gpulease_verify.probe_tax import ProbeSend
 from gpulease_verify.samples import (
     CONFIRMED_KINDS,
     classify_sample,
     link_slot_outcome,
+    short_spans,
     telemetry_slot_outcome,
 )
 from gpulease_verify.telemetry import PortSample as Sample
@@ -171,8 +175,19 @@ def recompute_hours(*, lease: Lease, kind: str, hours: Iterable[datetime]) -> in
         by_hour: dict[datetime, list[ProbeRun]] = defaultdict(list)
         for run in runs:
             by_hour[hour_of(run.slot_at)].append(run)
-        down = telemetry_down(lease=lease, start=first, end=end) if kind == ProbeKind.LINK else []
-        rollups = [_rollup(lease, kind, hour, by_hour[hour], judged_by, down) for hour in block]
+        down: list[tuple[tuple[str, str], Sample]] = []
+        short = ShortSpans()
+        if kind == ProbeKind.LINK:
+            down = telemetry_down(lease=lease, start=first, end=end)
+            if runs:
+                short = short_throughput(
+                    lease=lease,
+                    start=min(run.slot_at for run in runs),
+                    end=max(run.deadline_at for run in runs),
+                )
+        rollups = [
+            _rollup(lease, kind, hour, by_hour[hour], judged_by, down, short) for hour in block
+        ]
         HourlyRollup.objects.bulk_create(
             rollups,
             update_conflicts=True,
@@ -197,7 +212,67 @@ ROLLUP_FIGURES = [
     "available_minutes",
     "unavailable_minutes",
     "unknown_minutes",
+    "degraded_minutes",
+    "degraded_weighted",
 ]
+
+
+def short_throughput(*, lease: Lease, start: datetime, end: datetime) -> ShortSpans:
+    """The lease's failed throughput slots (``gpulease_verify.samples.short_spans``) that
+    reach into ``[start, end)``: its scheduled throughput samples whose ``[slot_at,
+    deadline_at)`` overlaps it, by their sample verdict (a confirmation heard) and the
+    maintenance windows of the terms they count under. Only samples that did not pass, or
+    were re-judged, can make a slot short: one query on the ``run_not_passed`` index (two
+    with a rejudgement)."""
+    rejudged = Rejudgement.objects.filter(lease=lease, verdict=Verdict.FAIL).values("run_id")
+    runs = with_confirmation(
+        with_effective_judgement(
+            ProbeRun.objects.filter(
+                lease=lease,
+                kind=ProbeKind.THROUGHPUT,
+                trigger=Trigger.SCHEDULE,
+                state__in=FINAL,
+                slot_at__gte=start - SLOT_REACH,
+                slot_at__lt=end,
+                deadline_at__gt=start,
+            )
+            .filter(NOT_PASSED | Q(pk__in=rejudged))
+            .select_related("terms")
+        )
+    )
+    runs = list(runs)
+    judged_by = _judged_by(runs, lease)
+    zone = lease.tenant.time_zone
+    return ShortSpans(
+        short_spans(
+            (run.slot_at, run.deadline_at, classify(run, zone, judged_by[run.pk])) for run in runs
+        )
+    )
+
+
+def link_hours_of_throughput(*, lease: Lease, runs: Iterable[ProbeRun]) -> list[datetime]:
+    """The hours of the lease's link-check rollups whose minutes throughput ``runs`` (new,
+    confirming or re-judged) can degrade: from the hour before each run's slot (a link
+    slot that starts then reaches into it) to the hour of its deadline, where a link
+    rollup exists already (a link run ingested later reads the throughput itself). One
+    query."""
+    hours: set[datetime] = set()
+    for run in runs:
+        if run.kind != ProbeKind.THROUGHPUT:
+            continue
+        hour = hour_of(run.slot_at) - HOUR
+        while hour <= hour_of(run.deadline_at):
+            hours.add(hour)
+            hour += HOUR
+    if not hours:
+        return []
+    return sorted(
+        HourlyRollup.objects.filter(
+            lease=lease, kind=ProbeKind.LINK, hour__gte=min(hours), hour__lte=max(hours)
+        )
+        .filter(hour__in=sorted(hours))
+        .values_list("hour", flat=True)
+    )
 
 
 def _rollup(
@@ -207,20 +282,26 @@ def _rollup(
     runs: list[ProbeRun],
     judged_by: dict[int, LeaseTerms | None],
     down: list[tuple[tuple[str, str], Sample]],
+    short: ShortSpans,
 ) -> HourlyRollup:
-    """The hour's rollup from its scheduled runs and the lease's not-up telemetry."""
+    """The hour's rollup from its scheduled runs, the lease's not-up telemetry and its
+    failed throughput slots (``short``: the minutes they cover are degraded)."""
     zone = lease.tenant.time_zone
     counts: dict[str, int] = defaultdict(int)
     figures = [run.measured_bps for run in runs if run.state == RunState.OK and run.measured_bps]
     slots: dict[datetime, list[str]] = defaultdict(list)
     minutes_of: dict[datetime, int] = {}
+    weight_of: dict[datetime, Decimal] = {}
     for run in runs:
         outcome = classify(run, zone, judged_by[run.pk])
         counts[outcome] += 1
         if kind == ProbeKind.LINK:
             slots[run.slot_at].append(outcome)
             minutes_of[run.slot_at] = int((run.deadline_at - run.slot_at).total_seconds() // 60)
-    minutes = {"available": 0, "unavailable": 0, "unknown": 0}
+            terms = judged_by[run.pk]
+            weight = terms.degraded_weight if terms else Decimal(0)
+            weight_of[run.slot_at] = max(weight_of.get(run.slot_at, weight), weight)
+    minutes = Availability()
     # What a slot of this hour hears from telemetry: the intervals that end within two
     # hours after the hour starts (those that can reach into its slots).
     ports: dict[tuple[str, str], list[Sample]] = defaultdict(list)
@@ -235,8 +316,13 @@ def _rollup(
                 ports, start=slot, end=slot + timedelta(minutes=minutes_of[slot])
             ),
         )
-        if given is not None:
-            minutes[given] += minutes_of[slot]
+        minutes += slot_availability(
+            outcome=given,
+            slot=slot,
+            minutes=minutes_of[slot],
+            short=short,
+            degraded_weight=weight_of[slot],
+        )
     return HourlyRollup(
         lease=lease,
         kind=kind,
@@ -251,9 +337,11 @@ def _rollup(
         min_bps=min(figures, default=None),
         max_bps=max(figures, default=None),
         sum_latency_us=sum(run.latency_us or 0.0 for run in runs if run.state == "ok"),
-        available_minutes=minutes["available"],
-        unavailable_minutes=minutes["unavailable"],
-        unknown_minutes=minutes["unknown"],
+        available_minutes=minutes.available_minutes,
+        unavailable_minutes=minutes.unavailable_minutes,
+        unknown_minutes=minutes.unknown_minutes,
+        degraded_minutes=minutes.degraded_minutes,
+        degraded_weighted=minutes.degraded_weighted,
     )
 
 
@@ -724,6 +812,15 @@ def ingest(*, limit: int = BATCH, notify: bool = True) -> IngestResult:
                         node, slot = node_result.node, run.slot_at
                         seen_first[node] = min(seen_first.get(node, slot), slot)
                         seen_last[node] = max(seen_last.get(node, slot), slot)
+        # A throughput sample that failed (or was confirmed) degrades the link minutes it
+        # covers: the link rollups of its span are rebuilt too.
+        throughput: dict[int, list[ProbeRun]] = defaultdict(list)
+        for run in batch:
+            if run.kind == ProbeKind.THROUGHPUT and run.trigger != Trigger.ACCEPTANCE:
+                throughput[run.lease_id].append(run)
+        for lease_id, its_runs in throughput.items():
+            for hour in link_hours_of_throughput(lease=leases[lease_id], runs=its_runs):
+                hours.add((lease_id, ProbeKind.LINK, hour))
         hours_of: dict[tuple[int, str], list[datetime]] = defaultdict(list)
         for lease_id, kind, hour in hours:
             hours_of[(lease_id, kind)].append(hour)

@@ -160,6 +160,8 @@ def sla_report(
             "available_minutes": summary.availability.available_minutes,
             "unavailable_minutes": summary.availability.unavailable_minutes,
             "unknown_minutes": summary.availability.unknown_minutes,
+            **summary.availability.counts(),
+            "degraded_weighted": str(summary.availability.degraded_weighted),
             "percent": (
                 str(summary.availability.percent)
                 if summary.availability.percent is not None

@@ -45,7 +45,7 @@ from benchmarks.models import (
 from benchmarks.recording import terms_view
 from billing import invoicing, services
 from billing.choices import InvoiceStatus, LineKind
-from billing.ingest import CURSOR, hour_of, recompute_hours
+from billing.ingest import CURSOR, hour_of, link_hours_of_throughput, recompute_hours
 from billing.models import IngestCursor, Invoice
 from common.locks import locking
 from common.progress import progress
@@ -53,6 +53,7 @@ from gpulease_verify.canonical import iso_utc
 from gpulease_verify.periods import Period
 from gpulease_verify.rejudge import judge_again
 from gpulease_verify.terms import TENANT_ADMIN, is_retroactive
+from leases.choices import ProbeKind
 from leases.models import Lease, LeaseEvent, LeaseTerms, Tenant, TermsAmendment
 from leases.selectors import TermsTimeline
 
@@ -274,7 +275,17 @@ def rerate(
         linked = chain.link_rejudgements(due)
         result.runs_rejudged = len(linked)
         result.chain_links = (linked[0].chain_index or 0, linked[-1].chain_index or 0)
-        hours = sorted({(item.run.kind, hour_of(item.run.slot_at)) for item in linked})
+        hours = sorted(
+            {(item.run.kind, hour_of(item.run.slot_at)) for item in linked}
+            # A re-judged throughput sample degrades (or no longer) the link minutes it
+            # covers.
+            | {
+                (ProbeKind.LINK, hour)
+                for hour in link_hours_of_throughput(
+                    lease=lease, runs=[item.run for item in linked]
+                )
+            }
+        )
         kinds = sorted({kind for kind, _hour in hours})
         for kind in progress(kinds, desc="rerate: rollups", unit="kind"):
             recompute_hours(lease=lease, kind=kind, hours=[h for k, h in hours if k == kind])

@@ -8,8 +8,9 @@ The compliance over measured samples only, passed / (passed + failed), is report
 it. Samples inside a maintenance window of the terms in force are excluded from both.
 
 The compliance that credits are computed on is the lower of throughput compliance and
-availability (the share of minutes in which every node's links were up), over the figures
-the lease has."""
+availability (the share of minutes in which every node's links were up, less the degraded
+minutes its terms' degraded_weight counts as down: ``gpulease_verify.compliance``), over
+the figures the lease has."""
 
 from collections import defaultdict
 from collections.abc import Mapping
@@ -75,6 +76,8 @@ def evaluate_many(
             available=Sum("available_minutes"),
             unavailable=Sum("unavailable_minutes"),
             unknown_minutes=Sum("unknown_minutes"),
+            degraded=Sum("degraded_minutes"),
+            degraded_weighted=Sum("degraded_weighted"),
         )
         .order_by()
     )
@@ -87,6 +90,8 @@ def evaluate_many(
                 available_minutes=row["available"] or 0,
                 unavailable_minutes=row["unavailable"] or 0,
                 unknown_minutes=row["unknown_minutes"] or 0,
+                degraded_minutes=row["degraded"] or 0,
+                degraded_weighted=row["degraded_weighted"] or Decimal(0),
             )
     return {
         lease_id: SlaSummary(

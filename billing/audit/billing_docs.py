@@ -42,6 +42,8 @@ def _compliance_doc(summary: sla.SlaSummary) -> dict[str, Any]:
             "available_minutes": availability.available_minutes,
             "unavailable_minutes": availability.unavailable_minutes,
             "unknown_minutes": availability.unknown_minutes,
+            **availability.counts(),
+            "degraded_weighted": _plain(availability.degraded_weighted),
             "percent": _plain(availability.percent),
         },
         "credit_compliance_percent": _plain(summary.credit_compliance_percent),

@@ -12,6 +12,7 @@ from django.utils import timezone
 from benchmarks import chain
 from benchmarks.choices import Trigger
 from benchmarks.models import (
+    SLOT_REACH,
     ProbeRun,
     effective_terms_id,
     effective_verdict,
@@ -25,6 +26,7 @@ from common import archives
 from gpulease_verify.bundle import FORMAT
 from gpulease_verify.periods import Period
 from gpulease_verify.terms import terms_content
+from leases.choices import ProbeKind
 from leases.models import Lease, LeaseTerms
 from leases.selectors import TermsTimeline
 
@@ -59,6 +61,7 @@ ROLLUP_FIELDS = (
     "available_minutes",
     "unavailable_minutes",
     "unknown_minutes",
+    "degraded_minutes",
 )
 FORMULAS = {
     "outcome": (
@@ -74,7 +77,12 @@ FORMULAS = {
         "minutes (deadline_at - slot_at, whole minutes) are unavailable if any failed, "
         "available if all passed, unknown otherwise; a slot not unavailable becomes "
         "unavailable when a telemetry interval of the lease's batches found a port down or a "
-        "down-then-up cycle within it; percent = available / all x 100, half-up to 0.001"
+        "down-then-up cycle within it; of the available minutes, those that begin inside a "
+        "degraded throughput slot [slot_at, deadline_at) (any of its scheduled samples "
+        "failed, none excluded) are degraded_minutes, the rest pass_minutes; down_minutes = "
+        "unavailable, no_evidence_minutes = unknown; degraded_weighted = the sum over slots "
+        "of its degraded minutes x degraded_weight of the terms version its link checks "
+        "count under; percent = (available - degraded_weighted) / all x 100, half-up to 0.001"
     ),
     "credit_compliance_percent": "the lower of throughput compliance_percent and availability",
     "credit": (
@@ -170,6 +178,19 @@ def _bundle(*, lease: Lease, period: str, now: datetime, include_raw: bool) -> d
         )
         if reach["lo"] is not None:
             bounds = {"lo": min(bounds["lo"], reach["lo"]), "hi": max(bounds["hi"], reach["hi"])}
+        # And the throughput samples of a slot that began before the period and reaches
+        # into it: they can degrade its first link minutes (gpulease_verify.compliance).
+        spanning = ProbeRun.objects.filter(
+            lease=lease,
+            kind=ProbeKind.THROUGHPUT,
+            trigger__in=(Trigger.SCHEDULE, Trigger.CONFIRMATION),
+            slot_at__gte=start - SLOT_REACH,
+            slot_at__lt=start,
+            deadline_at__gt=start,
+            chain_index__isnull=False,
+        ).aggregate(lo=Min("chain_index"))
+        if spanning["lo"] is not None:
+            bounds["lo"] = min(bounds["lo"], spanning["lo"])
     runs: list[ProbeRun] = []
     if bounds["lo"] is not None:
         runs = list(
@@ -306,6 +327,7 @@ def _bundle(*, lease: Lease, period: str, now: datetime, include_raw: bool) -> d
                 "kind": rollup.kind,
                 "hour": chain.iso_utc(rollup.hour),
                 **{name: getattr(rollup, name) for name in ROLLUP_FIELDS},
+                "degraded_weighted": _plain(rollup.degraded_weighted),
                 "sum_bps": _plain(rollup.sum_bps),
                 "min_bps": rollup.min_bps,
                 "max_bps": rollup.max_bps,

@@ -373,6 +373,8 @@ def _credit_line(
                 "available_minutes": availability.available_minutes,
                 "unavailable_minutes": availability.unavailable_minutes,
                 "unknown_minutes": availability.unknown_minutes,
+                **availability.counts(),
+                "degraded_weighted": str(availability.degraded_weighted),
                 "percent": None if availability.percent is None else str(availability.percent),
             },
             "tiers": [{"below_percent": str(b), "credit_percent": str(c)} for b, c in tiers],

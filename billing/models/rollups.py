@@ -1,3 +1,5 @@
+from decimal import Decimal
+
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
@@ -14,7 +16,8 @@ class HourlyRollup(models.Model):
     exist but measured nothing (probe failed, timed out, unreachable, unparsable, missed);
     excluded fell inside a maintenance window; informational had no rule to judge by.
     For link checks, the minute counts are per slot of every node together: available when
-    every node's links passed, unavailable when any failed, unknown otherwise."""
+    every node's links passed, unavailable when any failed, unknown otherwise; degraded are
+    the available minutes that a failed throughput sample covered."""
 
     lease = models.ForeignKey(
         Lease, on_delete=models.CASCADE, related_name="hourly_rollups", verbose_name=_("lease")
@@ -36,6 +39,17 @@ class HourlyRollup(models.Model):
     available_minutes = models.PositiveIntegerField(_("available minutes"), default=0)
     unavailable_minutes = models.PositiveIntegerField(_("unavailable minutes"), default=0)
     unknown_minutes = models.PositiveIntegerField(_("unknown minutes"), default=0)
+    # Of the available minutes, those a failed throughput sample covered, and those
+    # minutes times their terms' degraded_weight (gpulease_verify.compliance).
+    # db_default: rows written by SQL of their own (perf/bench_billing.py) get 0 too.
+    degraded_minutes = models.PositiveIntegerField(_("degraded minutes"), default=0, db_default=0)
+    degraded_weighted = models.DecimalField(
+        _("degraded minutes counted as down"),
+        max_digits=12,
+        decimal_places=3,
+        default=Decimal(0),
+        db_default=Decimal(0),
+    )
     computed_at = models.DateTimeField(_("computed at"), auto_now=True)
 
     objects = TenantScopedQuerySet.as_manager()

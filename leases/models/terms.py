@@ -293,6 +293,21 @@ class LeaseTerms(TimeStampedModel):
         help_text=_("How long to wait between a failed run and its confirmation (0 to 300 s)."),
     )
 
+    # Degraded minutes (gpulease_verify.compliance): the links were up, but a throughput
+    # sample covering the minute failed (below sla_threshold_percent of the contract).
+    degraded_weight = models.DecimalField(
+        _("weight of a degraded minute in availability"),
+        max_digits=4,
+        decimal_places=3,
+        default=Decimal("0"),
+        validators=[MinValueValidator(Decimal("0")), MaxValueValidator(Decimal("1"))],
+        help_text=_(
+            "A minute whose links were up while a throughput sample covering it failed is "
+            "degraded; this share of it counts as down in availability (0: up, 1: down, "
+            "0.5: half)."
+        ),
+    )
+
     objects = LeaseTermsQuerySet.as_manager()
     tenant_path = "lease__tenant"
 
@@ -363,6 +378,13 @@ class LeaseTerms(TimeStampedModel):
                 ),
                 name="terms_prices_not_negative",
                 violation_error_message=_("Prices cannot be negative."),
+            ),
+            models.CheckConstraint(
+                condition=models.Q(degraded_weight__gte=0, degraded_weight__lte=1),
+                name="terms_degraded_weight_0_to_1",
+                violation_error_message=_(
+                    "The weight of a degraded minute is a share from 0 (up) to 1 (down)."
+                ),
             ),
             models.CheckConstraint(
                 condition=~models.Q(credit_base=CreditBase.CONTRACTED_BASE)

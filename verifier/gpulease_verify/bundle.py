@@ -52,6 +52,7 @@ from gpulease_verify.samples import (
     confirmation_key,
     confirmed_verdict,
     link_slot_outcome,
+    short_spans,
     telemetry_slot_outcome,
 )
 from gpulease_verify.trust import Trust
@@ -94,6 +95,13 @@ def billed_lines(lines: Iterable[Mapping[str, Any]]) -> list[credit_base.BilledL
         )
         for line in lines
     ]
+
+
+def _same_count(stated: Any, recomputed: Any) -> bool:
+    """A stated count or weighted sum against the recomputed one, as numbers (a weighted
+    sum is written as text)."""
+    a, b = _dec(stated), _dec(recomputed)
+    return (a == b) if (a is not None and b is not None) else stated == recomputed
 
 
 def _dec(text: Any) -> Decimal | None:
@@ -338,9 +346,12 @@ class _Checker:
     def terms_by_version(self) -> dict[int, Mapping[str, Any]]:
         return {int(t["version"]): t for t in self.b.get("terms", [])}
 
-    def recompute(self) -> tuple[dict[str, dict[str, Any]], dict[str, int], dict[Any, Any]]:
-        """Counts per kind, availability minutes, and per (kind, hour) counts, from runs
-        (over the recomputed window)."""
+    def recompute(
+        self,
+    ) -> tuple[dict[str, dict[str, Any]], sla.Availability, dict[Any, Any]]:
+        """Counts per kind, availability minutes (``gpulease_verify.compliance``: pass,
+        degraded, down, no evidence), and per (kind, hour) counts, from runs (over the
+        recomputed window)."""
         zone = self.b["period"]["time_zone"]
         assert self.billed is not None
         lo, hi = self.billed
@@ -349,11 +360,13 @@ class _Checker:
         kinds: dict[str, dict[str, Any]] = defaultdict(
             lambda: {**dict.fromkeys(OUTCOMES, 0), "measured": 0}
         )
-        hours: dict[tuple[str, datetime], dict[str, int]] = defaultdict(
+        hours: dict[tuple[str, datetime], dict[str, Any]] = defaultdict(
             lambda: {**dict.fromkeys(OUTCOMES, 0), "measured": 0}
         )
         link_slots: dict[datetime, list[str]] = defaultdict(list)
         slot_minutes: dict[datetime, int] = {}
+        slot_weight: dict[datetime, Decimal] = {}
+        throughput: list[tuple[datetime, datetime, str]] = []
         confirmations = self.confirmations(rejudged)
         for entry in self.b.get("runs", []):
             content = entry["content"]
@@ -366,7 +379,14 @@ class _Checker:
                     f"{'' if stated.get('counted') else 'not '}an SLA sample of the window, "
                     f"recomputed {'it is' if counted else 'it is not'}"
                 )
-            if not counted:
+            # A throughput sample outside the window (its slot began before it) still
+            # degrades the window's link minutes its slot reaches.
+            spans = (
+                content["trigger"] == "schedule"
+                and content["kind"] == "throughput"
+                and bool(content.get("deadline_at"))
+            )
+            if not counted and not spans:
                 continue
             # The effective judgement: the run's latest rejudgement's, else its own.
             judged = rejudged.get(entry["run_hash"], content)
@@ -374,10 +394,11 @@ class _Checker:
             windows = None
             if version is not None:
                 if version not in terms:
-                    self.bad(
-                        f"run {entry['id']} was judged by terms v{version}, "
-                        "which the bundle does not contain"
-                    )
+                    if counted:
+                        self.bad(
+                            f"run {entry['id']} was judged by terms v{version}, "
+                            "which the bundle does not contain"
+                        )
                 else:
                     windows = terms[version]["maintenance_windows"]
             outcome = classify_sample(
@@ -387,12 +408,16 @@ class _Checker:
                 maintenance_windows=windows,
                 zone=zone,
             )
+            kind = content["kind"]
+            if spans:
+                throughput.append((slot, _at(content["deadline_at"]), outcome))
+            if not counted:
+                continue
             if stated.get("outcome") != outcome:
                 self.bad(
                     f"run {entry['id']}: the bundle says {stated.get('outcome')}, "
                     f"recomputed {outcome}"
                 )
-            kind = content["kind"]
             measured = content["state"] == "ok" and bool(content["measured_bps"])
             for bucket in (kinds[kind], hours[(kind, hour_start(slot))]):
                 bucket[outcome] += 1
@@ -401,10 +426,17 @@ class _Checker:
                 link_slots[slot].append(outcome)
                 deadline = _at(content["deadline_at"])
                 slot_minutes[slot] = int((deadline - slot).total_seconds() // 60)
-        minutes = {"available": 0, "unavailable": 0, "unknown": 0}
-        per_hour_minutes: dict[datetime, dict[str, int]] = defaultdict(
-            lambda: {"available": 0, "unavailable": 0, "unknown": 0}
-        )
+                # A slot's runs count under one version; were they not, the highest
+                # weight (as billing.ingest takes it).
+                weight = (
+                    Decimal(terms_chain.defaulted_field(terms[version], "degraded_weight"))
+                    if version in terms
+                    else Decimal(0)
+                )
+                slot_weight[slot] = max(slot_weight.get(slot, weight), weight)
+        short = sla.ShortSpans(short_spans(throughput))
+        minutes = sla.Availability()
+        per_hour_minutes: dict[datetime, sla.Availability] = defaultdict(sla.Availability)
         down = fabric.down_only(fabric.ports_of(self.b.get("telemetry", [])))
         for slot, outcomes in link_slots.items():
             given = telemetry_slot_outcome(
@@ -413,13 +445,24 @@ class _Checker:
                     down, start=slot, end=slot + timedelta(minutes=slot_minutes[slot])
                 ),
             )
-            if given is not None:
-                minutes[given] += slot_minutes[slot]
-                per_hour_minutes[hour_start(slot)][given] += slot_minutes[slot]
+            gives = sla.slot_availability(
+                outcome=given,
+                slot=slot,
+                minutes=slot_minutes[slot],
+                short=short,
+                degraded_weight=slot_weight[slot],
+            )
+            minutes += gives
+            per_hour_minutes[hour_start(slot)] += gives
         for (kind, hour), bucket in hours.items():
             if kind == "link":
+                figures = per_hour_minutes[hour]
                 bucket.update(
-                    {f"{name}_minutes": value for name, value in per_hour_minutes[hour].items()}
+                    available_minutes=figures.available_minutes,
+                    unavailable_minutes=figures.unavailable_minutes,
+                    unknown_minutes=figures.unknown_minutes,
+                    degraded_minutes=figures.degraded_minutes,
+                    degraded_weighted=figures.degraded_weighted,
                 )
         return kinds, minutes, hours
 
@@ -476,11 +519,7 @@ class _Checker:
                 kind: sla.Compliance(**{name: counts[name] for name in (*OUTCOMES, "measured")})
                 for kind, counts in kinds.items()
             },
-            availability=sla.Availability(
-                available_minutes=minutes["available"],
-                unavailable_minutes=minutes["unavailable"],
-                unknown_minutes=minutes["unknown"],
-            ),
+            availability=minutes,
         )
         for kind in sorted(set(kinds) | set(stated["by_kind"])):
             figures = summary.kind(kind)
@@ -495,7 +534,9 @@ class _Checker:
             )
         said = stated["availability"]
         for name in ("available", "unavailable", "unknown"):
-            self.same(f"{name} minutes", said[f"{name}_minutes"], minutes[name])
+            field = f"{name}_minutes"
+            self.same(f"{name} minutes", said[field], getattr(minutes, field))
+        self.minute_counts(said, minutes)
         self.same("availability percent", said["percent"], summary.availability.percent)
         self.same(
             "credit compliance percent",
@@ -509,7 +550,33 @@ class _Checker:
         )
         return summary.credit_compliance_percent
 
-    def rollups(self, hours: Mapping[tuple[str, datetime], Mapping[str, int]]) -> None:
+    def minute_counts(self, said: Mapping[str, Any], minutes: sla.Availability) -> None:
+        """The four minute counts and the weighted degraded minutes the bundle states,
+        against those recomputed from its link checks and throughput samples. A bundle
+        written before degraded minutes were counted states none of them; its
+        availability percent is still checked."""
+        labels = {
+            "pass_minutes": "pass minutes (links up, no failed throughput sample)",
+            "degraded_minutes": (
+                "degraded minutes (links up while a failed throughput sample covered them)"
+            ),
+            "down_minutes": "down minutes (a link check failed or telemetry saw a port down)",
+            "no_evidence_minutes": "no-evidence minutes (the link checks measured nothing)",
+        }
+        for name, recomputed in minutes.counts().items():
+            if name in said and not _same_count(said[name], recomputed):
+                self.bad(
+                    f"{labels[name]}: the bundle says {said[name]}, recomputed {recomputed} "
+                    "from the link checks and throughput samples in the chain"
+                )
+        if "degraded_weighted" in said:
+            self.same(
+                "degraded minutes counted as down (degraded minutes x degraded_weight)",
+                said["degraded_weighted"],
+                minutes.degraded_weighted,
+            )
+
+    def rollups(self, hours: Mapping[tuple[str, datetime], Mapping[str, Any]]) -> None:
         assert self.billed is not None
         lo, hi = self.billed
         stated = {
@@ -522,10 +589,12 @@ class _Checker:
             names = [*OUTCOMES, "measured"]
             if key[0] == "link":
                 names += ["available_minutes", "unavailable_minutes", "unknown_minutes"]
+                # Rollups written before degraded minutes were counted have neither.
+                names += [name for name in ("degraded_minutes", "degraded_weighted") if name in row]
             differing = [
                 f"{name} {row.get(name, 0)} vs {counts.get(name, 0)}"
                 for name in names
-                if row.get(name, 0) != counts.get(name, 0)
+                if not _same_count(row.get(name, 0), counts.get(name, 0))
             ]
             if differing:
                 self.bad(

@@ -13,6 +13,10 @@ with the verdict ``confirmed_verdict`` gives: a fail counts as failed only when 
 confirmation failed too; a confirmation that passed clears it; one that measured nothing
 (or was disputed by the switch) leaves the fail standing. A one-off stall of a loaded
 machine is not a breach; a link that is short twice in a row is.
+
+**Degraded minutes.** A throughput slot whose sample failed (``short_spans``) marks the
+link-check minutes it covers as degraded when the links were up in them
+(``gpulease_verify.compliance.slot_availability``).
 """
 
 from collections.abc import Iterable
@@ -82,6 +86,22 @@ def link_slot_outcome(outcomes: Iterable[str]) -> str | None:
     return "unknown"
 
 
+def short_spans(
+    slots: Iterable[tuple[datetime, datetime, str]],
+) -> list[tuple[datetime, datetime]]:
+    """The throughput slots that degrade the minutes they cover: (slot_at, deadline_at,
+    outcome) of each scheduled throughput sample (its ``classify_sample`` outcome, the
+    confirmation heard). A slot (every pair of its batch) is short when none of its
+    samples is excluded and one failed: measured below the terms' SLA threshold, as its
+    verdict says. Returns each short slot's ``[slot_at, deadline_at)`` once."""
+    outcomes: dict[tuple[datetime, datetime], list[str]] = {}
+    for slot_at, deadline_at, outcome in slots:
+        outcomes.setdefault((slot_at, deadline_at), []).append(outcome)
+    return sorted(
+        span for span, seen in outcomes.items() if "failed" in seen and "excluded" not in seen
+    )
+
+
 def telemetry_slot_outcome(given: str | None, *, telemetry_down: bool) -> str | None:
     """A link-check slot's outcome once the passive telemetry is heard: a slot the checks
     found available, or could not tell, is unavailable when telemetry saw one of the
@@ -103,5 +123,6 @@ __all__ = [
     "confirmation_key",
     "confirmed_verdict",
     "link_slot_outcome",
+    "short_spans",
     "telemetry_slot_outcome",
 ]

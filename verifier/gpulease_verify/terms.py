@@ -73,6 +73,7 @@ CONTRACT_FIELDS = (
     "health_rules",
     "p95_direction",
     "p95_window",
+    "degraded_weight",
 )
 # Contract fields added after versions were first hashed, each with the field whose value
 # it had implicitly before it existed: such a field is in the hashed content only when it
@@ -100,6 +101,9 @@ DEFAULTED_FIELDS: dict[str, Any] = {
     # version before they existed metered what the nodes sent, over the whole month.
     "p95_direction": "tx",
     "p95_window": "monthly",
+    # How much of a degraded minute counts as down (gpulease_verify.compliance): 0, a
+    # degraded minute is up, as every version written before degraded minutes existed.
+    "degraded_weight": "0",
 }
 ACKNOWLEDGEMENT_FIELDS = ("by", "role", "at", "reason")
 ACKNOWLEDGEMENT_STANDING = ("tenant", "staff", "proposed_at")

@@ -52,8 +52,9 @@ class Command(BaseCommand):
             f"{t['excluded']} excluded -> compliance {t['compliance_percent']}% "
             f"(measured only {t['measured_compliance_percent']}%), mean {_figure(t['mean_bps'])}, "
             f"lowest {_figure(t['min_bps'])}",
-            f"availability: {a['available_minutes']} min up, {a['unavailable_minutes']} min down, "
-            f"{a['unknown_minutes']} min unknown -> {a['percent']}%",
+            f"availability: {a['pass_minutes']} min pass, {a['degraded_minutes']} min degraded "
+            f"({a['degraded_weighted']} counted as down), {a['down_minutes']} min down, "
+            f"{a['no_evidence_minutes']} min no evidence -> {a['percent']}%",
             f"credit compliance: {report['credit_compliance_percent']}%",
         ]
         credit = report["credit"]

@@ -34,7 +34,7 @@ from api.views_cosign import (
 )
 from benchmarks import services as probe_services
 from benchmarks.models import ProbeRun
-from billing import probe_tax, repair
+from billing import probe_tax, repair, running
 from billing import services as billing_services
 from billing.documents import document_language, einvoice, xlsx
 from billing.documents import pdf as invoice_pdf
@@ -294,6 +294,33 @@ class LeaseViewSet(
         lease = self.get_object()
         period = s.PeriodSerializer.of(request)
         return Response(probe_tax.document(probe_tax.probe_tax_of(lease=lease, period=period)))
+
+    @extend_schema(
+        parameters=[s.PeriodSerializer],
+        responses={200: OpenApiTypes.OBJECT},
+        summary="A usage-billed lease's running figures for a month (per GB, 95th percentile)",
+        description=(
+            "The month so far, as the invoice would compute it now (billing.running): "
+            "`amount_so_far` (the usage lines for the billed window up to now), "
+            "`projected_amount` (the month at the rate so far; the invoice's figure once the "
+            "month is over), `elapsed_share`, and per terms version `quantity` (GB, or the "
+            "95th so far in Mbit/s), `unit_price`, `amount`, `p95_bps`, `samples` and "
+            "`samples_above_the_95th` (the top 5 % that 95计费 leaves out). `usage` is null for "
+            "a lease its terms do not bill by usage that month."
+        ),
+    )
+    @action(
+        detail=True,
+        methods=["get"],
+        filter_backends=[],
+        pagination_class=None,
+        query_parameters=frozenset({"period"}),
+    )
+    def usage(self, request: Request, pk: str | None = None) -> Response:
+        lease = self.get_object()
+        period = s.PeriodSerializer.of(request)
+        month = running.month_to_date(lease=lease, period=period, instant=timezone.now())
+        return Response(running.document(lease=lease, month=month, period=period))
 
 
 def _assignments() -> QuerySet:

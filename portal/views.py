@@ -16,6 +16,7 @@ from django.utils import translation
 from django.utils.safestring import mark_safe
 from django.utils.translation import gettext as _
 
+from billing import running
 from billing.balance import balance
 from billing.documents import csv_export, document_language, einvoice, pdf, xlsx
 from billing.documents.rows import credit_note_document, invoice_document
@@ -35,7 +36,7 @@ from leases.choices import ProbeKind
 from leases.contract_rules import DEFAULT_PROBE_CADENCE_S
 from leases.models import Lease, LeaseTerms, TermsAmendment
 from leases.selectors import TermsTimeline
-from portal import charts, months, selectors, usage
+from portal import charts, months, selectors
 
 GIGA = 10**9
 MEGA = 10**6
@@ -246,8 +247,8 @@ def _month_labels(start: datetime, end: datetime, zone: str) -> list[tuple[float
 
 def _usage(lease: Lease, period: str, instant) -> dict[str, Any]:  # type: ignore[no-untyped-def]
     """A usage-billed lease's month: the traffic chart with the running 95th percentile
-    (portal.usage) and the month-to-date estimate's rows."""
-    month = usage.month_to_date(lease=lease, period=period, instant=instant)
+    (billing.running) and the month-to-date estimate's rows."""
+    month = running.month_to_date(lease=lease, period=period, instant=instant)
     if month is None:
         return {"usage": None}
     rows = [

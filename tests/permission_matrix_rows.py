@@ -336,6 +336,8 @@ API_ROWS: dict[tuple[str, str], Row] = {
                                             lease, query=PERIOD),
     ("api:lease-probe-tax", "get"):     Row("200 200 200 200 200 404 401 401 | 200 403 403 200",
                                             lease, query=PERIOD),
+    ("api:lease-usage", "get"):         Row("200 200 200 200 200 404 401 401 | 200 403 403 200",
+                                            lease, query=PERIOD),
     ("api:lease-audit", "get"):         Row("200 200 403 200 403 404 401 401 | 403 403 200 200",
                                             lease, query=PERIOD),
     ("api:lease-checkpoints", "get"):   Row("200 200 403 200 403 404 401 401 | 403 403 200 200",

@@ -199,7 +199,7 @@ def _p95_rule_note(figure: P95Figure) -> str:
     return f" ({', '.join(words)})" if words else ""
 
 
-def _usage_line(lease: Lease, segment: Segment, month: Month) -> ComputedLine | None:
+def usage_line(lease: Lease, segment: Segment, month: Month) -> ComputedLine | None:
     terms = segment.terms
     if terms.billing_mode == BillingMode.PER_GB:
         price = terms.price_per_gb
@@ -492,7 +492,7 @@ def _lease_month(
         for line in (
             _rent_line(lease, segment, month, assignments),
             _fee_line(lease, segment, month),
-            _usage_line(lease, segment, month),
+            usage_line(lease, segment, month),
         ):
             if line is not None:
                 by_kind[line.kind].append(line)

@@ -198,6 +198,7 @@ CASES: dict[str, ListOf | DetailOf | NoRows] = {
     "api:lease-run-now": DetailOf(pk(lambda side: side.lease), body={"kinds": ["link"]}),
     "api:lease-sla": DetailOf(pk(lambda side: side.lease), query={"period": "2026-11"}),
     "api:lease-probe-tax": DetailOf(pk(lambda side: side.lease), query={"period": "2026-11"}),
+    "api:lease-usage": DetailOf(pk(lambda side: side.lease), query={"period": "2026-11"}),
     "api:proberun-list": ListOf(
         lambda side: {run.pk for run in side.runs},
         filters=lambda side: [

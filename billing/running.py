@@ -7,17 +7,24 @@ billed window cut at ``instant`` instead of at the month's end: per GB, the GB s
 x price; 95th percentile, the p95 of the samples so far (by the terms' direction and
 window, ``calculations.p95_bandwidth``) x price x the elapsed share of the month. So once
 the month is over it is the invoice's figure to the fen. Each terms version's segment is
-priced on its own, as the invoice does."""
+priced on its own, as the invoice does.
+
+The projection is the month at the rate so far: the estimate x the usage seconds of the
+whole month's billed window / those billed so far, half-up to the fen. Per GB, the traffic
+so far extrapolated linearly; 95th percentile, the 95th so far for the whole month (its
+line is prorated by time, so the ratio undoes exactly that). Once the month is over the
+projection is the estimate. ``document`` is what the API answers."""
 
 from bisect import insort
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import ROUND_HALF_EVEN, Context, Decimal, localcontext
+from typing import Any
 from zoneinfo import ZoneInfo
 
 from billing import metering
 from billing.invoicing.computed import ComputedLine, Month, fraction
-from billing.invoicing.lines import _usage_line
+from billing.invoicing.lines import usage_line
 from billing.invoicing.windows import Segment, billing_start, requires_acceptance, segments
 from billing.reports import billed_window
 from gpulease_verify.calculations import (
@@ -26,6 +33,7 @@ from gpulease_verify.calculations import (
     P95Window,
     TrafficRate,
 )
+from gpulease_verify.money import to_fen
 from leases.choices import BillingMode
 from leases.models import Lease
 from leases.selectors import TermsTimeline
@@ -55,11 +63,22 @@ class MonthToDate:
     samples: list[tuple[datetime, int, Decimal]]  # (slot, seconds, bit/s sent) in slot order
     awaiting_acceptance: bool
     in_progress: bool  # the month has not ended: the amount is an estimate
+    full_usage_seconds: int = 0  # the usage segments of the whole month's billed window
 
     @property
     def amount(self) -> Decimal:
         """The estimate: the sum of the parts' usage lines (each already rounded to 0.01)."""
         return sum((part.line.amount for part in self.parts), Decimal("0.00"))
+
+    @property
+    def projected_amount(self) -> Decimal | None:
+        """The month at the rate so far (module docstring); None before anything is billed."""
+        elapsed = sum(part.segment.seconds for part in self.parts)
+        if not self.in_progress:
+            return self.amount
+        if elapsed <= 0:
+            return None
+        return to_fen(self.amount * self.full_usage_seconds / elapsed)
 
     @property
     def elapsed_share(self) -> Decimal:
@@ -150,7 +169,7 @@ def month_to_date(*, lease: Lease, period: str, instant: datetime) -> MonthToDat
     samples = [(rate.slot_at, rate.seconds, rate.tx_bps) for rate in rates]
     out: list[UsagePart] = []
     for segment in usage:
-        line = _usage_line(lease, segment, month)
+        line = usage_line(lease, segment, month)
         if line is None:  # pragma: no cover (usage modes always give a line)
             continue
         p95 = line.detail.get("p95_bps")
@@ -172,4 +191,55 @@ def month_to_date(*, lease: Lease, period: str, instant: datetime) -> MonthToDat
         samples=samples,
         awaiting_acceptance=waiting,
         in_progress=instant < month.end,
+        full_usage_seconds=_full_usage_seconds(lease, timeline, month, start),
     )
+
+
+def _full_usage_seconds(
+    lease: Lease, timeline: TermsTimeline, month: Month, start: datetime
+) -> int:
+    """The usage segments' seconds over the whole month's billed window, from the window so
+    far's start (acceptance included) to the month's or the lease's end."""
+    _start, end = billed_window(lease, month.start, month.end)
+    if start >= end:
+        return 0
+    whole = segments(timeline=timeline, start=start, end=end)
+    return sum(part.seconds for part in whole if part.terms.billing_mode in USAGE_MODES)
+
+
+def _text(value: Decimal | None) -> str | None:
+    return None if value is None else str(value)
+
+
+def document(*, lease: Lease, month: MonthToDate | None, period: str) -> dict[str, Any]:
+    """The running figures as the API answers them (``usage`` null for a lease that no
+    terms in force during the month bill by usage)."""
+    body: dict[str, Any] = {"lease": lease.reference, "period": period, "usage": None}
+    if month is None:
+        return body
+    body["usage"] = {
+        "billing_mode": month.mode,
+        "in_progress": month.in_progress,
+        "awaiting_acceptance": month.awaiting_acceptance,
+        "billed_from": month.start.isoformat(),
+        "billed_until": month.end.isoformat(),
+        "elapsed_share": str(month.elapsed_share),
+        "amount_so_far": str(month.amount),
+        "projected_amount": _text(month.projected_amount),
+        "parts": [
+            {
+                "terms_version": part.segment.terms.version,
+                "segment_start": part.segment.start.isoformat(),
+                "segment_end": part.segment.end.isoformat(),
+                "quantity": str(part.line.quantity),
+                "unit": part.line.unit,
+                "unit_price": str(part.line.unit_price),
+                "amount": str(part.line.amount),
+                "p95_bps": _text(part.p95_bps),
+                "samples": part.line.detail.get("samples"),
+                "samples_above_the_95th": part.line.detail.get("dropped_samples"),
+            }
+            for part in month.parts
+        ],
+    }
+    return body

@@ -109,16 +109,20 @@ test: setup browser
 	DATABASE_URL=$(TEST_DATABASE_URL) TEST_REDIS_URL=$(TEST_REDIS_URL) \
 		$(PY) -m pytest $(PYTEST_ARGS)
 
+# lint-imports: the import contracts between the apps ([tool.importlinter] in pyproject.toml,
+# docs/architecture-layers.md).
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports --no-cache
 
 format: $(STAMP)
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
 
 typecheck: $(STAMP)
-	$(VENV)/bin/mypy common leases billing benchmarks config monitoring telemetry verifier/gpulease_verify
+	$(VENV)/bin/mypy common leases billing benchmarks config monitoring telemetry demo \
+		verifier/gpulease_verify
 
 bench: setup
 	$(PY) -m perf

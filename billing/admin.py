@@ -516,11 +516,11 @@ admin.site.unregister(TermsAmendment)
 
 @admin.register(LeaseTerms)
 class LeaseTermsAdmin(leases_admin.LeaseTermsAdmin):
-    actions = [*leases_admin.LeaseTermsAdmin.actions, rerate_from_corrected_terms]
+    actions = [rerate_from_corrected_terms]
     has_rerate_lease_permission = requires("billing.rerate_lease")
 
 
 @admin.register(TermsAmendment)
 class TermsAmendmentAdmin(leases_admin.TermsAmendmentAdmin):
-    actions = [*leases_admin.TermsAmendmentAdmin.actions, rerate_from_corrected_terms]
+    actions = [rerate_from_corrected_terms]
     has_rerate_lease_permission = requires("billing.rerate_lease")

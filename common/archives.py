@@ -231,8 +231,8 @@ def archive_month(
                 "links_kept": _links(cursor, lo, hi, lease_ids),
             }
             archived = ArchivedMonth(month=month, cursor=cursor, runs=runs, lease_ids=lease_ids)
-            for part in _manifest_parts:
-                manifest.update(part(archived))
+            for add in _manifest_parts:
+                manifest.update(add(archived))
             part_file = target.with_suffix(".tar.part")
             with tarfile.open(part_file, "w") as tar:
                 _add_bytes(tar, "manifest.json", json.dumps(manifest, indent=1).encode())

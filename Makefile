@@ -111,9 +111,12 @@ test: setup browser
 
 # The documentation site (mkdocs.yml, docs/) builds with no warning: a page missing from the
 # nav or a link to a page or anchor that does not exist fails. It builds into site/ (ignored).
+# lint-imports: the import contracts between the apps ([tool.importlinter] in pyproject.toml,
+# docs/architecture-layers.md).
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports --no-cache
 	$(PY) -m mkdocs build --strict --site-dir site
 
 format: $(STAMP)
@@ -121,7 +124,8 @@ format: $(STAMP)
 	$(VENV)/bin/ruff format .
 
 typecheck: $(STAMP)
-	$(VENV)/bin/mypy common leases billing benchmarks config monitoring telemetry verifier/gpulease_verify
+	$(VENV)/bin/mypy common leases billing benchmarks config monitoring telemetry demo \
+		verifier/gpulease_verify
 
 bench: setup
 	$(PY) -m perf

@@ -5,7 +5,6 @@ from rest_framework.routers import APIRootView, DefaultRouter
 from api import views, views_cosign
 from api.base import KnownQueryParametersMixin
 from api.docs import RedocView, SwaggerView
-from monitoring.views import AlertmanagerWebhookViewSet
 
 app_name = "api"
 
@@ -33,12 +32,6 @@ router.register("tenant-keys", views_cosign.TenantKeyViewSet, basename="tenantke
 urlpatterns = [
     path("v1/", include(router.urls)),
     path("v1/", include("api.audit_urls")),
-    # The provider's Alertmanager (monitoring.alertmanager); ALERTMANAGER_TOKEN only.
-    path(
-        "v1/alertmanager/alerts/",
-        AlertmanagerWebhookViewSet.as_view({"post": "create"}),
-        name="alertmanager-alerts",
-    ),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", SwaggerView.as_view(url_name="api:schema"), name="docs"),
     path("redoc/", RedocView.as_view(url_name="api:schema"), name="redoc"),

@@ -8,7 +8,7 @@ probe runs, each spread over the run's time as the probe tax spreads it
 (``gpulease_verify.probe_tax.bytes_within``). The switch port of a node's data port
 received what the node sent plus its frames' headers.
 
-Pure: no database. ``benchmarks.demo_history`` and ``telemetry.demo`` build and read it.
+Pure: no database. ``demo.history`` and ``telemetry.demo`` build and read it.
 """
 
 from __future__ import annotations

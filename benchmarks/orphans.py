@@ -77,8 +77,8 @@ def resend(*, now: datetime) -> int:
     """Send the orphaned batches' tasks again, to their sites' queues when those are
     empty. Returns how many were sent."""
     from benchmarks.tasks import execute_batch
-    from config.celery import app
 
+    app = execute_batch.app  # the app that sends it (config.celery's)
     found = orphaned(now)
     if not found:
         return 0

@@ -18,8 +18,11 @@ from billing.models import (
     InvoiceLine,
     TrafficSample,
 )
-from common.admin import StampedAdmin, requires
+from billing.rerate_admin import rerate_from_corrected_terms
+from common.admin import ReadOnlyAdmin, StampedAdmin, requires
 from gpulease_verify.units import format_bps
+from leases import admin as leases_admin
+from leases.models import LeaseTerms, TermsAmendment
 from telemetry.witness import resolve_integrity_incidents
 
 LINE_FIELDS = (
@@ -109,19 +112,6 @@ INCIDENT_FIELDS = (
     "notified_open_at",
     "notified_close_at",
 )
-
-
-class ReadOnlyAdmin(admin.ModelAdmin):
-    """Measurements and computed figures: shown, never added or edited here."""
-
-    def has_add_permission(self, request, obj=None):  # type: ignore[no-untyped-def]
-        return False
-
-    def has_change_permission(self, request, obj=None):  # type: ignore[no-untyped-def]
-        return False
-
-    def has_delete_permission(self, request, obj=None):  # type: ignore[no-untyped-def]
-        return False
 
 
 class InvoiceLineInline(admin.TabularInline):
@@ -555,3 +545,20 @@ class IncidentAdmin(ReadOnlyAdmin):
                 ),
             ),
         )
+
+
+# Re-rating extends the terms pages of the leases app (which cannot know about billing).
+admin.site.unregister(LeaseTerms)
+admin.site.unregister(TermsAmendment)
+
+
+@admin.register(LeaseTerms)
+class LeaseTermsAdmin(leases_admin.LeaseTermsAdmin):
+    actions = [rerate_from_corrected_terms]
+    has_rerate_lease_permission = requires("billing.rerate_lease")
+
+
+@admin.register(TermsAmendment)
+class TermsAmendmentAdmin(leases_admin.TermsAmendmentAdmin):
+    actions = [rerate_from_corrected_terms]
+    has_rerate_lease_permission = requires("billing.rerate_lease")

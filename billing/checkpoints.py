@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import base64
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone
@@ -22,6 +22,9 @@ from gpulease_verify import checkpoints as rules
 from gpulease_verify.keys import public_key_info
 from gpulease_verify.periods import Period
 from leases.models import Lease, Tenant
+
+if TYPE_CHECKING:
+    from common.archives import ArchivedMonth
 
 
 def period_head(*, lease_id: int, end: datetime) -> tuple[int, str]:
@@ -122,3 +125,17 @@ def documents(*, lease: Lease, period: str) -> list[dict[str, Any]]:
 
 
 __all__ = ["close_due", "close_period", "create_checkpoint", "documents", "period_head"]
+
+
+def archived_checkpoints(archived: ArchivedMonth) -> dict[str, Any]:
+    """A month archive's anchors (``common.archives``; registered in billing.apps): the
+    signed chain checkpoints of its leases for the month and the months either side."""
+    month = archived.month
+    periods = [str(month.previous), str(month), str(month.next)]
+    rows = ChainCheckpoint.objects.filter(lease_id__in=archived.lease_ids, period__in=periods)
+    return {
+        "checkpoints": [
+            {"lease_id": row.lease_id, **row.document()}
+            for row in rows.select_related("lease").order_by("lease_id", "period")
+        ]
+    }

@@ -1,8 +1,8 @@
 """The admin action "Re-rate from the corrected terms" (``billing.rerate``), for the admin
 of acknowledged retroactive amendments (``TermsAmendment``) or of terms versions
 (``LeaseTerms``): each selected one re-rates its lease from its ``effective_from`` to now.
-Wired in ``leases/admin.py``: ``actions = [rerate_from_corrected_terms]``, offered to holders
-of ``billing.rerate_lease``."""
+Wired in ``billing/admin.py``, which extends the leases app's two admins with it, offered
+to holders of ``billing.rerate_lease``."""
 
 from typing import Any
 

@@ -78,6 +78,19 @@ class StampedAdmin(admin.ModelAdmin):
         return tuple(super().get_readonly_fields(request, obj)) + self.stamp_fields
 
 
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Measurements and computed figures: shown, never added or edited here."""
+
+    def has_add_permission(self, request, obj=None):  # type: ignore[no-untyped-def]
+        return False
+
+    def has_change_permission(self, request, obj=None):  # type: ignore[no-untyped-def]
+        return False
+
+    def has_delete_permission(self, request, obj=None):  # type: ignore[no-untyped-def]
+        return False
+
+
 @admin.register(PartitionArchive)
 class PartitionArchiveAdmin(admin.ModelAdmin):
     """Months archived to files (``manage.py partitions``): read-only, never deleted here."""

@@ -26,8 +26,9 @@ import os
 import tarfile
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import partial
 from pathlib import Path
@@ -62,6 +63,50 @@ def file_name(month: Period) -> str:
 
 def _q(name: str) -> str:
     return connection.ops.quote_name(name)
+
+
+# -- what the apps add -----------------------------------------------------------------------
+# common knows the partitioned tables by name only (common.partitions). What a month's
+# manifest names beyond its rows, and the keys an archive is checked against, belong to the
+# apps that own them: each registers here from its AppConfig.ready() (leases.apps: the
+# leases' references and terms versions; billing.apps: the chain checkpoints and the
+# provider's published keys).
+
+
+@dataclass(frozen=True)
+class ArchivedMonth:
+    """What a manifest part reads: the month, a cursor in the archiving transaction (the
+    month's rows are still there), the month's runs partition (quoted) and the ids of the
+    leases with runs or traffic samples in the month."""
+
+    month: Period
+    cursor: Any
+    runs: str
+    lease_ids: list[int]
+
+
+ManifestPart = Callable[[ArchivedMonth], dict[str, Any]]
+_manifest_parts: list[ManifestPart] = []
+_published_keys: list[Callable[[], list[dict[str, Any]]]] = []
+
+
+def add_manifest_part(part: ManifestPart) -> None:
+    """Add ``part``'s keys to every manifest (once, however often an app is made ready)."""
+    if part not in _manifest_parts:
+        _manifest_parts.append(part)
+
+
+def set_published_keys(source: Callable[[], list[dict[str, Any]]]) -> None:
+    """Where ``published_keys`` reads the provider's keys from."""
+    _published_keys[:] = [source]
+
+
+def published_keys() -> list[dict[str, Any]]:
+    """The provider's published audit keys, as its key endpoint lists them: what
+    ``partitions check`` trusts an archive's checkpoints to be signed with."""
+    if not _published_keys:
+        raise RuntimeError("no app registered the provider's published keys (billing.apps)")
+    return _published_keys[0]()
 
 
 # -- export ----------------------------------------------------------------------------------
@@ -111,36 +156,6 @@ def _links(cursor, lo: datetime, hi: datetime, lease_ids: list[int]) -> list[dic
     return [
         {"kind": kind, "lease_id": lease, "index": index, "prev": prev, "hash": digest}
         for kind, lease, index, prev, digest in cursor.fetchall()
-    ]
-
-
-def _named_by_runs(cursor, runs: str, lease_ids: list[int]) -> dict[str, Any]:
-    """What the month's runs' hashed content names outside their rows: each lease's
-    reference, and each terms version's number, link index and hash (by id), so that an
-    auditor recomputes every run's hash from the archive alone."""
-    from leases.models import Lease, LeaseTerms
-
-    named = Lease.objects.filter(pk__in=lease_ids).values_list("pk", "reference")
-    references = {str(pk): reference for pk, reference in named}
-    cursor.execute(f"SELECT DISTINCT terms_id FROM {runs} WHERE terms_id IS NOT NULL")
-    versions = LeaseTerms.objects.filter(pk__in=[row[0] for row in cursor.fetchall()])
-    terms = {
-        str(pk): {"version": version, "chain_index": index, "terms_hash": digest}
-        for pk, version, index, digest in versions.order_by("pk").values_list(
-            "pk", "version", "chain_index", "terms_hash"
-        )
-    }
-    return {"references": references, "terms": terms}
-
-
-def _checkpoints(lease_ids: list[int], month: Period) -> list[dict[str, Any]]:
-    from billing.models import ChainCheckpoint
-
-    periods = [str(month.previous), str(month), str(month.next)]
-    rows = ChainCheckpoint.objects.filter(lease_id__in=lease_ids, period__in=periods)
-    return [
-        {"lease_id": row.lease_id, **row.document()}
-        for row in rows.select_related("lease").order_by("lease_id", "period")
     ]
 
 
@@ -213,10 +228,11 @@ def archive_month(
                 "partitioned_by": {t.name: t.column for t in partitions.TABLES},
                 "files": members,
                 "leases": lease_ids,
-                **_named_by_runs(cursor, runs, lease_ids),
                 "links_kept": _links(cursor, lo, hi, lease_ids),
-                "checkpoints": _checkpoints(lease_ids, month),
             }
+            archived = ArchivedMonth(month=month, cursor=cursor, runs=runs, lease_ids=lease_ids)
+            for add in _manifest_parts:
+                manifest.update(add(archived))
             part_file = target.with_suffix(".tar.part")
             with tarfile.open(part_file, "w") as tar:
                 _add_bytes(tar, "manifest.json", json.dumps(manifest, indent=1).encode())
@@ -426,11 +442,15 @@ def readable(
 
 
 __all__ = [
+    "ArchivedMonth",
     "NotArchivable",
+    "add_manifest_part",
     "archive_due",
     "archive_month",
     "due",
     "file_name",
+    "published_keys",
     "readable",
     "restore",
+    "set_published_keys",
 ]

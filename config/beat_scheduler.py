@@ -11,7 +11,7 @@ at once after sending it (DatabaseScheduler would otherwise write every 3 minute
 standing by never advances an entry's last run.
 
 Liveness: the scheduler touches BEAT_LIVENESS_FILE at every tick, holder and standby alike,
-and beat's healthcheck (``manage.py readiness --check beat``, config.health.check_beat)
+and beat's healthcheck (``manage.py readiness --check beat``, common.health.check_beat)
 reads the file's age. A tick comes at least every 5 s (django-celery-beat's
 DatabaseScheduler looks for schedule changes that often), so a file older than
 BEAT_LIVENESS_MAX_AGE_S means a beat that is stuck or gone. The file lives in beat's own

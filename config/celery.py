@@ -7,7 +7,7 @@ from typing import Any
 from celery import Celery, signals
 from django.conf import settings
 
-from config.logs import environment_config, log_format
+from common.logs import environment_config, log_format
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 

@@ -14,9 +14,9 @@ import environ
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.translation import gettext_lazy as _
 
+from common.logs import log_format, logging_config
 from config.beat import SCHEDULE as BEAT_SCHEDULE
 from config.beat import TELEMETRY_TICK_S as TELEMETRY_BEAT_TICK_S
-from config.logs import log_format, logging_config
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(environ.Env().str("GPULEASE_VAR_DIR", default=str(BASE_DIR / "var")))
@@ -69,6 +69,8 @@ INSTALLED_APPS = [
     "api",
     "portal",
     "monitoring",
+    # manage.py demo: loads the whole demo, so above every app it loads into.
+    "demo",
 ]
 
 MIDDLEWARE = [
@@ -76,7 +78,7 @@ MIDDLEWARE = [
     "monitoring.middleware.RequestMetricsMiddleware",
     "common.request_id.RequestIdMiddleware",
     # /healthz and /readyz: answered before the host check and the HTTPS redirect.
-    "config.health.ProbeMiddleware",
+    "common.health.ProbeMiddleware",
     # /metrics likewise (monitoring.middleware): Prometheus scrapes http://web:8000 inside.
     "monitoring.middleware.MetricsMiddleware",
     "django.middleware.security.SecurityMiddleware",
@@ -250,7 +252,7 @@ PERMISSIONS_POLICY = [
     "xr-spatial-tracking",
 ]
 
-# Logs of web, worker and beat (config.logs): LOG_FORMAT=json writes one JSON object a line
+# Logs of web, worker and beat (common.logs): LOG_FORMAT=json writes one JSON object a line
 # in UTC, each with the request id that the response carries in X-Request-ID ("-" outside
 # a request); gunicorn writes one access line a request (monitoring.gunicorn).
 try:
@@ -410,7 +412,7 @@ if not DEBUG:
             "secret every container mounts (docs/operators/keys.md)."
         )
 
-# Readiness (/readyz, config.health): each check of a dependency the web process needs
+# Readiness (/readyz, common.health): each check of a dependency the web process needs
 # (database, cache, broker) gets this long, all side by side, so /readyz answers within it
 # whatever hangs. Beat is not one of them: its own healthcheck (`manage.py readiness --check
 # beat`) reads the file its scheduler touches at every tick (config.beat_scheduler), and the

@@ -5,3 +5,9 @@ from django.utils.translation import gettext_lazy as _
 class LeasesConfig(AppConfig):
     name = "leases"
     verbose_name = _("Leases and inventory")
+
+    def ready(self) -> None:
+        from common import archives
+        from leases.selectors import archived_names
+
+        archives.add_manifest_part(archived_names)  # the references and terms runs name

@@ -3,7 +3,7 @@
 from bisect import bisect_right
 from collections.abc import Iterator, Sequence
 from datetime import datetime
-from typing import Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from django.db.models import QuerySet
 from django.utils.translation import gettext as _
@@ -12,6 +12,9 @@ from common.querysets import is_provider_staff
 from gpulease_verify.units import plain
 from leases.contract_rules import MULTI_NODE_FLOOR_GBPS
 from leases.models import Fabric, Lease, LeaseTerms, Node, NodeAssignment, Site
+
+if TYPE_CHECKING:
+    from common.archives import ArchivedMonth
 
 
 def terms_in_force(*, lease: Lease, at: datetime) -> LeaseTerms | None:
@@ -91,3 +94,23 @@ def fabrics_visible_to(user) -> QuerySet[Fabric]:  # type: ignore[no-untyped-def
     if is_provider_staff(user):
         return Fabric.objects.all()
     return Fabric.objects.filter(pk__in=Node.objects.visible_to(user).values("leaf_switch__fabric"))
+
+
+def archived_names(archived: "ArchivedMonth") -> dict[str, Any]:
+    """A month archive's names for what its runs' hashed content names outside their rows
+    (``common.archives``; registered in leases.apps): each lease's reference, and each terms
+    version's number, link index and hash (by id), so that an auditor recomputes every run's
+    hash from the archive alone."""
+    named = Lease.objects.filter(pk__in=archived.lease_ids).values_list("pk", "reference")
+    references = {str(pk): reference for pk, reference in named}
+    archived.cursor.execute(
+        f"SELECT DISTINCT terms_id FROM {archived.runs} WHERE terms_id IS NOT NULL"
+    )
+    versions = LeaseTerms.objects.filter(pk__in=[row[0] for row in archived.cursor.fetchall()])
+    terms = {
+        str(pk): {"version": version, "chain_index": index, "terms_hash": digest}
+        for pk, version, index, digest in versions.order_by("pk").values_list(
+            "pk", "version", "chain_index", "terms_hash"
+        )
+    }
+    return {"references": references, "terms": terms}

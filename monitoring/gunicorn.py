@@ -1,7 +1,7 @@
 """gunicorn's configuration module (``gunicorn -c python:monitoring.gunicorn``, as the
 Dockerfile's CMD and deploy/systemd/gpulease-web.service start it).
 
-- **Logs.** gunicorn's own lines go through config.logs (LOG_FORMAT, LOG_LEVEL), like
+- **Logs.** gunicorn's own lines go through common.logs (LOG_FORMAT, LOG_LEVEL), like
   every other line of web, worker and beat, and each request writes one access line
   (AccessLogger) with what Django's middleware left in the WSGI environ
   (monitoring.middleware): request id, method, path (secrets redacted), route name,
@@ -19,7 +19,7 @@ from typing import Any
 
 from gunicorn import glogging
 
-from config.logs import ACCESS_ENVIRON_KEY, environment_config
+from common.logs import ACCESS_ENVIRON_KEY, environment_config
 
 logconfig_dict = environment_config()
 

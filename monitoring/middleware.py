@@ -1,5 +1,5 @@
 """``/metrics`` answered ahead of Django's own middleware, as ``/healthz`` is
-(config.health.ProbeMiddleware): Prometheus scrapes ``http://web:8000/metrics`` inside the
+(common.health.ProbeMiddleware): Prometheus scrapes ``http://web:8000/metrics`` inside the
 provider's network, by a host name ALLOWED_HOSTS need not list and without TLS, so the host
 check and the HTTPS redirect do not apply to it. The view itself decides who may scrape
 (METRICS_TOKEN, METRICS_ALLOWED_NETWORKS) and builds no URL from the Host header."""
@@ -13,8 +13,8 @@ from django.http import HttpRequest, HttpResponse
 from prometheus_client import Counter, Histogram
 
 from common.client_address import client_address
+from common.logs import ACCESS_ENVIRON_KEY
 from common.querysets import acting_tenant_id
-from config.logs import ACCESS_ENVIRON_KEY
 from monitoring import worker_metrics
 from monitoring.views import metrics_view
 
@@ -84,7 +84,7 @@ class RequestMetricsMiddleware:
         match = getattr(request, "resolver_match", None)
         if match is not None:
             view = match.view_name
-        else:  # answered ahead of URL resolution (config.health, MetricsMiddleware), or a 404
+        else:  # answered ahead of URL resolution (common.health, MetricsMiddleware), or a 404
             view = UNRESOLVED_NAMES.get(request.path_info, "unmatched")
         method = request.method if request.method in METHODS else "other"
         REQUESTS.labels(view=view, method=method, status=str(response.status_code)).inc()

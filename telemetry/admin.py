@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from billing.admin import ReadOnlyAdmin
+from common.admin import ReadOnlyAdmin
 from telemetry.models import NodeReading, PortClearance, PortSample, SwitchReading
 
 

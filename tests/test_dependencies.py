@@ -22,7 +22,7 @@ PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 VERIFIER = tomllib.loads((ROOT / "verifier/pyproject.toml").read_text())["project"]
 APP_PACKAGES = [
     "config", "common", "leases", "benchmarks", "billing", "portal", "api", "monitoring",
-    "telemetry",
+    "telemetry", "demo",
 ]  # fmt: skip
 FIRST_PARTY = {*APP_PACKAGES, "gpulease_verify", "tests", "perf", "manage", "contract_audit"}
 LOCAL = canonicalize_name("gpulease-verify")  # ./verifier, never from an index

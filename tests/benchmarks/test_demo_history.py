@@ -4,10 +4,10 @@ rollups and incidents, and loaded once."""
 import pytest
 
 from benchmarks import chain
-from benchmarks.demo_history import load_history
 from benchmarks.models import ProbeRun, RawOutput
 from benchmarks.models.outputs import load_texts
 from billing.models import HourlyRollup, Incident
+from demo.history import load_history
 from gpulease_verify import sweep
 from leases.demo import load_demo
 from leases.models import Lease

@@ -21,7 +21,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
-# config.logs.JsonFormatter's time: UTC, milliseconds, the offset written out.
+# common.logs.JsonFormatter's time: UTC, milliseconds, the offset written out.
 UTC_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\+00:00")
 
 

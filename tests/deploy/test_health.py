@@ -17,10 +17,10 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
+from common import health
 from common.models import Heartbeat
 from common.request_id import RequestIdFilter
 from common.tasks import beat_heartbeat
-from config import health
 from config.beat_scheduler import mark_alive
 from tests.conftest import celery_broker
 from tests.deploy.neighbours import free_port, silent_listener

@@ -1,4 +1,4 @@
-"""The log format every process shares (config.logs), in-process: UTC times with their
+"""The log format every process shares (common.logs), in-process: UTC times with their
 offset, secrets redacted wherever they appear in a line, what the access line learns from
 the app (monitoring.middleware) and the client address behind a proxy. The processes
 themselves: tests/deploy/test_production_stack.py and test_systemd.py."""
@@ -14,7 +14,7 @@ from rest_framework.test import APIClient
 
 from api import tokens
 from common.client_address import client_address
-from config.logs import ACCESS_ENVIRON_KEY, logging_config, redact
+from common.logs import ACCESS_ENVIRON_KEY, logging_config, redact
 from tests.factories import MembershipFactory, StaffFactory, TenantFactory
 
 AT = 1_800_000_000.5  # 2027-01-15 08:00:00.500 UTC, 16:00 in Shanghai

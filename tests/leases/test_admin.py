@@ -2,14 +2,16 @@
 read as sentences an operator understands."""
 
 import json
+from datetime import timedelta
 
 import pytest
 from django.contrib import admin
 from django.urls import reverse
+from django.utils import timezone
 
 from leases.choices import LeaseStatus
 from leases.demo import load_demo
-from leases.models import Lease, LeaseTerms, Node
+from leases.models import Lease, LeaseTerms, Node, TermsAmendment
 from tests.factories import StaffFactory
 
 pytestmark = pytest.mark.django_db
@@ -172,3 +174,22 @@ def _empty_inlines():
             ("MAX_NUM_FORMS", "1000"),
         )
     }
+
+
+def test_an_amendment_s_changes_are_checked_by_the_api_s_rules(staff_client):
+    # The amendment page's form is the leases app's; the API's rules for `changes` reach it
+    # through api.admin (the leases app cannot import the API). `true` is no percentage to
+    # the API, though Django's DecimalField would read it as 1.
+    lease = Lease.objects.get(reference="LX-2026-002")
+    past = timezone.localtime(timezone.now() - timedelta(hours=1))
+    data = {
+        "lease": lease.pk,
+        "effective_from_0": past.strftime("%Y-%m-%d"),
+        "effective_from_1": past.strftime("%H:%M:%S"),
+        "changes": json.dumps({"sla_threshold_percent": True}),
+        "reason": "SLA threshold agreed on the phone",
+    }
+    response = staff_client.post(_url(TermsAmendment, "add"), data, HTTP_ACCEPT_LANGUAGE="en")
+    assert response.status_code == 200
+    assert "sla_threshold_percent: A valid number is required." in response.content.decode()
+    assert not TermsAmendment.objects.filter(lease=lease).exists()

@@ -20,15 +20,16 @@ import pytest
 import time_machine
 
 from benchmarks import chain
-from benchmarks.demo_counters import BOOT_TX_BYTES, DAILY_PROFILE, TRAFFIC
-from benchmarks.demo_history import load_history
 from benchmarks.models import ProbeRun
 from benchmarks.models.outputs import load_texts
 from billing import invoicing
 from billing.choices import InvoiceStatus, LineKind
 from billing.models import CreditNote, Invoice, TrafficSample
+from demo.counters import BOOT_TX_BYTES, DAILY_PROFILE, TRAFFIC
+from demo.history import load_history
+from demo.invoices import GOODWILL_REASON, DemoInvoices, load_invoices
 from gpulease_verify import sweep
-from leases.demo import GOODWILL_REASON, DemoInvoices, load_demo, load_invoices
+from leases.demo import load_demo
 from leases.models import Lease, NicPort, Tenant
 
 pytestmark = pytest.mark.django_db

@@ -22,11 +22,11 @@ from django.test import Client
 from rest_framework.test import APIClient
 
 from benchmarks import chain
-from benchmarks.demo_history import load_history
 from benchmarks.models import ProbeRun
 from benchmarks.models.outputs import load_texts
 from billing.models import Incident
 from billing.probe_tax import probe_tax_of
+from demo.history import load_history
 from gpulease_verify import cli
 from gpulease_verify.periods import Period
 from leases.demo import load_demo

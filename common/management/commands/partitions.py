@@ -144,11 +144,9 @@ class Command(BaseCommand):
         )
 
     def _check(self, options: dict[str, Any]) -> None:
-        from billing.audit_keys import published_keys
-
         if not options["file"]:
             raise CommandError("check needs the archive file")
-        trust = Trust.of({"keys": published_keys()})
+        trust = Trust.of({"keys": archives.published_keys()})
         mismatches, notes = offline.check(options["file"], trust)
         printed = io.StringIO()
         failed = report(mismatches, notes, agreed=offline.AGREED, out=printed)

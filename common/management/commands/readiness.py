@@ -8,7 +8,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from config.health import CHECKS, readiness
+from common.health import CHECKS, readiness
 
 
 class Command(BaseCommand):

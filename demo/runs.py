@@ -1,4 +1,4 @@
-"""The demo's runs one at a time (``benchmarks.demo_history`` schedules them): what each
+"""The demo's runs one at a time (``demo.history`` schedules them): what each
 tool prints (``benchmarks.demo_outputs``) or each node prints for a sweep, with the
 command the probe runs, read and judged by the probes' own interpreter against the terms
 in force, as ``benchmarks.services.record_execution`` reads a real run; and, for a

@@ -62,7 +62,7 @@ def check_cache() -> Result:
 
 
 def check_broker() -> Result:
-    from config.celery import app
+    from celery import current_app as app  # gpulease's (config.celery), made current there
 
     timeout = settings.READYZ_TIMEOUT_S
     # Redis reads its timeouts from the transport options; other transports ignore them.

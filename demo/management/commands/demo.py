@@ -1,6 +1,8 @@
 from django.core.management.base import BaseCommand
 
-from leases.demo import load_demo, load_invoices
+from demo.history import load_history
+from demo.invoices import load_invoices
+from leases.demo import load_demo
 from telemetry.demo import FLAP
 from telemetry.demo import WINDOW as TELEMETRY_WINDOW
 
@@ -19,9 +21,6 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):  # type: ignore[no-untyped-def]
         result = load_demo()
-        # benchmarks builds on leases, so the history is loaded here rather than by leases.
-        from benchmarks.demo_history import load_history
-
         history = load_history(days=options["history_days"])
         invoices = load_invoices()
         self.stdout.write(

@@ -108,7 +108,7 @@ def logging_config(log_format: str, level: str = "INFO") -> dict[str, Any]:
         " latency_ms=%(latency_ms)s user=%(user_id)s tenants=%(tenant_ids)s"
     )
     json_formatter = {
-        "()": "config.logs.JsonFormatter",
+        "()": "common.logs.JsonFormatter",
         "fmt": head + " %(request_id)s",
         "rename_fields": {"asctime": "time", "levelname": "level", "name": "logger"},
         # The request itself is not written (django.request attaches it to 4xx and 5xx
@@ -120,9 +120,9 @@ def logging_config(log_format: str, level: str = "INFO") -> dict[str, Any]:
         "disable_existing_loggers": False,
         "filters": {"request_id": {"()": "common.request_id.RequestIdFilter"}},
         "formatters": {
-            "plain": {"()": "config.logs.PlainFormatter", "fmt": head},
+            "plain": {"()": "common.logs.PlainFormatter", "fmt": head},
             "json": json_formatter,
-            "access_plain": {"()": "config.logs.PlainFormatter", "fmt": head + access_fields},
+            "access_plain": {"()": "common.logs.PlainFormatter", "fmt": head + access_fields},
         },
         "handlers": {
             "console": {

@@ -32,10 +32,10 @@ And one port flaps (``telemetry.demo.FLAP``), in the last 75 minutes of telemetr
 every demo lease gets (``telemetry.demo``).
 
 The pay-per-use leases (per GB, 95计费) also get NIC counter readings every 5 minutes
-(``benchmarks.demo_counters``), which the real ingest turns into the traffic samples their
+(``demo.counters``), which the real ingest turns into the traffic samples their
 invoices bill, the probes' bytes kept out. A lease whose terms start billing on acceptance
 gets a passing acceptance run, every kind the dispatcher would run, when it went live.
-The runs are made one by one in ``benchmarks.demo_runs``.
+The runs are made one by one in ``demo.runs``.
 
 Only leases without any run get history, so running the demo again changes nothing."""
 
@@ -49,10 +49,17 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from benchmarks import chain, demo_counters, selectors
+from benchmarks import chain, selectors
 from benchmarks.choices import Pattern, Tool, Trigger
-from benchmarks.demo_counters import counters_sweep, metered
-from benchmarks.demo_runs import (
+from benchmarks.demo_traffic import WOBBLE, PortTimeline, ProbeBytes, Steady
+from benchmarks.models import ProbeRun
+from benchmarks.models.outputs import store_unsaved
+from benchmarks.probes.plan import plan_batches
+from benchmarks.services import MANUAL_DEADLINE
+from common.progress import progress
+from demo import counters as demo_counters
+from demo.counters import counters_sweep, metered
+from demo.runs import (
     CADENCE,
     GIGA,
     SWEEP_TAKES,
@@ -65,12 +72,6 @@ from benchmarks.demo_runs import (
     sends_of,
     witnessed,
 )
-from benchmarks.demo_traffic import WOBBLE, PortTimeline, ProbeBytes, Steady
-from benchmarks.models import ProbeRun
-from benchmarks.models.outputs import store_unsaved
-from benchmarks.probes.plan import plan_batches
-from benchmarks.services import MANUAL_DEADLINE
-from common.progress import progress
 from gpulease_verify.periods import Period
 from gpulease_verify.probe_tax import ProbeSend
 from leases.choices import LeaseStatus, ProbeKind, Technology
@@ -93,7 +94,7 @@ BATCH_STEP = timedelta(seconds=20)
 OWN_SHARE = 0.005
 
 # ZY-2026-001's own traffic, storage and checkpoints over TCP, is all the kernel's (its
-# netdev statistics count every byte); other leases' is RoCE's (demo_counters).
+# netdev statistics count every byte); other leases' is RoCE's (demo.counters).
 KERNEL_SHARE = {"ZY-2026-001": 1}
 
 

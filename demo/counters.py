@@ -17,10 +17,10 @@ from zoneinfo import ZoneInfo
 
 from benchmarks import demo_outputs
 from benchmarks.choices import Tool, Trigger
-from benchmarks.demo_runs import GIGA, LeaseDemo, SweepSpec, sweep_run
 from benchmarks.demo_traffic import Readings
 from benchmarks.models import ProbeRun
 from benchmarks.probes.plan import PlanNode
+from demo.runs import GIGA, LeaseDemo, SweepSpec, sweep_run
 from leases.choices import LinkLayer, ProbeKind
 from leases.contract_rules import DEFAULT_PROBE_CADENCE_S
 

@@ -20,6 +20,7 @@ def favicon(request: HttpRequest) -> HttpResponse:
     """Browsers ask for /favicon.ico whatever the page says; send them to the real one."""
     return redirect(static("portal/favicon.svg"), permanent=True)
 
+
 # The api namespace: the API's own routes, and the provider's Alertmanager webhook
 # (monitoring.alertmanager; ALERTMANAGER_TOKEN only), which monitoring serves on the API's
 # prefix without the API knowing it (apps import one way: docs/architecture-layers.md).

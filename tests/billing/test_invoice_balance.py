@@ -12,6 +12,8 @@ from decimal import Decimal as D
 from types import SimpleNamespace
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import translation
 from pypdf import PdfReader
 from rest_framework.test import APIClient
@@ -151,3 +153,26 @@ def test_every_line_says_the_same_in_both_languages(month):  # noqa: F811
         with translation.override("zh-hans"):
             chinese = line_text(line)
         assert _numbers(line.description) <= _numbers(chinese), (line.description, chinese)
+
+
+def test_the_invoice_list_reads_a_constant_number_of_queries(month, django_assert_num_queries):  # noqa: F811
+    """Each invoice's balance needs its credit notes: one prefetch for all of them."""
+    invoice = _issued(month)
+    _credit(invoice, "333.33", CREDITED_AT)
+    admin = MembershipFactory(tenant=month.tenant, role=Role.ADMIN).user
+    client = client_for(admin)
+    client.get("/invoices/")  # warm the session and the caches
+    with CaptureQueriesContext(connection) as one:
+        client.get("/invoices/")
+    _credit(invoice, "10.00", CREDITED_AT + timedelta(hours=1))
+    for period in ("2026-09", "2026-10"):
+        Invoice.objects.create(
+            tenant=month.tenant,
+            period=period,
+            period_start=invoice.period_start,
+            period_end=invoice.period_end,
+            currency="CNY",
+        )
+    with django_assert_num_queries(len(one.captured_queries)):
+        page = client.get("/invoices/").content.decode()
+    assert page.count('class="num amount-due"') == 3

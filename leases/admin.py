@@ -9,7 +9,7 @@ from rest_framework import serializers
 from api.serializers import terms_changes
 from billing.rerate_admin import rerate_from_corrected_terms
 from common.admin import StampedAdmin, requires
-from leases import selectors, services
+from leases import selectors, services, tenant_settings
 from leases.choices import LeaseStatus
 from leases.models import (
     Fabric,
@@ -23,6 +23,7 @@ from leases.models import (
     Site,
     Switch,
     Tenant,
+    TenantSettingsEvent,
     TermsAmendment,
 )
 from leases.models.tenants import MASKED_SECRET, WEBHOOK_SECRET_PERMISSION
@@ -34,13 +35,33 @@ class MembershipInline(admin.TabularInline):
     autocomplete_fields = ["user"]
 
 
+class TenantSettingsEventInline(admin.TabularInline):
+    """Who changed the contacts and webhook, on the portal's settings page or here."""
+
+    model = TenantSettingsEvent
+    extra = 0
+    can_delete = False
+    fields = ["at", "actor_username", "fields"]
+    readonly_fields = fields
+
+    def has_add_permission(self, request, obj=None):  # type: ignore[no-untyped-def]
+        return False
+
+
 @admin.register(Tenant)
 class TenantAdmin(StampedAdmin):
     list_display = ["name", "slug", "contact_name", "contact_email", "time_zone", "currency"]
     list_filter = ["time_zone", "currency"]
     search_fields = ["name", "slug", "contact_name", "contact_email"]
     prepopulated_fields = {"slug": ["name"]}
-    inlines = [MembershipInline]
+    inlines = [MembershipInline, TenantSettingsEventInline]
+
+    def save_model(self, request, obj, form, change):  # type: ignore[no-untyped-def]
+        super().save_model(request, obj, form, change)
+        if change:  # a staff correction of the contacts or webhook is recorded as well
+            tenant_settings.record_change(
+                tenant=obj, actor=request.user, fields=list(form.changed_data)
+            )
 
     # The signing secret is shown (and editable) only with WEBHOOK_SECRET_PERMISSION;
     # anybody else sees it masked, and their form has no field for it.

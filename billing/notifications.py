@@ -280,7 +280,10 @@ def _post(
 
 def _without_credentials(url: str) -> str:
     """The URL for messages and logs: a password in it must not end up there."""
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # not a URL, which egress refuses: show no part that may be a password
+        return "(not a valid URL)" if "@" in url else url
     if "@" not in parts.netloc:
         return url
     return urlunsplit(parts._replace(netloc="***@" + parts.netloc.rpartition("@")[2]))

@@ -57,11 +57,14 @@ class TenantAdmin(StampedAdmin):
     inlines = [MembershipInline, TenantSettingsEventInline]
 
     def save_model(self, request, obj, form, change):  # type: ignore[no-untyped-def]
+        """A staff correction of the contacts or webhook is recorded as the tenant's own
+        changes are (leases.tenant_settings): the fields whose stored value changed."""
+        fields = tenant_settings.SETTINGS_FIELDS
+        before = Tenant.objects.filter(pk=obj.pk).values(*fields).first() if change else None
         super().save_model(request, obj, form, change)
-        if change:  # a staff correction of the contacts or webhook is recorded as well
-            tenant_settings.record_change(
-                tenant=obj, actor=request.user, fields=list(form.changed_data)
-            )
+        if before is not None:
+            changed = [name for name in fields if before[name] != getattr(obj, name)]
+            tenant_settings.record_change(tenant=obj, actor=request.user, fields=changed)
 
     # The signing secret is shown (and editable) only with WEBHOOK_SECRET_PERMISSION;
     # anybody else sees it masked, and their form has no field for it.

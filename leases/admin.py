@@ -41,7 +41,7 @@ class TenantSettingsEventInline(admin.TabularInline):
     model = TenantSettingsEvent
     extra = 0
     can_delete = False
-    fields = ["at", "actor_username", "fields"]
+    fields = ("at", "actor_username", "fields")
     readonly_fields = fields
 
     def has_add_permission(self, request, obj=None):  # type: ignore[no-untyped-def]

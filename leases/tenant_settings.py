@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from django.core.exceptions import ValidationError
-from django.db import transaction
+from django.db import models, transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
@@ -105,7 +105,8 @@ def _cleaned(tenant: Tenant, values: dict[str, str]) -> dict[str, str]:
             errors[name] = [ValidationError(_("Control characters are not allowed here."))]
             continue
         try:
-            cleaned[name] = Tenant._meta.get_field(name).clean(value, tenant)
+            model_field = cast(models.Field, Tenant._meta.get_field(name))
+            cleaned[name] = model_field.clean(value, tenant)
         except ValidationError as error:
             errors[name] = error.error_list
     if errors:

@@ -10,17 +10,19 @@ shown again: afterwards the page shows the masked form). A member of several ten
 the tenant (``?tenant=<slug>``; the forms carry it back). Provider staff never act as a
 tenant user: the page does not exist for them (404), as the signing keys page."""
 
-from typing import Any
+from typing import Any, cast
 from zoneinfo import ZoneInfo
 
 from django import forms
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
+from django.db import models
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 from django.utils.translation import gettext_lazy
 from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_http_methods
 
 from billing import notifications
 from common.querysets import is_provider_staff
@@ -33,8 +35,12 @@ from portal.customer_views import _show_refusal
 RECENT_CHANGES = 10
 
 
+def _field(name: str) -> "models.Field[Any, Any]":
+    return cast("models.Field[Any, Any]", Tenant._meta.get_field(name))
+
+
 def _max_length(name: str) -> int:
-    return Tenant._meta.get_field(name).max_length  # type: ignore[return-value]
+    return _field(name).max_length or 0
 
 
 class ContactsForm(forms.Form):
@@ -84,7 +90,7 @@ def _memberships(request: HttpRequest) -> list[Membership]:
     if is_provider_staff(request.user):
         raise Http404  # provider staff never act as a tenant user
     return list(
-        Membership.objects.filter(user_id=request.user.pk)
+        Membership.objects.filter(user_id=request.user.pk)  # type: ignore[misc]
         .select_related("tenant")
         .order_by("tenant__slug")
     )
@@ -154,10 +160,11 @@ def _page(
 
 
 def _label(name: str) -> str:
-    return str(Tenant._meta.get_field(name).verbose_name)
+    return str(_field(name).verbose_name)
 
 
 @never_cache
+@require_http_methods(["GET", "POST"])
 @login_required
 def tenant_settings_page(request: HttpRequest) -> HttpResponse:
     """GET: the chosen tenant's settings. POST (its admin), by ``action``: ``contacts``,
@@ -187,21 +194,21 @@ def tenant_settings_page(request: HttpRequest) -> HttpResponse:
             return _page(request, memberships, membership, contacts=form, status=400)
         return _page(request, memberships, membership, saved=saved)
     if action == "webhook":
-        form = WebhookForm(request.POST)
-        if not form.is_valid():
-            return _page(request, memberships, membership, webhook=form, status=400)
+        endpoint = WebhookForm(request.POST)
+        if not endpoint.is_valid():
+            return _page(request, memberships, membership, webhook=endpoint, status=400)
         try:
             saved = tenant_settings.set_webhook_url(
-                tenant=tenant, user=request.user, url=form.cleaned_data["webhook_url"], now=now
+                tenant=tenant, user=request.user, url=endpoint.cleaned_data["webhook_url"], now=now
             )
         except ValidationError as error:
-            _show_refusal(form, error)
-            return _page(request, memberships, membership, webhook=form, status=400)
+            _show_refusal(endpoint, error)
+            return _page(request, memberships, membership, webhook=endpoint, status=400)
         return _page(request, memberships, membership, saved=saved)
     if action == "rotate":
-        form = RotateForm(request.POST)
-        if not form.is_valid():
-            return _page(request, memberships, membership, rotate=form, status=400)
+        confirmation = RotateForm(request.POST)
+        if not confirmation.is_valid():
+            return _page(request, memberships, membership, rotate=confirmation, status=400)
         secret = tenant_settings.rotate_webhook_secret(tenant=tenant, user=request.user, now=now)
         return _page(request, memberships, membership, new_secret=secret)
     if action == "test":

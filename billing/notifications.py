@@ -16,6 +16,8 @@ same key) and ``X-Gpulease-Delivery`` (= webhook-id) come along for receivers no
 
 A new chain checkpoint (billing.checkpoints) goes to the webhook as event
 ``chain.checkpoint``, with the signed checkpoint document, so the tenant keeps its own copy.
+A tenant admin may send a test delivery (event ``webhook.test``) from the portal's settings
+page, signed the same way.
 
 A webhook goes only to a public address (common.egress), checked when the URL is saved and
 again before each delivery, and the request connects to the address that was checked.
@@ -44,6 +46,7 @@ from billing.models import ChainCheckpoint, Incident
 from common import egress, pinned_http
 from gpulease_verify import webhooks
 from gpulease_verify.units import format_bps, one_decimal, plain
+from leases.models import Tenant
 
 # Enough for an error page's first lines; the receiver's answer is otherwise unused.
 MAX_ANSWER_BYTES = 4096
@@ -135,20 +138,12 @@ def delivery_id(*, incident: Incident, event: str) -> str:
 
 
 def send_webhook(*, incident: Incident, event: str) -> None:
-    tenant = incident.lease.tenant
-    shown = _without_credentials(tenant.webhook_url)
-    try:
-        destination = egress.check_url_for_webhooks(tenant.webhook_url)
-    except egress.EgressRefused as refused:
-        raise WebhookFailed(f"{shown} is not a permitted destination: {refused.reason}") from None
-    body = encode_payload(incident_payload(incident=incident, event=event))
-    headers = signed_headers(
+    _deliver(
+        incident.lease.tenant,
         event=f"incident.{event}",
         msg_id=delivery_id(incident=incident, event=event),
-        body=body,
-        secret=tenant.webhook_secret,
+        payload=incident_payload(incident=incident, event=event),
     )
-    _post(shown, destination, body=body, headers=headers)
 
 
 CHECKPOINT_EVENT = "chain.checkpoint"
@@ -170,22 +165,41 @@ def send_checkpoint(*, checkpoint_id: int) -> bool:
     tenant = checkpoint.lease.tenant
     if not tenant.webhook_url:
         return False
+    _deliver(
+        tenant,
+        event=CHECKPOINT_EVENT,
+        msg_id=str(
+            uuid.uuid5(_DELIVERY_NAMESPACE, f"checkpoint/{checkpoint.pk}/{checkpoint.period}")
+        ),
+        payload=checkpoint_payload(checkpoint),
+    )
+    return True
+
+
+TEST_EVENT = "webhook.test"
+
+
+def send_test(*, tenant: Tenant) -> None:
+    """One signed delivery of event ``webhook.test`` to the tenant's webhook now, so that
+    its admin sees the receiver take (and verify) one; WebhookFailed says why not. Each
+    test is its own message (a fresh webhook-id), never retried."""
+    if not tenant.webhook_url:
+        raise WebhookFailed("the tenant has no webhook URL")
+    payload = {"event": TEST_EVENT, "tenant": tenant.slug, "sent_at": _utc_iso(timezone.now())}
+    _deliver(tenant, event=TEST_EVENT, msg_id=str(uuid.uuid4()), payload=payload)
+
+
+def _deliver(tenant: Tenant, *, event: str, msg_id: str, payload: dict[str, Any]) -> None:
+    """POST ``payload`` to the tenant's webhook, signed with its secret as it is now; the
+    URL is checked against the egress policy first and connected to as checked."""
     shown = _without_credentials(tenant.webhook_url)
     try:
         destination = egress.check_url_for_webhooks(tenant.webhook_url)
     except egress.EgressRefused as refused:
         raise WebhookFailed(f"{shown} is not a permitted destination: {refused.reason}") from None
-    body = encode_payload(checkpoint_payload(checkpoint))
-    headers = signed_headers(
-        event=CHECKPOINT_EVENT,
-        msg_id=str(
-            uuid.uuid5(_DELIVERY_NAMESPACE, f"checkpoint/{checkpoint.pk}/{checkpoint.period}")
-        ),
-        body=body,
-        secret=tenant.webhook_secret,
-    )
+    body = encode_payload(payload)
+    headers = signed_headers(event=event, msg_id=msg_id, body=body, secret=tenant.webhook_secret)
     _post(shown, destination, body=body, headers=headers)
-    return True
 
 
 def send_email(*, incident: Incident, event: str) -> None:
@@ -266,7 +280,10 @@ def _post(
 
 def _without_credentials(url: str) -> str:
     """The URL for messages and logs: a password in it must not end up there."""
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # not a URL, which egress refuses: show no part that may be a password
+        return "(not a valid URL)" if "@" in url else url
     if "@" not in parts.netloc:
         return url
     return urlunsplit(parts._replace(netloc="***@" + parts.netloc.rpartition("@")[2]))

@@ -103,7 +103,10 @@ class Destination:
 def check_url(url: str, *, allowed: Iterable[IPNetwork] = ()) -> Destination:
     """The URL's Destination, or EgressRefused if any address its host resolves to is
     internal and outside `allowed`."""
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError as error:  # an unclosed "[", a bracketed host that is no address
+        raise EgressRefused(f"the URL is not a valid URL: {error}") from None
     if parts.scheme.lower() not in SCHEMES:
         raise EgressRefused(f"only http and https URLs are allowed, not {parts.scheme!r}")
     if parts.username is not None or parts.password is not None:

@@ -6,7 +6,7 @@ from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
 from common.admin import StampedAdmin, requires
-from leases import selectors, services
+from leases import selectors, services, tenant_settings
 from leases.choices import LeaseStatus
 from leases.models import (
     Fabric,
@@ -20,6 +20,7 @@ from leases.models import (
     Site,
     Switch,
     Tenant,
+    TenantSettingsEvent,
     TermsAmendment,
 )
 from leases.models.tenants import MASKED_SECRET, WEBHOOK_SECRET_PERMISSION
@@ -31,13 +32,36 @@ class MembershipInline(admin.TabularInline):
     autocomplete_fields = ["user"]
 
 
+class TenantSettingsEventInline(admin.TabularInline):
+    """Who changed the contacts and webhook, on the portal's settings page or here."""
+
+    model = TenantSettingsEvent
+    extra = 0
+    can_delete = False
+    fields = ("at", "actor_username", "fields")
+    readonly_fields = fields
+
+    def has_add_permission(self, request, obj=None):  # type: ignore[no-untyped-def]
+        return False
+
+
 @admin.register(Tenant)
 class TenantAdmin(StampedAdmin):
     list_display = ["name", "slug", "contact_name", "contact_email", "time_zone", "currency"]
     list_filter = ["time_zone", "currency"]
     search_fields = ["name", "slug", "contact_name", "contact_email"]
     prepopulated_fields = {"slug": ["name"]}
-    inlines = [MembershipInline]
+    inlines = [MembershipInline, TenantSettingsEventInline]
+
+    def save_model(self, request, obj, form, change):  # type: ignore[no-untyped-def]
+        """A staff correction of the contacts or webhook is recorded as the tenant's own
+        changes are (leases.tenant_settings): the fields whose stored value changed."""
+        fields = tenant_settings.SETTINGS_FIELDS
+        before = Tenant.objects.filter(pk=obj.pk).values(*fields).first() if change else None
+        super().save_model(request, obj, form, change)
+        if before is not None:
+            changed = [name for name in fields if before[name] != getattr(obj, name)]
+            tenant_settings.record_change(tenant=obj, actor=request.user, fields=changed)
 
     # The signing secret is shown (and editable) only with WEBHOOK_SECRET_PERMISSION;
     # anybody else sees it masked, and their form has no field for it.

@@ -1,7 +1,14 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path, reverse_lazy
 
-from portal import audit_views, customer_views, provider_views, signing_views, views
+from portal import (
+    audit_views,
+    customer_views,
+    provider_views,
+    settings_views,
+    signing_views,
+    views,
+)
 
 app_name = "portal"
 
@@ -41,6 +48,7 @@ urlpatterns = [
         signing_views.signing_key_revoke,
         name="signing-key-revoke",
     ),
+    path("settings/", settings_views.tenant_settings_page, name="tenant-settings"),
     path("amendments/<int:pk>/", signing_views.amendment_detail, name="amendment"),
     path("invoices/", views.invoice_list, name="invoices"),
     path("invoices/<int:pk>.csv", views.invoice_csv, name="invoice-csv"),

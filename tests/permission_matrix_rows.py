@@ -264,6 +264,17 @@ def confirmed_revocation(world: World) -> dict[str, Any]:
     return {"confirm": "yes"}
 
 
+def portal_settings_form(world: World) -> dict[str, Any]:
+    """The settings page's contacts form for alpha."""
+    return {
+        "tenant": "alpha",
+        "action": "contacts",
+        "contact_name": "王工",
+        "contact_email": "noc@alpha.example.cn",
+        "contact_phone": "+86 755 8888 0000",
+    }
+
+
 def portal_acknowledgement(world: World) -> dict[str, Any]:
     acknowledgement_body(world)
     return {"reason": "We agreed.", "action": "acknowledge"}
@@ -488,6 +499,12 @@ PAGE_ROWS: dict[tuple[str, str], Row] = {
                                             body=portal_key_form),
     ("portal:signing-key-revoke", "post"): Row("404 302 403 403 403 404 login login",
                                             pk_of(key_of), body=confirmed_revocation),
+    # The tenant's own settings: every member reads them (the first tenant by slug: alpha for
+    # "two"; a user of no tenant is told so), only its admin changes them; a tenant one is not
+    # a member of is a 404; the page does not exist for provider staff.
+    ("portal:tenant-settings", "get"):  Row("404 200 200 200 200 200 login login"),
+    ("portal:tenant-settings", "post"): Row("404 200 403 403 403 404 login login",
+                                            body=portal_settings_form),
     # A pending amendment: read by all who see the lease, acknowledged by alpha's admin only.
     ("portal:amendment", "get"):        Row("200 200 200 200 200 404 login login",
                                             pending_amendment),

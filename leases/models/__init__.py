@@ -1,5 +1,5 @@
 from leases.models.cosign import TenantKey, TenantLink
-from leases.models.events import LeaseEvent
+from leases.models.events import LeaseEvent, TenantSettingsEvent
 from leases.models.inventory import Fabric, NicPort, Node, Site, Switch
 from leases.models.leases import Lease, NodeAssignment
 from leases.models.tenants import Membership, Tenant
@@ -19,5 +19,6 @@ __all__ = [
     "Tenant",
     "TenantKey",
     "TenantLink",
+    "TenantSettingsEvent",
     "TermsAmendment",
 ]

@@ -4,6 +4,7 @@ from django.utils.translation import gettext_lazy as _
 
 from common.querysets import TenantScopedQuerySet
 from leases.models.leases import Lease
+from leases.models.tenants import Tenant
 
 
 class LeaseEvent(models.Model):
@@ -45,3 +46,36 @@ class LeaseEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.lease} {self.get_action_display()}"
+
+
+class TenantSettingsEvent(models.Model):
+    """Audit trail of a tenant's own settings (contacts, webhook): who changed which fields
+    and when (``leases.tenant_settings``). Names the fields, never their values: a rotated
+    signing secret appears here only as ``webhook_secret``."""
+
+    tenant = models.ForeignKey(
+        Tenant, on_delete=models.CASCADE, related_name="settings_events", verbose_name=_("tenant")
+    )
+    at = models.DateTimeField(_("at"), db_index=True)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        verbose_name=_("actor"),
+    )
+    # Kept when the user is deleted, as TenantKey keeps who registered a key.
+    actor_username = models.CharField(_("actor (username)"), max_length=150)
+    fields = models.JSONField(_("fields changed"), default=list)
+
+    objects = TenantScopedQuerySet.as_manager()
+    tenant_path = "tenant"
+
+    class Meta:
+        verbose_name = _("tenant settings change")
+        verbose_name_plural = _("tenant settings changes")
+        ordering = ["-at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.tenant}: {', '.join(self.fields)} ({self.actor_username})"

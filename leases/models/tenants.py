@@ -1,3 +1,4 @@
+import re
 from typing import Any
 from zoneinfo import available_timezones
 
@@ -29,6 +30,25 @@ def validate_time_zone(value: str) -> None:
         )
 
 
+# A phone number as people write it: an optional +, digits, spaces, hyphens and brackets,
+# and an extension after 转 or ext.
+_PHONE = re.compile(r"\+?[0-9() -]+(?:\s*(?:转|ext\.?)\s*[0-9]{1,6})?", re.IGNORECASE)
+PHONE_MIN_DIGITS = 5
+
+
+def validate_phone(value: str) -> None:
+    if not value:
+        return
+    if not _PHONE.fullmatch(value) or sum(c.isdigit() for c in value) < PHONE_MIN_DIGITS:
+        raise ValidationError(
+            _(
+                "A phone number is digits, spaces, + - ( ) and at least 5 digits, with an "
+                "extension after 转 or ext if it has one, such as +86 755 8888 0000."
+            ),
+            code="phone",
+        )
+
+
 def new_webhook_secret() -> str:
     return webhooks.new_secret()
 
@@ -49,7 +69,9 @@ class Tenant(TimeStampedModel):
     slug = models.SlugField(_("slug"), unique=True)
     contact_name = models.CharField(_("contact name"), max_length=200, blank=True)
     contact_email = models.EmailField(_("contact email"), blank=True)
-    contact_phone = models.CharField(_("contact phone"), max_length=50, blank=True)
+    contact_phone = models.CharField(
+        _("contact phone"), max_length=50, blank=True, validators=[validate_phone]
+    )
     time_zone = models.CharField(
         _("time zone"),
         max_length=64,

@@ -197,6 +197,7 @@ def test_a_name_that_does_not_resolve_is_a_failed_delivery(loopback_only):
         ("http://93.184.215.14:99999/hook", "port"),
         ("http://93.184.215.14:0/hook", "port 0"),
         ("http:///hook", "no host"),
+        ("http://[::1/hook", "not a valid URL"),  # urlsplit's ValueError was a 500
     ],
 )
 def test_a_url_of_the_wrong_shape_is_refused_before_any_lookup(

@@ -73,6 +73,7 @@ def world():  # type: ignore[no-untyped-def]
         "invoice": reverse("portal:invoice", args=[invoice.pk]),
         "signing-keys": reverse("portal:signing-keys"),
         "amendment": reverse("portal:amendment", args=[amendment.pk]),
+        "tenant-settings": reverse("portal:tenant-settings"),
     }
     provider_pages = {
         "fleet": reverse("portal:fleet"),

@@ -13,7 +13,7 @@ from benchmarks.models import Rejudgement
 from billing import checkpoints, evidence, invoicing
 from billing import services as billing_services
 from billing.models import HourlyRollup, Incident, TrafficSample
-from leases import services
+from leases import services, tenant_settings
 from leases.choices import LeaseStatus, Role
 from leases.models import Node
 from telemetry.models import PortClearance, PortSample, TelemetryBatch
@@ -114,6 +114,10 @@ def world():
             effective_from=at("2026-11-20 00:00"),
             changes={"credit_cap_percent": "40"},
             reason="test world",
+        )
+        # A change of the tenant's own settings: a TenantSettingsEvent.
+        tenant_settings.set_webhook_url(
+            tenant=membership.tenant, user=membership.user, url="https://93.184.215.14/hook"
         )
         members[name] = membership
     NodeFactory()  # never leased: visible to staff only

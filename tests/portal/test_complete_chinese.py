@@ -14,7 +14,7 @@ from django.urls import reverse
 
 from billing.ingest import ingest_all
 from billing.invoicing import draft_invoice
-from leases import services
+from leases import services, tenant_settings
 from leases.choices import Role
 from tests.factories import (
     MembershipFactory,
@@ -81,6 +81,7 @@ ALLOWED = {
     "Azure",
     "Python",
     "English",
+    "Webhook",
     # Tools, their options and the words of their output that a customer types or reads.
     "iperf",
     "perftest",
@@ -107,8 +108,9 @@ ALLOWED = {
     "write",
     "audit",
 }
-# Commands and output lines quoted inside translated sentences.
-QUOTED = ["rdma link show", "# Avg bus bandwidth"]
+# Commands and output lines quoted inside translated sentences,
+# and names of more than one word.
+QUOTED = ["rdma link show", "# Avg bus bandwidth", "Standard Webhooks"]
 LATIN_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_./-]*[A-Za-z0-9]|[A-Za-z]")
 READ_ALOUD = {"title", "alt", "aria-label", "placeholder"}
 
@@ -178,6 +180,10 @@ def world():  # type: ignore[no-untyped-def]
     invoice = draft_invoice(tenant=tenant, period="2026-11", now=at("2026-11-20 12:00"))
     staff = StaffFactory()
     register_tenant_key(member.user, tenant, label="笔记本")
+    # The settings page then lists a change and offers a test delivery.
+    tenant_settings.set_webhook_url(
+        tenant=tenant, user=member.user, url="https://93.184.215.14/hooks/gpulease"
+    )
     amendment = services.propose_retroactive_amendment(
         lease=lease,
         effective_from=at("2026-11-10 00:00"),
@@ -198,6 +204,7 @@ def world():  # type: ignore[no-untyped-def]
         reverse("portal:invoice", args=[invoice.pk]),
         reverse("portal:signing-keys"),
         reverse("portal:amendment", args=[amendment.pk]),
+        reverse("portal:tenant-settings"),
     ]
     provider = [
         reverse("portal:fleet"),

@@ -286,6 +286,78 @@ def test_revoking_a_token_that_is_not_an_id_is_a_404(admin):
         assert rolled_back(lambda: client.post(f"/tokens/{pk}/revoke/")).status_code == 404  # noqa: B023
 
 
+# --- the tenant settings page (?tenant=<slug>, its forms) --------------------------------
+
+
+@pytest.mark.parametrize("slug", ["\x00", "zy\x00", HUGE_ID, "x" * 10_000, "../admin", "%00"])
+def test_a_garbage_tenant_on_the_settings_page_is_a_404(admin, slug):
+    client = client_for(admin.user)
+    assert rolled_back(lambda: client.get("/settings/", {"tenant": slug})).status_code == 404
+    data = {"tenant": slug, "action": "rotate", "confirm": "on"}
+    assert rolled_back(lambda: client.post("/settings/", data)).status_code == 404
+
+
+SETTINGS_FORMS = {
+    "contacts": {"contact_name": "王工", "contact_email": "noc@example.cn", "contact_phone": ""},
+    "webhook": {"webhook_url": "https://93.184.215.14/hook"},
+}
+
+
+@pytest.mark.parametrize(
+    ("action", "field"),
+    [(action, name) for action, fields in SETTINGS_FORMS.items() for name in fields],
+)
+@pytest.mark.parametrize("value", NUL_TEXTS)
+def test_nul_in_any_settings_field_is_a_400_that_changes_nothing(admin, action, field, value):
+    from leases.models import Tenant, TenantSettingsEvent
+
+    before = Tenant.objects.filter(pk=admin.tenant_id).values().get()
+    data = {"tenant": admin.tenant.slug, "action": action, **SETTINGS_FORMS[action]}
+    data[field] = value
+    client = client_for(admin.user)
+    assert rolled_back(lambda: client.post("/settings/", data)).status_code == 400
+    assert Tenant.objects.filter(pk=admin.tenant_id).values().get() == before
+    assert not TenantSettingsEvent.objects.exists()
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"action": "contacts", "contact_name": "n" * 201},
+        {"action": "contacts", "contact_email": "e" * 250 + "@x.cn"},
+        {"action": "contacts", "contact_phone": "1" * 51},
+        {"action": "webhook", "webhook_url": "https://93.184.215.14/" + "p" * 200},
+        {"action": "webhook", "webhook_url": "http://[::1"},
+        {"action": "webhook", "webhook_url": "javascript:alert(1)"},
+        {"action": "rotate", "confirm": "false"},
+        {"action": "rotate"},
+        {"action": "\x00"},
+        {"action": "x" * 10_000},
+    ],
+)
+def test_garbage_in_the_settings_forms_is_a_400(admin, fields):
+    from leases.models import TenantSettingsEvent
+
+    client = client_for(admin.user)
+    data = {"tenant": admin.tenant.slug, **fields}
+    assert rolled_back(lambda: client.post("/settings/", data)).status_code == 400
+    assert not TenantSettingsEvent.objects.exists()
+
+
+def test_a_settings_body_that_is_not_utf8_is_not_a_500(admin):
+    client = client_for(admin.user)
+    body = f"tenant={admin.tenant.slug}&action=contacts&contact_name=caf%E9&contact_phone=\xff"
+    response = rolled_back(
+        lambda: client.generic(
+            "POST",
+            "/settings/",
+            body.encode("latin-1"),
+            content_type="application/x-www-form-urlencoded",
+        )
+    )
+    assert response.status_code == 400  # the phone "\ufffd" is not a phone number
+
+
 # --- Django's own forms: login and the language switch -----------------------------
 
 

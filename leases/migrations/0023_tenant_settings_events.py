@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('leases', '0020_tenant_uscc_invoice_type'),
+        ('leases', '0022_degraded_minutes'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

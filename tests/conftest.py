@@ -1,12 +1,15 @@
 import contextlib
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 import kombu.pools
 import pytest
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
+
+T = TypeVar("T")
 
 
 def require(condition: bool, reason: str) -> None:
@@ -49,6 +52,36 @@ def celery_broker(url: str) -> Iterator[None]:
         app.conf.broker_url = previous
 
 
+@contextlib.contextmanager
+def built_once(django_db_blocker, build: Callable[[], T]) -> Iterator[T]:  # type: ignore[no-untyped-def]
+    """Data that several tests read, built once for all of them (a module- or class-scoped
+    fixture wraps this; it must also ask for ``django_db_setup``).
+
+    ``build()`` runs inside an outer transaction that stays open while the tests run: each
+    test (``django_db`` without ``transaction=True``) runs in a savepoint inside it that is
+    rolled back after the test, so every test starts from the data as built, whatever the
+    tests before it wrote; at the end the outer transaction is rolled back too, and nothing
+    reaches the database. A transactional test must not run inside the scope (it would
+    commit or flush under the outer transaction). Model instances in the value are shared
+    by the tests: a test that changes one in memory deep-copies it first."""
+    from django.db import transaction
+
+    with django_db_blocker.unblock():
+        outer = transaction.atomic()
+        outer.__enter__()
+        try:
+            value = build()
+        except BaseException as error:
+            outer.__exit__(type(error), error, error.__traceback__)
+            raise
+    try:
+        yield value
+    finally:
+        with django_db_blocker.unblock():
+            transaction.set_rollback(True)
+            outer.__exit__(None, None, None)
+
+
 @pytest.fixture
 def redis_url() -> str:
     import redis
@@ -88,6 +121,14 @@ def _roomy_portal_budgets(settings):
     127.0.0.1); their tests set their own."""
     settings.PORTAL_RATE_LIMIT = "100000/min"
     settings.AUDIT_BUNDLE_RATE_LIMIT = "100000/min"
+
+
+@pytest.fixture(autouse=True)
+def _fast_passwords(settings):
+    """Every UserFactory user has a password, and Django's PBKDF2 takes 0.3-0.7 s a hash on
+    this 2-core machine (the demo alone makes six users). No test asserts the production
+    hasher; one that does would set its own."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
 @pytest.fixture(autouse=True)

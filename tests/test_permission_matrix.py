@@ -10,9 +10,12 @@ How methods are found: a DRF view set's actions that its http_method_names allow
 view's handlers; a function view's require_http_methods list, else GET and POST (such a
 view answers every method; those are the two a browser sends)."""
 
+import copy
 import inspect
+import shutil
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,13 +23,14 @@ import time_machine
 from django.conf import settings as django_settings
 from django.core.cache import cache
 from django.shortcuts import resolve_url
-from django.test import Client
+from django.test import Client, override_settings
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 from rest_framework.test import APIClient
 
 from api import tokens
 from leases.choices import Role
 from tests.api.conftest import World, build_side
+from tests.conftest import built_once
 from tests.factories import MembershipFactory, StaffFactory, UserFactory, at
 from tests.permission_matrix_rows import (
     API_CALLERS,
@@ -170,6 +174,7 @@ class Callers:
     world: World
     users: dict[str, Any]  # session caller -> user (None: anonymous)
     secrets: dict[str, str]  # token caller -> the whole token, of alpha's admin
+    var_dir: Path | None = field(default=None, repr=False)  # where the world was built
 
     def api_client(self, caller: str) -> APIClient:
         client = APIClient(HTTP_ACCEPT_LANGUAGE="en")
@@ -186,42 +191,69 @@ class Callers:
         return client
 
 
+FAST_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture(scope="module")
+def shared_callers(django_db_setup, django_db_blocker, tmp_path_factory) -> Iterator[Callers]:
+    """The two tenants' world and the callers, built once for the module's tests (a few
+    seconds a build, and there is a test per route): each test asks in its own savepoint,
+    rolled back after it (tests.conftest.built_once), so a write in one test is never seen
+    by the next."""
+    var_dir = tmp_path_factory.mktemp("matrix-var")
+
+    def build() -> Callers:
+        with (
+            override_settings(VAR_DIR=var_dir, PASSWORD_HASHERS=FAST_HASHERS),
+            time_machine.travel(NOW, tick=True),
+        ):
+            world = World(
+                alpha=build_side("alpha"),
+                beta=build_side("beta"),
+                staff=StaffFactory(username="provider"),
+                outsider=UserFactory(username="outsider"),
+            )
+            two = UserFactory(username="alpha-viewer-beta-admin")
+            MembershipFactory(user=two, tenant=world.alpha.tenant, role=Role.VIEWER)
+            MembershipFactory(user=two, tenant=world.beta.tenant, role=Role.ADMIN)
+            inactive = UserFactory(username="alpha-admin-left", is_active=False)
+            MembershipFactory(user=inactive, tenant=world.alpha.tenant, role=Role.ADMIN)
+            admin = world.alpha.members[Role.ADMIN]
+            users = {
+                "staff": world.staff,
+                "admin": admin,
+                "viewer": world.alpha.members[Role.VIEWER],
+                "auditor": world.alpha.members[Role.AUDITOR],
+                "two": two,
+                "outsider": world.outsider,
+                "inactive": inactive,
+                "anon": None,
+            }
+            assert tuple(users) == SESSION_CALLERS
+            secrets = {
+                caller: tokens.issue_token(user=admin, scopes=TOKEN_SCOPES[caller]).secret
+                for caller in TOKEN_CALLERS
+            }
+            return Callers(world, users, secrets)
+
+    with built_once(django_db_blocker, build) as callers:
+        callers.var_dir = var_dir
+        yield callers
+
+
 @pytest.fixture
-def callers(db, settings) -> Iterator[Callers]:
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+def callers(db, settings, shared_callers) -> Iterator[Callers]:
+    settings.PASSWORD_HASHERS = FAST_HASHERS
     # Run-now answers 429 within the cooldown after a tenant's runs are over; the matrix
     # asks who may run it, not how often.
     settings.RUN_NOW_COOLDOWN_S = 0
+    # What the build left in its VAR_DIR (the audit key, if it made one), as if the world
+    # had been built in this test's.
+    shutil.copytree(shared_callers.var_dir, settings.VAR_DIR, dirs_exist_ok=True)
     cache.clear()
     with time_machine.travel(NOW, tick=True):
-        world = World(
-            alpha=build_side("alpha"),
-            beta=build_side("beta"),
-            staff=StaffFactory(username="provider"),
-            outsider=UserFactory(username="outsider"),
-        )
-        two = UserFactory(username="alpha-viewer-beta-admin")
-        MembershipFactory(user=two, tenant=world.alpha.tenant, role=Role.VIEWER)
-        MembershipFactory(user=two, tenant=world.beta.tenant, role=Role.ADMIN)
-        inactive = UserFactory(username="alpha-admin-left", is_active=False)
-        MembershipFactory(user=inactive, tenant=world.alpha.tenant, role=Role.ADMIN)
-        admin = world.alpha.members[Role.ADMIN]
-        users = {
-            "staff": world.staff,
-            "admin": admin,
-            "viewer": world.alpha.members[Role.VIEWER],
-            "auditor": world.alpha.members[Role.AUDITOR],
-            "two": two,
-            "outsider": world.outsider,
-            "inactive": inactive,
-            "anon": None,
-        }
-        assert tuple(users) == SESSION_CALLERS
-        secrets = {
-            caller: tokens.issue_token(user=admin, scopes=TOKEN_SCOPES[caller]).secret
-            for caller in TOKEN_CALLERS
-        }
-        yield Callers(world, users, secrets)
+        # A copy per test: a row that changes an object in memory changes only its own.
+        yield copy.deepcopy(shared_callers)
     cache.clear()
 
 

@@ -28,6 +28,7 @@ from typing import Any
 
 import pytest
 from celery import Celery
+from django.conf import global_settings
 
 from api import tokens
 from tests.conftest import require_tool
@@ -204,7 +205,12 @@ def _cookies(headers: Any) -> dict[str, str]:
     return jar
 
 
-def test_https_localhost_serves_the_portal_with_the_production_settings(stack, transactional_db):
+def test_https_localhost_serves_the_portal_with_the_production_settings(
+    stack, transactional_db, settings
+):
+    # The stack's gunicorn checks the login's password with production's hashers (Django's
+    # default list), not the fast one the tests hash with (tests/conftest.py).
+    settings.PASSWORD_HASHERS = global_settings.PASSWORD_HASHERS
     # The portal's home sends an anonymous visitor to the login page, on the same origin.
     status, headers, _ = fetch(stack, stack.url("/"))
     assert (status, headers["Location"]) == (302, "/accounts/login/?next=/")

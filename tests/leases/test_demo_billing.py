@@ -18,6 +18,7 @@ from itertools import pairwise
 
 import pytest
 import time_machine
+from django.test import override_settings
 
 from benchmarks import chain
 from benchmarks.models import ProbeRun
@@ -31,6 +32,7 @@ from demo.invoices import GOODWILL_REASON, DemoInvoices, load_invoices
 from gpulease_verify import sweep
 from leases.demo import load_demo
 from leases.models import Lease, NicPort, Tenant
+from tests.conftest import built_once
 
 pytestmark = pytest.mark.django_db
 
@@ -66,11 +68,25 @@ def _expected_bytes(reference: str, ports_of_last_node: int, nodes: int) -> int:
     return total
 
 
+@pytest.fixture(scope="class")
+def demo_at_noon(django_db_setup, django_db_blocker, tmp_path_factory):
+    """The demo at NOW with four days of history, loaded once for the tests of
+    TestTheDemoAtNoon (about half a minute a load): each test reads it inside its own
+    savepoint, rolled back after it (tests.conftest.built_once)."""
+
+    def build() -> None:
+        var_dir = tmp_path_factory.mktemp("demo-var")  # the demo's logins file
+        with override_settings(VAR_DIR=var_dir), time_machine.travel(NOW, tick=False):
+            load_demo()
+            load_history(days=4)
+
+    with built_once(django_db_blocker, build):
+        yield
+
+
 @pytest.fixture
-def demo():
+def demo(demo_at_noon):
     with time_machine.travel(NOW, tick=False):
-        load_demo()
-        load_history(days=4)
         yield
 
 
@@ -80,139 +96,145 @@ def _lines(tenant_slug: str, period: str, reference: str):  # type: ignore[no-un
     return {line.kind: line for line in invoice.lines.filter(lease__reference=reference)}
 
 
-def test_the_per_gb_lease_bills_the_bytes_its_counters_moved(demo):
-    lease = Lease.objects.get(reference="LX-2026-001")
-    nodes = sorted(lease.assignments.values_list("node__hostname", flat=True))
-    last_ports = NicPort.objects.filter(node__hostname=nodes[-1]).count()
-    assert (len(nodes), last_ports) == (2, 2)
-    expected = _expected_bytes("LX-2026-001", last_ports, len(nodes))
-    # By hand: Shanghai hours 12-23 of 29 October sum to 1,390 % of the level, 30 and 31
-    # October to 2,175 % each: 5,740 %; the burst takes hours 04-05 of 30 October (75 %)
-    # at 40,000 Mbps, and the reboot hour is 00:00 on 31 October (45 %) for one node. So
-    # 16 Mbps x (2 x 5,665 - 45) + 2 x 2 x 40,000 = 340,560 Mbps-hours x 450,000,000
-    # bytes, plus 2 ports x 9,216 bytes sent while booting.
-    assert expected == 153_252_000_018_432
-    line = _lines("lingxi", "2026-10", "LX-2026-001")["usage_gb"]
-    assert line.detail["bytes"] == expected
-    assert line.quantity == Decimal("153252.000018")  # GB to six places on the line
-    assert (
-        line.amount == _cents(Decimal(expected) / 10**9 * Decimal("0.0300")) == Decimal("4597.56")
-    )
-    assert line.detail["samples"] == 60 * 12
-    # The reboot is one reset, on the slot whose interval holds it (xx:10 to xx:15).
-    reboot = NOW - 60 * timedelta(hours=1)
-    (reset,) = TrafficSample.objects.filter(lease=lease, resets__gt=0)
-    assert reset.slot_at == reboot + timedelta(minutes=10)
-    # The runs are the probe's own output, chained and parsed by its interpreter.
-    runs = ProbeRun.objects.filter(lease=lease, kind="counters", trigger="schedule")
-    assert runs.filter(chain_index__isnull=True).count() == 0
-    assert chain.verify_lease(lease_id=lease.pk) == []
-    sample = runs.order_by("slot_at").first()
-    assert sample is not None and sample.pattern == "sweep"
-    outputs = sweep.read_transcript(sample.raw_output)
-    assert [out.node for out in outputs] == nodes
-    for out in outputs:
-        assert "NIC statistics:" in out.stdout and "# ethtool -S ens1f0np0" in out.stdout
-        assert "ethtool -S" in out.command
-
-
 def _tx_phy(raw: str) -> list[int]:
     return [int(v) for v in re.findall(r"^\s+tx_bytes_phy: (\d+)$", raw, re.MULTILINE)]
 
 
-def test_this_months_traffic_is_the_counter_deltas_read_from_the_raw_output(demo):
-    """November so far, up to the last reading: the bytes between consecutive readings of
-    each port, a reading lower than the one before counting from zero, less the bytes
-    the lease's own iperf3 probes sent (their client JSON's bytes, the omitted first
-    second included): the probe tax, kept out of metering."""
-    lease = Lease.objects.get(reference="LX-2026-001")
-    november = OCTOBER_END
-    expected = 0
-    runs = list(
-        ProbeRun.objects.filter(lease=lease, kind="counters", trigger="schedule").order_by(
-            "slot_at"
+class TestTheDemoAtNoon:
+    """The demo loaded once at NOW (fixture demo_at_noon), read by each test."""
+
+    def test_the_per_gb_lease_bills_the_bytes_its_counters_moved(self, demo):
+        lease = Lease.objects.get(reference="LX-2026-001")
+        nodes = sorted(lease.assignments.values_list("node__hostname", flat=True))
+        last_ports = NicPort.objects.filter(node__hostname=nodes[-1]).count()
+        assert (len(nodes), last_ports) == (2, 2)
+        expected = _expected_bytes("LX-2026-001", last_ports, len(nodes))
+        # By hand: Shanghai hours 12-23 of 29 October sum to 1,390 % of the level, 30 and 31
+        # October to 2,175 % each: 5,740 %; the burst takes hours 04-05 of 30 October (75 %)
+        # at 40,000 Mbps, and the reboot hour is 00:00 on 31 October (45 %) for one node. So
+        # 16 Mbps x (2 x 5,665 - 45) + 2 x 2 x 40,000 = 340,560 Mbps-hours x 450,000,000
+        # bytes, plus 2 ports x 9,216 bytes sent while booting.
+        assert expected == 153_252_000_018_432
+        line = _lines("lingxi", "2026-10", "LX-2026-001")["usage_gb"]
+        assert line.detail["bytes"] == expected
+        assert line.quantity == Decimal("153252.000018")  # GB to six places on the line
+        assert (
+            line.amount
+            == _cents(Decimal(expected) / 10**9 * Decimal("0.0300"))
+            == Decimal("4597.56")
         )
-    )
-    load_texts(runs)
-    printed = defaultdict(list)  # node -> (slot, what it printed), in slot order
-    for run in runs:
-        for out in sweep.read_transcript(run.raw_output):
-            printed[out.node].append((run.slot_at, out.stdout))
-    for node in lease.assignments.values_list("node__hostname", flat=True):
-        readings = printed[node]
-        for (slot, before), (_next, after) in pairwise(readings):
-            if slot < november:
-                continue
-            for old, new in zip(_tx_phy(before), _tx_phy(after), strict=True):
-                expected += new - old if new >= old else new
-    last = max(run.slot_at for run in runs)
-    probes = list(
-        ProbeRun.objects.filter(
-            lease=lease, tool="iperf3", started_at__gte=november, finished_at__lte=last
+        assert line.detail["samples"] == 60 * 12
+        # The reboot is one reset, on the slot whose interval holds it (xx:10 to xx:15).
+        reboot = NOW - 60 * timedelta(hours=1)
+        (reset,) = TrafficSample.objects.filter(lease=lease, resets__gt=0)
+        assert reset.slot_at == reboot + timedelta(minutes=10)
+        # The runs are the probe's own output, chained and parsed by its interpreter.
+        runs = ProbeRun.objects.filter(lease=lease, kind="counters", trigger="schedule")
+        assert runs.filter(chain_index__isnull=True).count() == 0
+        assert chain.verify_lease(lease_id=lease.pk) == []
+        sample = runs.order_by("slot_at").first()
+        assert sample is not None and sample.pattern == "sweep"
+        outputs = sweep.read_transcript(sample.raw_output)
+        assert [out.node for out in outputs] == nodes
+        for out in outputs:
+            assert "NIC statistics:" in out.stdout and "# ethtool -S ens1f0np0" in out.stdout
+            assert "ethtool -S" in out.command
+
+    def test_this_months_traffic_is_the_counter_deltas_read_from_the_raw_output(self, demo):
+        """November so far, up to the last reading: the bytes between consecutive readings of
+        each port, a reading lower than the one before counting from zero, less the bytes
+        the lease's own iperf3 probes sent (their client JSON's bytes, the omitted first
+        second included): the probe tax, kept out of metering."""
+        lease = Lease.objects.get(reference="LX-2026-001")
+        november = OCTOBER_END
+        expected = 0
+        runs = list(
+            ProbeRun.objects.filter(lease=lease, kind="counters", trigger="schedule").order_by(
+                "slot_at"
+            )
         )
-    )
-    load_texts(probes)
-    sent = 0
-    for probe in probes:
-        document = json.loads(probe.raw_output[probe.raw_output.index("{") :])
-        bytes_sent = document["end"]["sum_sent"]["bytes"] + sum(
-            interval["sum"]["bytes"]
-            for interval in document["intervals"]
-            if interval["sum"]["omitted"]
+        load_texts(runs)
+        printed = defaultdict(list)  # node -> (slot, what it printed), in slot order
+        for run in runs:
+            for out in sweep.read_transcript(run.raw_output):
+                printed[out.node].append((run.slot_at, out.stdout))
+        for node in lease.assignments.values_list("node__hostname", flat=True):
+            readings = printed[node]
+            for (slot, before), (_next, after) in pairwise(readings):
+                if slot < november:
+                    continue
+                for old, new in zip(_tx_phy(before), _tx_phy(after), strict=True):
+                    expected += new - old if new >= old else new
+        last = max(run.slot_at for run in runs)
+        probes = list(
+            ProbeRun.objects.filter(
+                lease=lease, tool="iperf3", started_at__gte=november, finished_at__lte=last
+            )
         )
-        # 10 s at its measured rate, and the omitted first second ramping up to it.
-        assert 10.6 < bytes_sent / (probe.measured_bps / 8) < 11.0
-        sent += bytes_sent
-    assert len(probes) >= 2
-    line = _lines("lingxi", "2026-11", "LX-2026-001")["usage_gb"]
-    assert expected > sent > 0 and line.detail["bytes"] == expected - sent
+        load_texts(probes)
+        sent = 0
+        for probe in probes:
+            document = json.loads(probe.raw_output[probe.raw_output.index("{") :])
+            bytes_sent = document["end"]["sum_sent"]["bytes"] + sum(
+                interval["sum"]["bytes"]
+                for interval in document["intervals"]
+                if interval["sum"]["omitted"]
+            )
+            # 10 s at its measured rate, and the omitted first second ramping up to it.
+            assert 10.6 < bytes_sent / (probe.measured_bps / 8) < 11.0
+            sent += bytes_sent
+        assert len(probes) >= 2
+        line = _lines("lingxi", "2026-11", "LX-2026-001")["usage_gb"]
+        assert expected > sent > 0 and line.detail["bytes"] == expected - sent
 
+    def test_the_p95_lease_bills_the_95th_percentile_of_its_samples(self, demo):
+        lease = Lease.objects.get(reference="LX-2026-002")
+        samples = TrafficSample.objects.filter(
+            lease=lease, slot_at__gte=datetime(2026, 9, 30, 16, tzinfo=UTC), slot_at__lt=OCTOBER_END
+        )
+        assert samples.count() == 720
+        # By hand: 30 Mbps x (5,740 - 135) % + 2 x 20,000 Mbps for the burst (22:00-24:00 on
+        # 29 October), for 4 nodes: 832,600 Mbps-hours x 450,000,000 bytes.
+        assert _expected_bytes("LX-2026-002", 1, 4) == 374_670_000_000_000
+        assert sum(s.tx_bytes for s in samples) == 374_670_000_000_000
+        rates = sorted((s.tx_bytes * 8 / s.seconds for s in samples), reverse=True)
+        dropped = len(rates) * 5 // 100
+        assert dropped == 36
+        p95 = rates[dropped]
+        line = _lines("lingxi", "2026-10", "LX-2026-002")["usage_p95"]
+        mbps = (p95 / 10**6).quantize(Decimal("0.01"), rounding=ROUND_HALF_UP)
+        assert mbps > 0 and line.quantity == mbps
+        assert Decimal(line.detail["p95_bps"]) == p95
+        assert line.amount == _cents(mbps * Decimal("0.4000"))  # a whole month
+        # The 2-hour burst (4 nodes at 20 Gbps) is the top 24 samples, all dropped.
+        burst = [rate for rate in rates if rate >= 4 * 20_000 * 10**6 * Decimal("0.8")]
+        assert len(burst) == 24 and rates[0] > p95
+        # The billed sample is an afternoon one: 4 nodes near the profile's peak, +-20 %.
+        peak = 4 * TRAFFIC["LX-2026-002"].level_mbps * max(DAILY_PROFILE) / 100 * 10**6
+        assert Decimal(peak) * Decimal("0.8") <= p95 <= Decimal(peak) * Decimal("1.2")
 
-def test_the_p95_lease_bills_the_95th_percentile_of_its_samples(demo):
-    lease = Lease.objects.get(reference="LX-2026-002")
-    samples = TrafficSample.objects.filter(
-        lease=lease, slot_at__gte=datetime(2026, 9, 30, 16, tzinfo=UTC), slot_at__lt=OCTOBER_END
-    )
-    assert samples.count() == 720
-    # By hand: 30 Mbps x (5,740 - 135) % + 2 x 20,000 Mbps for the burst (22:00-24:00 on
-    # 29 October), for 4 nodes: 832,600 Mbps-hours x 450,000,000 bytes.
-    assert _expected_bytes("LX-2026-002", 1, 4) == 374_670_000_000_000
-    assert sum(s.tx_bytes for s in samples) == 374_670_000_000_000
-    rates = sorted((s.tx_bytes * 8 / s.seconds for s in samples), reverse=True)
-    dropped = len(rates) * 5 // 100
-    assert dropped == 36
-    p95 = rates[dropped]
-    line = _lines("lingxi", "2026-10", "LX-2026-002")["usage_p95"]
-    mbps = (p95 / 10**6).quantize(Decimal("0.01"), rounding=ROUND_HALF_UP)
-    assert mbps > 0 and line.quantity == mbps
-    assert Decimal(line.detail["p95_bps"]) == p95
-    assert line.amount == _cents(mbps * Decimal("0.4000"))  # a whole month
-    # The 2-hour burst (4 nodes at 20 Gbps) is the top 24 samples, all dropped.
-    burst = [rate for rate in rates if rate >= 4 * 20_000 * 10**6 * Decimal("0.8")]
-    assert len(burst) == 24 and rates[0] > p95
-    # The billed sample is an afternoon one: 4 nodes near the profile's peak, +-20 %.
-    peak = 4 * TRAFFIC["LX-2026-002"].level_mbps * max(DAILY_PROFILE) / 100 * 10**6
-    assert Decimal(peak) * Decimal("0.8") <= p95 <= Decimal(peak) * Decimal("1.2")
-
-
-def test_the_yearly_lease_is_accepted_when_it_goes_live_and_billed_from_then(demo):
-    lease = Lease.objects.get(reference="ZY-2026-002")
-    accepted = invoicing.billing_start(lease)
-    assert accepted is not None and lease.starts_at < accepted < lease.starts_at + timedelta(
-        hours=1
-    )
-    kinds = set(
-        ProbeRun.objects.filter(lease=lease, trigger="acceptance").values_list("kind", flat=True)
-    )
-    assert kinds == {"link", "counters", "throughput", "latency", "collective"}
-    assert not ProbeRun.objects.filter(lease=lease, trigger="acceptance", verdict="fail").exists()
-    october = _lines("zhiyuan", "2026-10", "ZY-2026-002")
-    assert october["node_rent"].quantity == Decimal("4.000000")
-    assert october["node_rent"].amount == Decimal("392000.00")
-    assert october["network_fee"].amount == Decimal("18000.00")
-    # Its first month is billed from the acceptance, a few minutes after midnight.
-    first = _lines("zhiyuan", "2026-08", "ZY-2026-002")["node_rent"]
-    assert Decimal("3.99") < first.quantity < Decimal("4")
+    def test_the_yearly_lease_is_accepted_when_it_goes_live_and_billed_from_then(self, demo):
+        lease = Lease.objects.get(reference="ZY-2026-002")
+        accepted = invoicing.billing_start(lease)
+        assert accepted is not None and lease.starts_at < accepted < lease.starts_at + timedelta(
+            hours=1
+        )
+        kinds = set(
+            ProbeRun.objects.filter(lease=lease, trigger="acceptance").values_list(
+                "kind", flat=True
+            )
+        )
+        assert kinds == {"link", "counters", "throughput", "latency", "collective"}
+        assert not ProbeRun.objects.filter(
+            lease=lease, trigger="acceptance", verdict="fail"
+        ).exists()
+        october = _lines("zhiyuan", "2026-10", "ZY-2026-002")
+        assert october["node_rent"].quantity == Decimal("4.000000")
+        assert october["node_rent"].amount == Decimal("392000.00")
+        assert october["network_fee"].amount == Decimal("18000.00")
+        # Its first month is billed from the acceptance, a few minutes after midnight.
+        first = _lines("zhiyuan", "2026-08", "ZY-2026-002")["node_rent"]
+        assert Decimal("3.99") < first.quantity < Decimal("4")
 
 
 # --- the demo's invoices: issued with a credit, a credit note, a draft -------------------

@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 from decimal import Decimal
 
 import pytest
@@ -66,6 +67,20 @@ def two_nodes():
             subprocess.run(["ip", "netns", "del", space], capture_output=True)
 
 
+def _wait_listening(space: str, port: int) -> None:
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        listening = subprocess.run(
+            ["ip", "netns", "exec", space, "ss", "-Hltn", f"sport = :{port}"],
+            capture_output=True,
+            text=True,
+        ).stdout
+        if listening.strip():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"no iperf3 server listening on port {port} in {space}")
+
+
 def _commands(block: str) -> tuple[str, str]:
     lines = block.splitlines()
     server = lines[lines.index(next(x for x in lines if x.startswith("# server, on"))) + 1]
@@ -106,6 +121,9 @@ def test_following_the_guide_on_a_two_port_lease_passes(two_nodes):
         for server, _client in pairs
     ]
     try:
+        # As a person would: the client only once its server listens.
+        for server, _client in pairs:
+            _wait_listening(space_b, int(server.split(" -p ")[1].split()[0]))
         clients = [
             subprocess.Popen(
                 ["ip", "netns", "exec", space_a, "sh", "-c", command],
@@ -126,7 +144,8 @@ def test_following_the_guide_on_a_two_port_lease_passes(two_nodes):
             f"/leases/{lease.pk}/evidence/new/",
             {"tool": "iperf3", "nodes": ["gd-lab-01", "gd-lab-02"], "raw_output": output},
         )
-        assert response.status_code == 302, response.content.decode()[-2000:]
+        errors = re.findall(r'class="errors"[^>]*>(.*?)</div>', response.content.decode(), re.S)
+        assert response.status_code == 302, (errors, output[-1500:])
         evidence = Evidence.objects.latest("pk")
         assert evidence.verdict == Verdict.PASS, (index, evidence.verdict_reason)
         assert evidence.measured_bps >= 950_000_000

@@ -6,6 +6,8 @@ STAMP := $(VENV)/.installed
 # Tests talk to the real PostgreSQL and Redis; override for another server.
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/test
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
+# make test's parallel streams: one per core; stream k uses Redis database 15 - k.
+TEST_STREAMS ?= $(shell nproc 2>/dev/null || echo 2)
 # The browser tests (tests/browser) drive Debian's chromium through Playwright; Playwright's
 # own browser download is never used.
 CHROMIUM ?= /usr/bin/chromium
@@ -100,14 +102,17 @@ browser:
 		fi; \
 	fi
 
+# Without PYTEST_ARGS: the whole suite in one stream per core (scripts/test_shards.py, each
+# stream on its own PostgreSQL and Redis databases), the SQLite files once more on SQLite,
+# then the serial files alone. With PYTEST_ARGS: one plain pytest run on PostgreSQL.
 test: setup browser
 	@if [ -z "$(PYTEST_ARGS)" ]; then \
-		echo "first on SQLite: $(SQLITE_TESTS)"; \
-		DATABASE_URL=sqlite:///$$(mktemp -d)/test.sqlite3 TEST_REDIS_URL=$(TEST_REDIS_URL) \
-			$(PY) -m pytest -q -p no:cacheprovider $(SQLITE_TESTS); \
+		DATABASE_URL=$(TEST_DATABASE_URL) TEST_REDIS_URL=$(TEST_REDIS_URL) \
+			$(PY) scripts/test_shards.py --streams $(TEST_STREAMS) --sqlite $(SQLITE_TESTS); \
+	else \
+		DATABASE_URL=$(TEST_DATABASE_URL) TEST_REDIS_URL=$(TEST_REDIS_URL) \
+			$(PY) -m pytest $(PYTEST_ARGS); \
 	fi
-	DATABASE_URL=$(TEST_DATABASE_URL) TEST_REDIS_URL=$(TEST_REDIS_URL) \
-		$(PY) -m pytest $(PYTEST_ARGS)
 
 # The documentation site (mkdocs.yml, docs/) builds with no warning: a page missing from the
 # nav or a link to a page or anchor that does not exist fails. It builds into site/ (ignored).

@@ -21,7 +21,8 @@ from gpulease_verify.periods import Period
 from leases.models import Switch
 from tests.benchmarks.conftest import execute
 
-pytestmark = pytest.mark.lab
+# serial: make test runs it alone, after the parallel streams (scripts/test_shards.py).
+pytestmark = [pytest.mark.lab, pytest.mark.serial]
 
 RATE = 1_000_000_000
 

@@ -33,7 +33,8 @@ from tests.benchmarks.conftest import (
 )
 from tests.conftest import require
 
-pytestmark = pytest.mark.lab
+# serial: make test runs it alone, after the parallel streams (scripts/test_shards.py).
+pytestmark = [pytest.mark.lab, pytest.mark.serial]
 
 HEALTHY_SAMPLES = 42  # seven slots of six
 DEGRADED = "lab-h2"

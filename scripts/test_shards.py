@@ -1,0 +1,219 @@
+"""Run the whole test suite as `make test` does, in parallel streams on this machine's cores.
+
+Every test file under tests/ runs exactly once on PostgreSQL, and the SQLite files
+(``--sqlite``) once more on SQLite, as before; what changes is that they run in ``--streams``
+processes at once. Each stream has its own PostgreSQL test database and Redis database, so a
+test that empties its Redis database or migrates its database never touches another
+stream's. Files are given to the streams whole (their module fixtures are built once) by
+their last measured time (tests/durations.json), the longest first, each to the stream that
+would finish first. Files marked ``serial`` (``pytestmark = pytest.mark.serial``: they
+measure throughput or load every core on purpose) run afterwards, alone.
+
+    python scripts/test_shards.py --sqlite tests/test_clock_matrix.py ...
+    python scripts/test_shards.py --record var/test-shards/*.xml   # refresh durations.json
+"""
+
+import argparse
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DURATIONS = ROOT / "tests" / "durations.json"
+LOGS = ROOT / "var" / "test-shards"
+SERIAL = re.compile(r"^pytestmark\s*=.*\bpytest\.mark\.serial\b", re.MULTILINE)
+PYTEST = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--durations=20"]
+
+
+@dataclass
+class Job:
+    name: str
+    files: list[str]
+    env: dict[str, str]
+    seconds: float = 0.0
+
+
+@dataclass
+class Stream:
+    number: int
+    jobs: list[Job] = field(default_factory=list)
+
+    @property
+    def seconds(self) -> float:
+        return sum(job.seconds for job in self.jobs)
+
+
+def test_files() -> list[str]:
+    return sorted(str(path.relative_to(ROOT)) for path in (ROOT / "tests").rglob("test_*.py"))
+
+
+def is_serial(path: str) -> bool:
+    return bool(SERIAL.search((ROOT / path).read_text(encoding="utf-8")))
+
+
+def with_database(url: str, suffix: str) -> str:
+    """``postgres://host/test`` -> ``postgres://host/test_s1`` (pytest-django prefixes test_)."""
+    if not suffix:
+        return url
+    base, _, name = url.rpartition("/")
+    return f"{base}/{name}_{suffix}"
+
+
+def with_redis_db(url: str, offset: int) -> str:
+    """Stream k's Redis database: the given number minus k (15, 14, ...)."""
+    base, _, number = url.rpartition("/")
+    database = int(number or 0) - offset
+    if database < 0:
+        raise SystemExit(f"TEST_REDIS_URL {url}: no Redis database below it for stream {offset}")
+    return f"{base}/{database}"
+
+
+def plan(
+    streams: int, sqlite_files: list[str], durations: dict[str, float]
+) -> tuple[list[Stream], Job]:
+    database = os.environ["DATABASE_URL"]
+    redis = os.environ["TEST_REDIS_URL"]
+    known = sorted(durations.values())
+    unknown = known[len(known) // 2] if known else 10.0  # a new file: a median file's time
+    files = test_files()
+    serial = [path for path in files if is_serial(path)]
+    jobs = [
+        Job(f"postgresql {path}", [path], {}, durations.get(path, unknown))
+        for path in files
+        if path not in serial
+    ]
+    if sqlite_files:
+        sqlite_url = f"sqlite:///{tempfile.mkdtemp(prefix='gpulease-test-')}/test.sqlite3"
+        seconds = sum(durations.get(f"sqlite:{path}", unknown) for path in sqlite_files)
+        jobs.append(Job("sqlite", sqlite_files, {"DATABASE_URL": sqlite_url}, seconds))
+    lanes = [Stream(number) for number in range(streams)]
+    for job in sorted(jobs, key=lambda job: -job.seconds):
+        lane = min(lanes, key=lambda lane: lane.seconds)
+        lane.jobs.append(job)
+    for lane in lanes:
+        suffix = f"s{lane.number}" if lane.number else ""
+        for job in lane.jobs:
+            job.env.setdefault("DATABASE_URL", with_database(database, suffix))
+            job.env["TEST_REDIS_URL"] = with_redis_db(redis, lane.number)
+    serial_job = Job("serial", serial, {"DATABASE_URL": database, "TEST_REDIS_URL": redis})
+    return lanes, serial_job
+
+
+def grouped(lane: Stream) -> list[Job]:
+    """One pytest process per database: the stream's PostgreSQL files together (one
+    migration), then its SQLite files."""
+    postgres = [job for job in lane.jobs if job.name != "sqlite"]
+    others = [job for job in lane.jobs if job.name == "sqlite"]
+    merged = []
+    if postgres:
+        files = sorted(path for job in postgres for path in job.files)
+        seconds = sum(job.seconds for job in postgres)
+        merged.append(Job(f"stream {lane.number}", files, postgres[0].env, seconds))
+    for job in others:
+        merged.append(Job(f"stream {lane.number} sqlite", job.files, job.env, job.seconds))
+    return merged
+
+
+def log_of(job: Job) -> Path:
+    return LOGS / (job.name.replace(" ", "-") + ".log")
+
+
+def run_stream(jobs: list[Job]) -> subprocess.Popen[bytes]:
+    """A stream's jobs one after the other in one shell; the streams run at the same time."""
+    lines = []
+    for job in jobs:
+        log = log_of(job)
+        env = " ".join(f"{key}={shlex.quote(value)}" for key, value in job.env.items())
+        command = " ".join(shlex.quote(part) for part in [*PYTEST, *job.files])
+        lines.append(
+            f"env {env} {command} --junitxml={log.with_suffix('.xml')} > {log} 2>&1; "
+            f"echo $? > {log.with_suffix('.code')}"
+        )
+    return subprocess.Popen(["bash", "-c", "\n".join(lines)], cwd=ROOT)
+
+
+def report(logs: list[Path]) -> bool:
+    ok = True
+    for log in logs:
+        code_file = log.with_suffix(".code")
+        code = int(code_file.read_text().strip()) if code_file.exists() else -1
+        text = log.read_text(encoding="utf-8", errors="replace") if log.exists() else ""
+        print(f"===== {log.name}: exit {code} =====")
+        print(text)
+        ok = ok and code == 0
+    return ok
+
+
+def run(streams: int, sqlite_files: list[str]) -> int:
+    durations = json.loads(DURATIONS.read_text()) if DURATIONS.exists() else {}
+    lanes, serial = plan(streams, sqlite_files, durations)
+    LOGS.mkdir(parents=True, exist_ok=True)
+    for old in LOGS.glob("*"):
+        old.unlink()
+    began = time.monotonic()
+    processes = []
+    logs: list[Path] = []
+    for lane in lanes:
+        jobs = grouped(lane)
+        if not jobs:
+            continue
+        names = ", ".join(
+            f"{job.name} ({len(job.files)} files, ~{job.seconds:.0f} s)" for job in jobs
+        )
+        print(f"stream {lane.number}: {names}", flush=True)
+        processes.append(run_stream(jobs))
+        logs += [log_of(job) for job in jobs]
+    for process in processes:
+        process.wait()
+    parallel = time.monotonic() - began
+    ok = report(logs)
+    print(f"parallel streams: {parallel:.0f} s", flush=True)
+    if serial.files:
+        print(f"serial, alone: {' '.join(serial.files)}", flush=True)
+        serial_began = time.monotonic()
+        run_stream([serial]).wait()
+        ok = report([log_of(serial)]) and ok
+        print(f"serial: {time.monotonic() - serial_began:.0f} s", flush=True)
+    print(f"all tests: {time.monotonic() - began:.0f} s, {'passed' if ok else 'FAILED'}")
+    return 0 if ok else 1
+
+
+def record(reports: list[Path]) -> int:
+    """Per-file seconds from the JUnit reports of a run (var/test-shards/*.xml) into
+    tests/durations.json; a SQLite job's files are keyed ``sqlite:tests/...``."""
+    durations: dict[str, float] = defaultdict(float)
+    for path in reports:
+        prefix = "sqlite:" if path.stem.endswith("sqlite") else ""
+        for case in ET.parse(path).getroot().iter("testcase"):
+            module = [
+                part for part in case.get("classname", "").split(".") if not part[:1].isupper()
+            ]
+            durations[prefix + "/".join(module) + ".py"] += float(case.get("time", 0))
+    rounded = {key: round(value, 1) for key, value in sorted(durations.items())}
+    DURATIONS.write_text(json.dumps(rounded, indent=1) + "\n")
+    print(f"{DURATIONS.relative_to(ROOT)}: {len(rounded)} files")
+    return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--streams", type=int, default=os.cpu_count() or 2)
+    parser.add_argument("--sqlite", nargs="*", default=[], help="files run again on SQLite")
+    parser.add_argument("--record", nargs="+", type=Path, help="JUnit reports to learn from")
+    options = parser.parse_args()
+    if options.record:
+        return record(options.record)
+    return run(max(1, options.streams), options.sqlite)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

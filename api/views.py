@@ -39,6 +39,7 @@ from billing import services as billing_services
 from billing.documents import document_language, einvoice, xlsx
 from billing.documents import pdf as invoice_pdf
 from billing.documents.rows import invoice_document
+from billing.lease_month import lease_month
 from billing.models import CreditNote, CreditNoteLine, Incident, Invoice, InvoiceEvent
 from billing.reports import sla_report
 from common.attachments import attachment
@@ -300,7 +301,8 @@ class LeaseViewSet(
         responses={200: OpenApiTypes.OBJECT},
         summary="A usage-billed lease's running figures for a month (per GB, 95th percentile)",
         description=(
-            "The month so far, as the invoice would compute it now (billing.running): "
+            "The lease month so far, as the invoice would compute it now (billing.lease_month, "
+            "billing.running): "
             "`amount_so_far` (the usage lines for the billed window up to now), "
             "`projected_amount` (the month at the rate so far; the invoice's figure once the "
             "month is over), `elapsed_share`, and per terms version `quantity` (GB, or the "
@@ -319,7 +321,7 @@ class LeaseViewSet(
     def usage(self, request: Request, pk: str | None = None) -> Response:
         lease = self.get_object()
         period = s.PeriodSerializer.of(request)
-        month = running.month_to_date(lease=lease, period=period, instant=timezone.now())
+        month = lease_month(lease, period, instant=timezone.now(), usage=True).usage
         return Response(running.document(lease=lease, month=month, period=period))
 
 

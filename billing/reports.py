@@ -7,10 +7,10 @@ from typing import Any
 
 from django.utils import timezone
 
-from billing import impact, invoicing, repair, sla
+from billing import impact, repair, sla
+from billing.lease_month import LeaseMonth, lease_month
 from billing.models import Incident
-from gpulease_verify.periods import Period
-from leases.models import Lease, LeaseTerms
+from leases.models import Lease
 
 POLICY = (
     "Samples that measured nothing (failed, timed out, unreachable, unparsable or missed "
@@ -47,38 +47,25 @@ def _text(value: Decimal | None) -> str | None:
     return None if value is None else str(value)
 
 
-def billed_window(lease: Lease, start: datetime, end: datetime) -> tuple[datetime, datetime]:
-    window_start = max(start, lease.starts_at)
-    window_end = min(end, lease.ends_at) if lease.ends_at else end
-    return window_start, max(window_start, window_end)
-
-
 def sla_report(
     *,
     lease: Lease,
     period: str,
     model: impact.Model | None = None,
     now: datetime | None = None,
+    month: LeaseMonth | None = None,
 ) -> dict[str, Any]:
+    """The report of the lease month (``billing.lease_month``): its billed window, the terms
+    versions in force in it, compliance, availability, credit, incidents and training
+    impact. A month that bills nothing (not accepted yet, or outside the lease) has no
+    window and no figures. ``month``: the lease month the caller has already read."""
     model = model or impact.Model()
-    start, end = Period.parse(period).bounds(lease.tenant.time_zone)
-    month_credit = invoicing.lease_credit(lease=lease, period=period)
-    if month_credit is not None:  # the invoice's window: lease dates and acceptance
-        window_start, window_end = month_credit.start, month_credit.end
-        summary = month_credit.summary
-    else:
-        window_start, window_end = billed_window(lease, start, end)
-        summary = sla.evaluate(lease=lease, start=window_start, end=window_end)
-    versions = list(
-        LeaseTerms.objects.filter(lease=lease, effective_from__lt=window_end).order_by(
-            "effective_from"
-        )
-    )
-    in_force = [
-        version
-        for index, version in enumerate(versions)
-        if index + 1 == len(versions) or versions[index + 1].effective_from > window_start
-    ]
+    month = month or lease_month(lease, period, instant=now or timezone.now())
+    window = month.window
+    start, end = window.month_start, window.month_end
+    summary, month_credit = month.summary, month.credit
+    window_start = window.start or start
+    window_end = window.end or start
     compliance = summary.credit_compliance_percent
     credit = None
     if month_credit is not None:
@@ -95,14 +82,18 @@ def sla_report(
             "reason": str(result.reason),
         }
     # Training impact counts elapsed time only: never the rest of a month in progress.
-    elapsed_end = max(window_start, min(window_end, now or timezone.now()))
+    elapsed_end = (month.elapsed or (window_start, window_end))[1]
     gpus, per_node = impact.lease_gpus(lease, elapsed_end - (elapsed_end - window_start) / 2)
     incidents = []
-    overlapping = list(
-        Incident.objects.filter(lease=lease, opened_at__lt=window_end)
-        .exclude(closed_at__lt=window_start)
-        .select_related("terms")
-        .prefetch_related("runs")
+    overlapping = (
+        list(
+            Incident.objects.filter(lease=lease, opened_at__lt=window_end)
+            .exclude(closed_at__lt=window_start)
+            .select_related("terms")
+            .prefetch_related("runs")
+        )
+        if month.billed
+        else []
     )
     for incident in overlapping:
         duration_end = incident.closed_at or elapsed_end
@@ -140,8 +131,11 @@ def sla_report(
         "time_zone": lease.tenant.time_zone,
         "period_start": _iso(start),
         "period_end": _iso(end),
-        "billed_from": _iso(window_start),
-        "billed_until": _iso(window_end),
+        "billed_from": _iso(window.start),
+        "billed_until": _iso(window.end),
+        "requires_acceptance": window.requires_acceptance,
+        "billing_start": _iso(window.accepted),
+        "not_billed": window.note or None,
         "terms_versions": [
             {
                 "version": version.version,
@@ -150,7 +144,7 @@ def sla_report(
                 "sla_threshold_percent": str(version.sla_threshold_percent),
                 "billing_mode": version.billing_mode,
             }
-            for version in in_force
+            for version in month.terms
         ],
         "throughput": _compliance(summary.throughput),
         "link": _compliance(summary.kind("link")),
@@ -174,8 +168,10 @@ def sla_report(
         "time_to_repair": repair.time_to_repair(
             overlapping, start=window_start, end=window_end
         ).as_dict(),
-        "training_impact": impact.window_impact(
-            lease=lease, start=window_start, end=elapsed_end, model=model
+        "training_impact": (
+            impact.window_impact(lease=lease, start=window_start, end=elapsed_end, model=model)
+            if month.billed
+            else None
         ),
         "policy": POLICY,
     }

@@ -25,8 +25,7 @@ from zoneinfo import ZoneInfo
 from billing import metering
 from billing.invoicing.computed import ComputedLine, Month, fraction
 from billing.invoicing.lines import usage_line
-from billing.invoicing.windows import Segment, billing_start, requires_acceptance, segments
-from billing.reports import billed_window
+from billing.invoicing.windows import Segment, Window, billed_window, segments
 from gpulease_verify.calculations import (
     P95_DROP_PERCENT,
     P95Direction,
@@ -148,21 +147,23 @@ def running_p95(
     return points
 
 
-def month_to_date(*, lease: Lease, period: str, instant: datetime) -> MonthToDate | None:
+def month_to_date(
+    *, lease: Lease, period: str, instant: datetime, window: Window | None = None
+) -> MonthToDate | None:
     """The month so far (up to ``instant``, the whole month once it is over) of a lease
-    that terms in force during the month bill by usage; None for any other lease."""
+    that terms in force during the month bill by usage; None for any other lease. The
+    billed window is the invoice's (``invoicing.billed_window``; ``billing.lease_month``
+    passes the one it read), cut at ``instant``."""
     zone = lease.tenant.time_zone
     month = Month.of(period, zone)
     timeline = TermsTimeline.for_lease(lease)
     whole = segments(timeline=timeline, start=month.start, end=month.end)
     if not any(segment.terms.billing_mode in USAGE_MODES for segment in whole):
         return None
-    start, end = billed_window(lease, month.start, min(month.end, max(instant, month.start)))
-    waiting = False
-    if requires_acceptance(timeline):  # the invoice's rule 3: billed from acceptance
-        accepted = billing_start(lease)
-        waiting = accepted is None
-        start = end if accepted is None else min(end, max(start, accepted))
+    if window is None:
+        window = billed_window(lease=lease, period=period, timeline=timeline)
+    cut_at = min(month.end, max(instant, month.start))
+    start, end = window.so_far(instant) or (cut_at, cut_at)
     parts = segments(timeline=timeline, start=start, end=end) if start < end else []
     usage = [segment for segment in parts if segment.terms.billing_mode in USAGE_MODES]
     rates = _rates(lease, start, end) if usage else []
@@ -182,6 +183,13 @@ def month_to_date(*, lease: Lease, period: str, instant: datetime) -> MonthToDat
                 zone_name=zone,
             )
         out.append(UsagePart(segment, line, None if p95 is None else Decimal(p95), running))
+    full = 0
+    if window.start is not None and window.end is not None:
+        full = sum(
+            part.seconds
+            for part in segments(timeline=timeline, start=window.start, end=window.end)
+            if part.terms.billing_mode in USAGE_MODES
+        )
     return MonthToDate(
         period=period,
         start=start,
@@ -189,22 +197,10 @@ def month_to_date(*, lease: Lease, period: str, instant: datetime) -> MonthToDat
         month_seconds=month.seconds,
         parts=out,
         samples=samples,
-        awaiting_acceptance=waiting,
+        awaiting_acceptance=window.awaiting_acceptance,
         in_progress=instant < month.end,
-        full_usage_seconds=_full_usage_seconds(lease, timeline, month, start),
+        full_usage_seconds=full,
     )
-
-
-def _full_usage_seconds(
-    lease: Lease, timeline: TermsTimeline, month: Month, start: datetime
-) -> int:
-    """The usage segments' seconds over the whole month's billed window, from the window so
-    far's start (acceptance included) to the month's or the lease's end."""
-    _start, end = billed_window(lease, month.start, month.end)
-    if start >= end:
-        return 0
-    whole = segments(timeline=timeline, start=start, end=end)
-    return sum(part.seconds for part in whole if part.terms.billing_mode in USAGE_MODES)
 
 
 def _text(value: Decimal | None) -> str | None:

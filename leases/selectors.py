@@ -49,6 +49,13 @@ class TermsTimeline(Generic[Version]):
         index = bisect_right(self._starts, instant)
         return self._versions[index - 1] if index else None
 
+    def during(self, start: datetime, end: datetime) -> list[Version]:
+        """The versions in force at some instant of ``[start, end)``, in order: the one
+        in force at ``start`` (if any), then each that takes effect inside."""
+        first = self.at(start)
+        later = [terms for terms in self._versions if start < terms.effective_from < end]
+        return ([first] if first is not None else []) + later
+
     def __iter__(self) -> Iterator[Version]:
         return iter(self._versions)
 

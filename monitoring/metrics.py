@@ -5,8 +5,8 @@ Every per-lease figure comes from the one home it already has; nothing is recomp
 - status, contracted bandwidth, the worst pair's latest measurement, month-to-date
   compliance and availability, open incidents: ``portal.provider_selectors.fleet_overview``
   (the provider's fleet page: ``portal.selectors.lease_overview``, five queries);
-- credit at risk: ``billing.invoicing.lease_credit`` for the month in progress (the
-  credit the samples so far would earn, the same figure the invoice will carry). That is
+- credit at risk: the credit of the lease month in progress (``billing.lease_month``:
+  the credit the samples so far would earn, the same figure the invoice will carry). That is
   several queries per lease, so its answer is kept in Django's cache for
   ``METRICS_CREDIT_CACHE_S`` seconds (300), and a scrape computes at most
   ``METRICS_CREDIT_REFRESH_PER_SCRAPE`` (25) missing ones: a large fleet's figures fill in
@@ -53,9 +53,9 @@ from prometheus_client.registry import Collector
 
 from benchmarks.choices import Pattern, RunState
 from benchmarks.models import SLOT_REACH, MissedRunCount, ProbeRun
-from billing import invoicing
 from billing.choices import FabricIncidentKind, IncidentState
 from billing.ingest import pending_runs
+from billing.lease_month import lease_month
 from billing.models import Incident
 from gpulease_verify import health, sweep
 from leases.choices import LeaseStatus, ProbeKind
@@ -212,7 +212,7 @@ def _credit_key(lease: Lease, period: str) -> str:
 
 def credits_at_risk(leases: list[tuple[Lease, str]]) -> dict[int, Decimal | None]:
     """lease id -> the SLA credit (CNY, a positive figure) the month's samples so far would
-    earn: ``billing.invoicing.lease_credit``, cached for METRICS_CREDIT_CACHE_S seconds;
+    earn: the lease month's (``billing.lease_month``), cached for METRICS_CREDIT_CACHE_S seconds;
     None when nothing is billed (before acceptance, or no credit base).
 
     The cached figures come in one cache read. Of the leases without one, at most
@@ -229,7 +229,7 @@ def credits_at_risk(leases: list[tuple[Lease, str]]) -> dict[int, Decimal | None
             if budget <= 0:
                 continue
             budget -= 1
-            credit = invoicing.lease_credit(lease=lease, period=period)
+            credit = lease_month(lease, period).credit
             text = "" if credit is None else str(abs(credit.result.amount))
             cache.set(keys[lease.pk], text, settings.METRICS_CREDIT_CACHE_S)
         found[lease.pk] = Decimal(text) if text else None
@@ -286,7 +286,7 @@ def _lease_metrics(instant: datetime) -> Iterator[Metric]:
     )
     credit = GaugeMetricFamily(
         "gpulease_lease_credit_at_risk_cny",
-        "SLA credit in CNY that this month's samples so far would earn (billing.invoicing)",
+        "SLA credit in CNY that this month's samples so far would earn (billing.lease_month)",
         labels=LEASE_LABELS,
     )
     age = GaugeMetricFamily(

@@ -17,10 +17,11 @@ from benchmarks.choices import RunState, Verdict
 from benchmarks.models import NOT_PASSED, ProbeRun
 from billing import invoicing, sla
 from billing.choices import IncidentState, InvoiceStatus
+from billing.invoicing import Window as BilledWindow
+from billing.lease_month import lease_months
 from billing.models import HourlyRollup, Incident, Invoice
 from billing.probe_tax import ProbeTax, probe_tax_of
 from billing.repair import REPAIR_KINDS, TimeToRepair, time_to_repair
-from billing.reports import billed_window
 from common.dbfunctions import EpochHour
 from common.instants import WRITE_YEARS
 from gpulease_verify import calculations, sweep
@@ -220,7 +221,8 @@ def worst_pairs(
 def lease_overview(*, user, instant: datetime) -> list[LeaseRow]:  # type: ignore[no-untyped-def]
     """Per visible lease: status light, contracted against latest measured bandwidth (the
     worst pair's, ``worst_pairs``), and this month's compliance so far. Five queries:
-    leases, terms, the pairs' latest runs, rollups, incidents."""
+    leases, terms, the pairs' latest runs, rollups, incidents (a sixth, the acceptances, when
+    a lease's terms start billing on acceptance: the month is its billed window so far)."""
     leases = list(
         Lease.objects.visible_to(user)
         .select_related("tenant")
@@ -235,22 +237,33 @@ def lease_overview(*, user, instant: datetime) -> list[LeaseRow]:  # type: ignor
         return []
     ids = [lease.pk for lease in leases]
     terms: dict[int, LeaseTerms] = {}
+    versions: dict[int, list[LeaseTerms]] = defaultdict(list)
     for version in (
         LeaseTerms.objects.visible_to(user)
         .filter(lease_id__in=ids, effective_from__lte=instant)
         .order_by("lease_id", "effective_from")
     ):
         terms[version.lease_id] = version
+        versions[version.lease_id].append(version)
     worst = worst_pairs(user=user, leases=leases, terms=terms, instant=instant)
     periods = {lease.pk: current_period(lease.tenant.time_zone, instant) for lease in leases}
     months = {
         lease.pk: Period.parse(periods[lease.pk]).bounds(lease.tenant.time_zone) for lease in leases
     }
-    windows = {
-        lease.pk: (start, max(start, min(instant, end)))
-        for lease in leases
-        for start, end in [billed_window(lease, *months[lease.pk])]
-    }
+    # This month so far of the billed window (billing.lease_month's, acceptance included;
+    # one more query only when some lease's terms start billing on acceptance).
+    needs = {lease.pk for lease in leases if invoicing.requires_acceptance(versions[lease.pk])}
+    accepted = invoicing.billing_starts(needs) if needs else {}
+    windows = {}
+    for lease in leases:
+        billed = invoicing.billed_window(
+            lease=lease,
+            period=periods[lease.pk],
+            timeline=versions[lease.pk],
+            acceptance=(lease.pk in needs, accepted.get(lease.pk)),
+        )
+        start = months[lease.pk][0]
+        windows[lease.pk] = billed.so_far(instant) or (start, start)
     summaries = sla.evaluate_many(windows=windows, rollups=HourlyRollup.objects.visible_to(user))
     earliest = min(start for start, _ in months.values())
     open_count: dict[int, int] = defaultdict(int)
@@ -534,6 +547,7 @@ class MonthRow:
     credit: CreditResult | None
     invoice: Invoice | None = None  # the tenant's invoice of the month, if the user sees one
     repair: TimeToRepair | None = None  # the month's network faults resolved, billing.repair
+    window: BilledWindow | None = None  # the billed window (billing.lease_month); start None: none
 
 
 def month_invoices(*, user, lease: Lease, periods: list[str]) -> dict[str, Invoice]:  # type: ignore[no-untyped-def]
@@ -561,15 +575,16 @@ def _months(first: datetime, last: datetime, zone: str) -> list[str]:
 
 def sla_history(*, user, lease: Lease, instant: datetime) -> list[MonthRow]:  # type: ignore[no-untyped-def]
     """Month by month (newest first) from the lease's start to now or its end. The user
-    reached ``lease`` through ``visible_to``; each month's credit is the invoice's
-    (invoicing.lease_credit), so this page, the SLA report and the invoice agree."""
+    reached ``lease`` through ``visible_to``; each month is the lease month
+    (``billing.lease_month``): the invoice's billed window (acceptance included), its
+    figures and its credit, so this page, the SLA report and the invoice agree."""
     last = min(instant, lease.ends_at) if lease.ends_at else instant
     if last <= lease.starts_at:
         return []
     zone = lease.tenant.time_zone
     periods = list(reversed(_months(lease.starts_at, last, zone)))
     invoices = month_invoices(user=user, lease=lease, periods=periods)
-    credits = invoicing.lease_credits(lease=lease, periods=periods)
+    read = lease_months(lease, periods, instant=instant)
     resolved = list(  # one query for every month's time to repair
         Incident.objects.visible_to(user)
         .filter(lease=lease, kind__in=REPAIR_KINDS, closed_at__gte=lease.starts_at)
@@ -577,16 +592,12 @@ def sla_history(*, user, lease: Lease, instant: datetime) -> list[MonthRow]:  # 
     )
     rows = []
     for period in periods:
-        start, end = billed_window(lease, *Period.parse(period).bounds(zone))
-        repair = time_to_repair(resolved, start=start, end=end)
-        credit = credits[period]
-        if credit is not None:
-            rows.append(
-                MonthRow(period, credit.summary, credit.result, invoices.get(period), repair)
-            )
-            continue
-        summary = sla.evaluate(lease=lease, start=start, end=max(start, min(end, instant)))
-        rows.append(MonthRow(period, summary, None, invoices.get(period), repair))
+        month = read[period]
+        window = month.window
+        start = window.start or window.month_start
+        repair = time_to_repair(resolved, start=start, end=window.end or start)
+        credit = month.credit.result if month.credit is not None else None
+        rows.append(MonthRow(period, month.summary, credit, invoices.get(period), repair, window))
     return rows
 
 

@@ -16,11 +16,11 @@ from django.utils import translation
 from django.utils.safestring import mark_safe
 from django.utils.translation import gettext as _
 
-from billing import running
 from billing.balance import balance
 from billing.documents import csv_export, document_language, einvoice, pdf, xlsx
 from billing.documents.rows import credit_note_document, invoice_document
 from billing.evidence import can_write_for
+from billing.lease_month import LeaseMonth, lease_month
 from billing.models import (
     CreditNote,
     CreditNoteLine,
@@ -110,13 +110,6 @@ def _figure(  # type: ignore[no-untyped-def]
     )
 
 
-def _in_window(timeline: TermsTimeline, start: datetime, end: datetime) -> list[LeaseTerms]:
-    """The terms versions in force at some time in [start, end), in order."""
-    first = timeline.at(start)
-    later = [terms for terms in timeline if start < terms.effective_from < end]
-    return ([first] if first is not None else []) + later
-
-
 def _term_steps(  # type: ignore[no-untyped-def]
     timeline: TermsTimeline, start: datetime, end: datetime, value
 ) -> list[charts.Step]:
@@ -142,7 +135,7 @@ def _max_gap(
     bucket = HOUR_S if days <= selectors.CHART_DAYS else DAY_S
     cadences = [
         int((terms.probe_cadence_s or {}).get(kind) or DEFAULT_PROBE_CADENCE_S[kind])
-        for terms in _in_window(timeline, start, end)
+        for terms in timeline.during(start, end)
     ] or [DEFAULT_PROBE_CADENCE_S[kind]]
     return charts.GAP_FACTOR * max(bucket, *cadences)
 
@@ -159,9 +152,9 @@ def _throughput_lines(
 ) -> list[charts.Line]:
     """The SLA threshold (dashed) and the contracted bandwidth as steps over the window:
     the 100 Gbit/s a week was contracted at, not today's 200."""
-    if terms is None and not _in_window(timeline, start, end):
+    if terms is None and not timeline.during(start, end):
         return []
-    label = terms or _in_window(timeline, start, end)[-1]
+    label = terms or timeline.during(start, end)[-1]
     return [
         charts.Line(
             _("threshold %(percent)s%%") % {"percent": plain(label.sla_threshold_percent)},
@@ -245,10 +238,10 @@ def _month_labels(start: datetime, end: datetime, zone: str) -> list[tuple[float
     return [(t.timestamp(), f"{t:%m-%d}") for t in ticks if start <= t <= end]
 
 
-def _usage(lease: Lease, period: str, instant) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+def _usage(lease: Lease, lease_month: LeaseMonth) -> dict[str, Any]:
     """A usage-billed lease's month: the traffic chart with the running 95th percentile
-    (billing.running) and the month-to-date estimate's rows."""
-    month = running.month_to_date(lease=lease, period=period, instant=instant)
+    (billing.running) and the month-to-date estimate's rows, from the lease month."""
+    month = lease_month.usage
     if month is None:
         return {"usage": None}
     rows = [
@@ -301,7 +294,7 @@ def _usage(lease: Lease, period: str, instant) -> dict[str, Any]:  # type: ignor
         x_range=(month.start.timestamp(), month.end.timestamp()),
         x_labels=_month_labels(month.start, month.end, zone),
         max_gap=charts.GAP_FACTOR * max(seconds for _slot, seconds, _rate in month.samples),
-        title=_("Traffic sent in %(period)s") % {"period": period},
+        title=_("Traffic sent in %(period)s") % {"period": lease_month.period},
         unit=unit,
     )
     context.update(usage_chart=figure.html, usage_data=figure.data)
@@ -396,7 +389,8 @@ def lease_detail(request: HttpRequest, pk: int) -> HttpResponse:
         .only("pk", "tool", "measured_at", "measured_bps", "latency_us", "verdict", "created_at")
         .order_by("-measured_at", "-pk")[:EVIDENCE_ON_DETAIL]
     )
-    report = sla_report(lease=lease, period=month.period, now=instant)
+    read = lease_month(lease, month.period, instant=instant, usage=True)
+    report = sla_report(lease=lease, period=month.period, now=instant, month=read)
     return render(
         request,
         "portal/lease_detail.html",
@@ -405,7 +399,7 @@ def lease_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "terms": terms,
             "zone": zone,
             **figures,
-            **_usage(lease, month.period, instant),
+            **_usage(lease, read),
             "probe_tax": selectors.probe_tax(lease=lease, period=month.period),
             "probe_tax_rows": selectors.PROBE_TAX_ROWS,
             "timeline": mark_safe(timeline),

@@ -34,7 +34,7 @@ from gpulease_verify.bundle import FORMAT, canonical_bytes, verify, verify_repor
 from gpulease_verify.keys import fingerprint, load_public_key
 
 from .billing_docs import ZERO
-from .bundle import FORMULAS, ROLLUP_FIELDS, TERMS_FIELDS, Window, build_bundle
+from .bundle import FORMULAS, ROLLUP_FIELDS, TERMS_FIELDS, build_bundle
 from .signing import published_key_info, sign_bundle, signed_bundle
 
 __all__ = [
@@ -43,7 +43,6 @@ __all__ = [
     "ROLLUP_FIELDS",
     "TERMS_FIELDS",
     "ZERO",
-    "Window",
     "build_bundle",
     "canonical_bytes",
     "fingerprint",

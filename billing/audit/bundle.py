@@ -19,7 +19,8 @@ from benchmarks.models import (
     with_effective_judgement,
 )
 from benchmarks.models.outputs import load_texts
-from billing import checkpoints, ingest, invoicing, metering, metering_gaps, sla
+from billing import checkpoints, ingest, invoicing, metering, metering_gaps
+from billing.lease_month import lease_month
 from billing.models import HourlyRollup
 from billing.probe_tax import sent_of, taxed
 from common import archives
@@ -118,25 +119,6 @@ def _links_between(version: LeaseTerms, first: int | None, last: int | None) -> 
     return None not in (index, first, last) and first <= index <= last  # type: ignore[operator]
 
 
-Window = tuple[datetime | None, datetime | None, datetime | None, str]
-
-
-def _window(lease: Lease, timeline: TermsTimeline, start: datetime, end: datetime) -> Window:
-    """The billed window exactly as invoicing cuts it: (start, end, billing_start, note)."""
-    lo = max(start, lease.starts_at)
-    hi = min(end, lease.ends_at) if lease.ends_at else end
-    accepted = None
-    if invoicing._requires_acceptance(timeline):
-        accepted = invoicing.billing_start(lease)
-        if accepted is None:
-            return None, None, None, "the acceptance the terms require has not passed"
-        lo = max(lo, accepted)
-    parts = invoicing.segments(timeline=timeline, start=lo, end=hi) if lo < hi else []
-    if not parts:
-        return None, None, accepted, "the lease was not billed in this period"
-    return parts[0].start, parts[-1].end, accepted, ""
-
-
 def build_bundle(
     *, lease: Lease, period: str, now: datetime | None = None, include_raw: bool = False
 ) -> dict[str, Any]:
@@ -159,13 +141,11 @@ def _bundle(*, lease: Lease, period: str, now: datetime, include_raw: bool) -> d
     start, end = Period.parse(period).bounds(zone)
     timeline = TermsTimeline.for_lease(lease)
     versions = list(timeline)
-    in_force = {
-        version.version
-        for i, version in enumerate(versions)
-        if version.effective_from < end
-        and (i + 1 == len(versions) or versions[i + 1].effective_from > start)
-    }
-    window_start, window_end, accepted, window_note = _window(lease, timeline, start, end)
+    in_force = {version.version for version in timeline.during(start, end)}
+    # The billed window and its SLA figures: the lease month's, as the invoice has them.
+    month = lease_month(lease, period, instant=now)
+    billed = month.window
+    window_start, window_end, accepted = billed.start, billed.end, billed.accepted
 
     in_period = ProbeRun.objects.filter(lease=lease, slot_at__gte=start, slot_at__lt=end)
     bounds = in_period.filter(chain_index__isnull=False).aggregate(
@@ -250,7 +230,7 @@ def _bundle(*, lease: Lease, period: str, now: datetime, include_raw: bool) -> d
     compliance_doc = None
     credit_doc = None
     if window_start is not None and window_end is not None:
-        summary = sla.evaluate(lease=lease, start=window_start, end=window_end)
+        summary = month.summary
         compliance_doc = {
             "window_start": chain.iso_utc(window_start),
             "window_end": chain.iso_utc(window_end),
@@ -261,9 +241,7 @@ def _bundle(*, lease: Lease, period: str, now: datetime, include_raw: bool) -> d
             timeline.at(window_end - timedelta(microseconds=1)),
             summary.credit_compliance_percent,
             invoice_doc["lines"],
-            invoicing.credit_spans(
-                invoicing.segments(timeline=timeline, start=window_start, end=window_end)
-            ),
+            invoicing.credit_spans(list(month.segments)),
             Period.parse(period).seconds(zone),
         )
     telemetry = telemetry_doc(lease, start, end, bounds["lo"], bounds["hi"])
@@ -289,11 +267,11 @@ def _bundle(*, lease: Lease, period: str, now: datetime, include_raw: bool) -> d
         },
         "terms": terms_doc,
         "billing_window": {
-            "requires_acceptance": invoicing._requires_acceptance(timeline),
+            "requires_acceptance": billed.requires_acceptance,
             "start": chain.iso_utc(window_start),
             "end": chain.iso_utc(window_end),
             "billing_start": chain.iso_utc(accepted),
-            "note": window_note,
+            "note": billed.note,
             "rule": (
                 "[max(period start, lease start, billing_start), min(period end, lease end)), "
                 "from the first instant a terms version is in force"

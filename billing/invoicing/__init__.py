@@ -3,7 +3,8 @@ assignments, the traffic samples and the hourly SLA rollups. All arithmetic and 
 rounding is ``gpulease_verify.calculations``; this package only chooses the inputs, records them
 in each line's ``detail`` and saves the result. Its modules, by use case:
 
-- ``windows``: billing start (acceptance), the leases a month bills, segments;
+- ``windows``: billing start (acceptance), the billed window, the leases a month bills,
+  segments;
 - ``lines``: a lease-month's lines (rent, fee, usage, credit) and its SLA credit;
 - ``adjustments``: what has been billed so far, late-result adjustments, dispute credits;
 - ``drafting``: ``compute_invoice`` (no writes), ``draft_invoice``, ``draft_period``,
@@ -96,24 +97,26 @@ from billing.invoicing.computed import (
 from billing.invoicing.drafting import compute_invoice, draft_invoice, draft_period, open_invoice
 from billing.invoicing.lines import (
     LeaseCredit,
+    LeaseFacts,
     credit_spans,
     lease_credit,
     lease_credits,
     lease_lines,
+    month_credit,
 )
 from billing.invoicing.summary import invoice_summary, issued_message
 from billing.invoicing.windows import (
     BILLED_STATUSES,
     Segment,
+    Window,
     awaiting_acceptance,
     billed_leases,
+    billed_window,
     billing_start,
+    billing_starts,
     requires_acceptance,
     segments,
 )
-
-# The name billing.audit reads it by.
-_requires_acceptance = requires_acceptance
 
 __all__ = [
     "BILLED_STATUSES",
@@ -123,13 +126,17 @@ __all__ = [
     "ComputedInvoice",
     "ComputedLine",
     "LeaseCredit",
+    "LeaseFacts",
     "Segment",
+    "Window",
     "adjustable_invoices",
     "adjustments",
     "awaiting_acceptance",
     "billed_leases",
     "billed_so_far",
+    "billed_window",
     "billing_start",
+    "billing_starts",
     "check_period",
     "compute_invoice",
     "credit_spans",
@@ -141,6 +148,7 @@ __all__ = [
     "lease_credit",
     "lease_credits",
     "lease_lines",
+    "month_credit",
     "open_invoice",
     "previous_period",
     "requires_acceptance",

@@ -31,12 +31,13 @@ from billing.invoicing.computed import (
 from billing.invoicing.windows import (
     Segment,
     billed_leases,
+    billed_window,
     billing_start,
     requires_acceptance,
     segments,
 )
 from gpulease_verify import credit_base
-from gpulease_verify import window as billed_window
+from gpulease_verify import window as window_rules
 from gpulease_verify.calculations import (
     P95_DROP_PERCENT,
     CreditResult,
@@ -70,7 +71,7 @@ def _rent_line(
     rate = segment.terms.node_rent_per_month
     clipped: list[tuple[datetime, datetime]] = []
     used: list[dict[str, Any]] = []
-    spans = billed_window.assignment_spans(
+    spans = window_rules.assignment_spans(
         assignments=[(a.assigned_from, a.assigned_until) for a in assignments],
         lease_end=lease.ends_at,
         segment=(segment.start, segment.end),
@@ -465,8 +466,12 @@ def lease_credit(*, lease: Lease, period: str) -> LeaseCredit | None:
 def lease_credits(*, lease: Lease, periods: list[str]) -> dict[str, LeaseCredit | None]:
     """``lease_credit`` of each of ``periods``, reading the lease's facts once."""
     facts = LeaseFacts.of(lease)
-    zone = lease.tenant.time_zone
-    return {period: _lease_month(lease, period, zone, facts)[1] for period in periods}
+    return {period: month_credit(lease=lease, period=period, facts=facts) for period in periods}
+
+
+def month_credit(*, lease: Lease, period: str, facts: LeaseFacts) -> LeaseCredit | None:
+    """``lease_credit`` from facts the caller has already read (``billing.lease_month``)."""
+    return _lease_month(lease, period, lease.tenant.time_zone, facts)[1]
 
 
 def _lease_month(
@@ -474,18 +479,21 @@ def _lease_month(
 ) -> tuple[list[ComputedLine], LeaseCredit | None]:
     month = Month.of(period, zone)
     timeline = facts.timeline
-    start = max(month.start, lease.starts_at)
-    end = min(month.end, lease.ends_at) if lease.ends_at else month.end
-    acceptance: dict[str, Any] = {}
-    if facts.needs_acceptance:
-        accepted = facts.accepted
-        if accepted is None:
-            return [], None
-        start = max(start, accepted)
-        acceptance = {"billing_start": iso(accepted), "billing_start_rule": "acceptance passed"}
-    if start >= end:
+    window = billed_window(
+        lease=lease,
+        period=period,
+        timeline=timeline,
+        acceptance=(facts.needs_acceptance, facts.accepted),
+    )
+    if window.start is None or window.end is None:
         return [], None
-    parts = segments(timeline=timeline, start=start, end=end)
+    acceptance: dict[str, Any] = {}
+    if window.requires_acceptance:
+        acceptance = {
+            "billing_start": iso(window.accepted),
+            "billing_start_rule": "acceptance passed",
+        }
+    parts = segments(timeline=timeline, start=window.start, end=window.end)
     assignments = facts.assignments
     by_kind: dict[str, list[ComputedLine]] = defaultdict(list)
     for segment in parts:

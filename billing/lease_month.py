@@ -1,0 +1,158 @@
+"""The lease month: one immutable result per (lease, billing month) that every face reads,
+so the invoice, the SLA report, the portal, the API, the metrics and the audit bundle
+cannot disagree about which stretch of the month was billed or how it went.
+
+``lease_month(lease, period)`` gives a ``LeaseMonth``:
+
+- ``window``: the billed window (``billing.invoicing.billed_window``, on
+  ``gpulease_verify.window``'s rule): the tenant's calendar month, cut to the lease's
+  start and end and, where the first terms version says so, to the finish of its first
+  passing acceptance; from the first instant a terms version is in force. Nothing billed
+  (not accepted yet, or the lease does not reach into the month): ``window.billed`` is
+  False and every figure below is empty;
+- ``segments``: the window cut where a terms version takes effect (``terms`` lists the
+  versions in force, one per segment, in order); an amendment mid-month gives two;
+- ``summary``: compliance per probe kind and availability (pass, degraded, down and
+  no-evidence minutes) over the window, from the hourly rollups (``billing.sla``);
+- ``credit``: the SLA credit the invoice carries (``billing.invoicing.lease_credit``);
+  None when nothing is billed or there is no credit base;
+- ``usage`` (asked for with ``usage=True``): a usage-billed lease's month so far: the
+  quantity, amount, running 95th percentile and projection (``billing.running``);
+- ``impact`` (asked for with ``impact=True``): the training impact of the elapsed part of
+  the window (``billing.impact.window_impact``).
+
+The window's arithmetic has one home (``billing.invoicing.windows.billed_window``), which
+the invoice builder calls itself: this module sits above invoicing, since the credit is
+the invoice's own. The terms in force at one instant have one home too,
+``LeaseTerms.objects.in_force`` (``leases.selectors.terms_in_force``); the versions in
+force over the window are the segments' terms."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.utils import timezone
+
+from billing import impact, invoicing, running, sla
+from billing.invoicing import LeaseCredit, LeaseFacts, Segment, Window
+from gpulease_verify.compliance import Availability, Compliance, SlaSummary
+from leases.models import Lease, LeaseTerms
+
+
+@dataclass(frozen=True)
+class LeaseMonth:
+    """A lease's billing month as every face shows it (module docstring)."""
+
+    lease: Lease
+    window: Window
+    segments: tuple[Segment, ...]
+    summary: SlaSummary  # over the billed window; empty when nothing is billed
+    credit: LeaseCredit | None
+    as_of: datetime  # the instant the month was read at (a month in progress)
+    usage: running.MonthToDate | None = None
+    impact: dict[str, Any] | None = None
+
+    @property
+    def period(self) -> str:
+        return self.window.period
+
+    @property
+    def billed(self) -> bool:
+        return self.window.billed
+
+    @property
+    def terms(self) -> tuple[LeaseTerms, ...]:
+        """The terms versions in force during the billed window, in order."""
+        return tuple(segment.terms for segment in self.segments)
+
+    @property
+    def throughput(self) -> Compliance:
+        return self.summary.throughput
+
+    @property
+    def availability(self) -> Availability:
+        return self.summary.availability
+
+    @property
+    def elapsed(self) -> tuple[datetime, datetime] | None:
+        """The window cut at ``as_of``: the part of a month in progress that has passed."""
+        return self.window.so_far(self.as_of)
+
+
+def _read(
+    lease: Lease,
+    period: str,
+    facts: LeaseFacts,
+    instant: datetime,
+    *,
+    usage: bool,
+    with_impact: bool,
+) -> LeaseMonth:
+    window = invoicing.billed_window(
+        lease=lease,
+        period=period,
+        timeline=facts.timeline,
+        acceptance=(facts.needs_acceptance, facts.accepted),
+    )
+    parts: tuple[Segment, ...] = ()
+    credit = None
+    summary = SlaSummary(lease.pk, window.month_start, window.month_start, {}, Availability())
+    if window.start is not None and window.end is not None:
+        parts = tuple(
+            invoicing.segments(timeline=facts.timeline, start=window.start, end=window.end)
+        )
+        credit = invoicing.month_credit(lease=lease, period=period, facts=facts)
+        # The credit's summary is over the same window; without a credit, evaluate it.
+        summary = (
+            credit.summary
+            if credit is not None
+            else sla.evaluate(lease=lease, start=window.start, end=window.end)
+        )
+    month_usage = (
+        running.month_to_date(lease=lease, period=period, instant=instant, window=window)
+        if usage
+        else None
+    )
+    elapsed = window.so_far(instant)
+    training = (
+        impact.window_impact(lease=lease, start=elapsed[0], end=elapsed[1])
+        if with_impact and elapsed is not None
+        else None
+    )
+    return LeaseMonth(lease, window, parts, summary, credit, instant, month_usage, training)
+
+
+def lease_month(
+    lease: Lease,
+    period: str,
+    *,
+    instant: datetime | None = None,
+    usage: bool = False,
+    impact: bool = False,
+) -> LeaseMonth:
+    """The lease's month ``period`` (YYYY-MM of the tenant's calendar) as of ``instant``
+    (now by default). ``usage`` and ``impact`` add the month-to-date usage and the training
+    impact, which cost queries of their own."""
+    return _read(
+        lease,
+        period,
+        LeaseFacts.of(lease),
+        instant or timezone.now(),
+        usage=usage,
+        with_impact=impact,
+    )
+
+
+def lease_months(
+    lease: Lease, periods: list[str], *, instant: datetime | None = None
+) -> dict[str, LeaseMonth]:
+    """``lease_month`` of each of ``periods`` (a history page), reading the lease's terms,
+    assignments and acceptance once."""
+    facts = LeaseFacts.of(lease)
+    at = instant or timezone.now()
+    return {
+        period: _read(lease, period, facts, at, usage=False, with_impact=False)
+        for period in periods
+    }

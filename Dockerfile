@@ -11,8 +11,9 @@ RUN make assets
 FROM python:3.11-slim-bookworm
 
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 GPULEASE_VAR_DIR=/var/lib/gpulease
+# fonts-wqy-zenhei: the TrueType CJK font that invoice PDFs embed (billing/documents/pdf.py).
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends openssh-client iperf3 gettext \
+    && apt-get install -y --no-install-recommends openssh-client iperf3 gettext fonts-wqy-zenhei \
     && rm -rf /var/lib/apt/lists/* \
     && useradd --system --create-home --home-dir /app gpulease \
     && mkdir -p /var/lib/gpulease/keys /tmp/gpulease-metrics \

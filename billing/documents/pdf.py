@@ -1,8 +1,11 @@
 """The invoice (and credit note) as a PDF, rendered on the server with reportlab.
 
-Chinese text is set in reportlab's built-in CID font STSong-Light (Adobe's Asian font
-pack, which every PDF reader carries), so no font file ships with gpulease; text that
-Latin-1 covers (numbers, amounts, English labels) is set in Helvetica. Drafts carry a
+Chinese text is set in WenQuanYi Zen Hei, a TrueType font that Debian's fonts-wqy-zenhei
+installs, embedded in the PDF (only the glyphs used), so the invoice looks the same in
+every reader and is archivable; a reader needs no Asian font pack of its own. (Noto CJK,
+which the portal's pages use, is CFF-based OpenType, which reportlab cannot embed.) Without
+the font file the PDF is refused with an error that names the package. Text that Latin-1
+covers (numbers, amounts, English labels) is set in Helvetica. Drafts carry a
 large diagonal "DRAFT / 草稿", voided invoices "VOID / 作废", on every page. The lines
 table wraps long text inside its cells and repeats its header row on every page; the
 totals, with the credit notes netted and the amount due (``billing.balance``), stay
@@ -14,6 +17,7 @@ from __future__ import annotations
 import io
 from decimal import Decimal
 from functools import cache
+from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import escape
 
@@ -25,7 +29,7 @@ from reportlab.lib.pagesizes import A4, landscape
 from reportlab.lib.styles import ParagraphStyle
 from reportlab.lib.units import mm
 from reportlab.pdfbase import pdfmetrics
-from reportlab.pdfbase.cidfonts import UnicodeCIDFont
+from reportlab.pdfbase.ttfonts import TTFont
 from reportlab.pdfgen import canvas as pdf_canvas
 from reportlab.platypus import (
     KeepTogether,
@@ -39,7 +43,10 @@ from reportlab.platypus import (
 from billing.documents.rows import Document, credit_note_document, invoice_document, rate_label
 from billing.models import CreditNote, Invoice
 
-CJK_FONT = "STSong-Light"
+CJK_FONT = "WenQuanYiZenHei"  # the font's PostScript name, as the PDF names it
+CJK_FONT_FILE = Path("/usr/share/fonts/truetype/wqy/wqy-zenhei.ttc")
+CJK_FONT_INDEX = 0  # the .ttc's first face: Zen Hei (then Mono, Sharp)
+CJK_FONT_PACKAGE = "fonts-wqy-zenhei"
 LATIN_FONT = "Helvetica"
 LATIN_BOLD = "Helvetica-Bold"
 PAGE = landscape(A4)
@@ -50,9 +57,22 @@ HEAD = colors.HexColor("#eeeeee")
 LINE_WIDTHS = (22, 70, 70, 196, 62, 42, 62, 66, 38, 58, 70)
 
 
+class MissingFont(RuntimeError):
+    """The TrueType CJK font is not installed: no PDF rather than one without its Chinese."""
+
+
 @cache
+def _register(path: Path) -> None:
+    pdfmetrics.registerFont(TTFont(CJK_FONT, str(path), subfontIndex=CJK_FONT_INDEX))
+
+
 def _fonts() -> None:
-    pdfmetrics.registerFont(UnicodeCIDFont(CJK_FONT))
+    if not CJK_FONT_FILE.is_file():
+        raise MissingFont(
+            f"invoice PDFs embed the TrueType CJK font {CJK_FONT_FILE}, which is missing: "
+            f"install Debian's {CJK_FONT_PACKAGE} (apt-get install {CJK_FONT_PACKAGE})"
+        )
+    _register(CJK_FONT_FILE)
 
 
 def _latin(text: str) -> bool:

@@ -115,7 +115,7 @@ def test_the_page_the_pdf_and_the_api_show_the_amount_due(month):  # noqa: F811
     assert '<strong class="amount-due">¥98,226.67</strong>' in page
     assert "credit notes (¥)" in page and "¥-353.33" in page
     # The credit note's line names the invoice line it corrects by its position.
-    assert "<td>line 2</td>" in page
+    assert '<td data-label="original line">line 2</td>' in page
     chinese = client_for(admin, "zh-hans").get(f"/invoices/{invoice.pk}/").content.decode()
     assert "应付金额" in chinese
 

@@ -3,7 +3,8 @@ PDF (zh/en, DRAFT and VOID stamps, long text wrapped, header repeated), XLSX for
 增值税发票 request with numeric cells.
 
 PDFs are read back with pypdf (a dev dependency): its text extraction reads reportlab's
-Helvetica and, through the ToUnicode map, its STSong-Light CID text.
+Helvetica and, through the ToUnicode map, the Chinese set in the embedded WenQuanYi Zen Hei
+subsets (Debian's fonts-wqy-zenhei: without it the PDF tests skip here and fail in CI).
 
 Hand-checked figures:
 - "rounding": 6 % on 1,000.05 + 2,000.05 = 3,000.10; exact taxes 60.003 and 120.003, the
@@ -15,6 +16,7 @@ Hand-checked figures:
 """
 
 import io
+import re
 from decimal import Decimal as D
 
 import pytest
@@ -26,7 +28,8 @@ from billing.choices import InvoiceStatus, LineKind
 from billing.documents import csv_export, pdf, xlsx
 from billing.documents.rows import credit_note_document, invoice_document
 from billing.models import CreditNote, CreditNoteLine, Invoice, InvoiceLine
-from tests.factories import TenantFactory, at
+from tests.conftest import require
+from tests.factories import TenantFactory, at, make_lease
 
 SELLER = {
     "legal_name": "深圳示例智算科技有限公司",
@@ -127,6 +130,15 @@ def two_rates(tenant):
     return invoice, list(invoice.lines.order_by("position"))
 
 
+@pytest.fixture
+def cjk_font() -> None:
+    """The PDF tests need the TrueType CJK font the PDF embeds; CI=true fails without it."""
+    require(
+        pdf.CJK_FONT_FILE.is_file(),
+        f"{pdf.CJK_FONT_FILE} is missing (apt-get install {pdf.CJK_FONT_PACKAGE})",
+    )
+
+
 def pdf_text(body: bytes) -> tuple[int, str]:
     reader = PdfReader(io.BytesIO(body))
     return len(reader.pages), "\n".join(page.extract_text() for page in reader.pages)
@@ -198,7 +210,7 @@ def test_csv_lists_rate_tax_and_totals_per_rate(two_rates):
 
 
 @pytest.mark.django_db
-def test_an_english_draft_pdf_is_stamped_draft_and_holds_the_figures(rounding):
+def test_an_english_draft_pdf_is_stamped_draft_and_holds_the_figures(cjk_font, rounding):
     pages, text = pdf_text(pdf.invoice_pdf(rounding, "en"))
     assert pages == 1
     assert "DRAFT" in text and "Invoice" in text and "none until issued" in text
@@ -208,7 +220,7 @@ def test_an_english_draft_pdf_is_stamped_draft_and_holds_the_figures(rounding):
 
 
 @pytest.mark.django_db
-def test_an_issued_chinese_pdf_has_its_number_parties_and_no_stamp(rounding):
+def test_an_issued_chinese_pdf_has_its_number_parties_and_no_stamp(cjk_font, rounding):
     pages, text = pdf_text(pdf.invoice_pdf(issue(rounding), "zh-hans"))
     assert pages == 1
     assert "GL-2026-000042" in text and "3,180.11" in text
@@ -217,13 +229,13 @@ def test_an_issued_chinese_pdf_has_its_number_parties_and_no_stamp(rounding):
 
 
 @pytest.mark.django_db
-def test_a_void_invoice_is_stamped_void(rounding):
+def test_a_void_invoice_is_stamped_void(cjk_font, rounding):
     _pages, text = pdf_text(pdf.invoice_pdf(issue(rounding, status=InvoiceStatus.VOID), "en"))
     assert "VOID" in text and "作废" in text and "DRAFT" not in text
 
 
 @pytest.mark.django_db
-def test_many_long_lines_wrap_and_run_over_pages_with_the_header_repeated(tenant):
+def test_many_long_lines_wrap_and_run_over_pages_with_the_header_repeated(cjk_font, tenant):
     long = "NCCL all_reduce bus bandwidth shortfall between leaf and spine, " * 6
     invoice = make_invoice(
         tenant,
@@ -239,7 +251,9 @@ def test_many_long_lines_wrap_and_run_over_pages_with_the_header_repeated(tenant
 
 
 @pytest.mark.django_db
-def test_a_credit_note_pdf_is_titled_red_letter_and_references_its_invoice(tenant, rounding):
+def test_a_credit_note_pdf_is_titled_red_letter_and_references_its_invoice(
+    cjk_font, tenant, rounding
+):
     invoice = issue(rounding)
     line = invoice.lines.get(position=2)
     note = CreditNote.objects.create(
@@ -272,6 +286,92 @@ def test_a_credit_note_pdf_is_titled_red_letter_and_references_its_invoice(tenan
     assert "红字发票" in zh and "GL-2026-000042" in zh and "-530.00" in zh
     _pages, en = pdf_text(pdf.credit_note_pdf(note, "en"))
     assert "Credit note" in en and "GL-CN-2026-000007" in en
+
+
+SUBSET = re.compile(r"/[A-Z]{6}\+WenQuanYiZenHei-\d+")
+
+
+def fonts(body: bytes) -> dict[str, dict[str, object]]:
+    """Each font the PDF's pages use, by its /BaseFont name: its subtype and whether the
+    font program itself is in the file (/FontFile2 is an embedded TrueType program)."""
+    found: dict[str, dict[str, object]] = {}
+    for page in PdfReader(io.BytesIO(body)).pages:
+        for font in page["/Resources"]["/Font"].values():
+            font = font.get_object()
+            descriptor = font.get("/FontDescriptor")
+            descriptor = descriptor.get_object() if descriptor is not None else {}
+            found[str(font["/BaseFont"])] = {
+                "subtype": str(font["/Subtype"]),
+                "embedded": "/FontFile2" in descriptor,
+            }
+    return found
+
+
+@pytest.mark.django_db
+def test_a_chinese_pdf_embeds_its_cjk_font_and_its_lines_read_back_in_chinese(cjk_font, tenant):
+    lease = make_lease(tenant=tenant, reference="ZY-2026-007", starts_at=at("2026-10-01 00:00"))
+    invoice = make_invoice(tenant, [], subtotal="3000.10", tax="180.01", total="3180.11")
+    segment = {"terms_version": 3, "segment_start": "2026-09-30T16:00:00Z"}
+    InvoiceLine.objects.create(
+        invoice=invoice,
+        position=1,
+        lease=lease,
+        kind=LineKind.NODE_RENT,
+        description="node rent",
+        quantity=D("0.5"),
+        unit="month",
+        unit_price=D("2000.10"),
+        amount=D("1000.05"),
+        tax_rate_percent=D("6.00"),
+        detail={**segment, "segment_end": "2026-10-15T16:00:00Z"},
+    )
+    InvoiceLine.objects.create(
+        invoice=invoice,
+        position=2,
+        lease=lease,
+        kind=LineKind.ADJUSTMENT,
+        description="credit for dispute 17",
+        quantity=D("1"),
+        unit="month",
+        unit_price=D("2000.05"),
+        amount=D("2000.05"),
+        tax_rate_percent=D("6.00"),
+        detail={"dispute": 17},
+    )
+    body = pdf.invoice_pdf(issue(invoice), "zh-hans")
+    used = fonts(body)
+    cjk = {name: font for name, font in used.items() if SUBSET.fullmatch(name)}
+    # reportlab subsets a TrueType font into simple fonts of up to 256 glyphs, each named
+    # with a tag and its number ("/AAAAAA+WenQuanYiZenHei-0"), each with its glyphs in the
+    # file; these few dozen characters fit in one.
+    assert list(cjk) == ["/AAAAAA+WenQuanYiZenHei-0"], used
+    assert all(font == {"subtype": "/TrueType", "embedded": True} for font in cjk.values())
+    # Nothing else but the standard Helvetica, which every reader has, goes unembedded:
+    # no STSong-Light or other font that the reader would have to supply.
+    assert {name for name, font in used.items() if not font["embedded"]} <= {
+        "/Helvetica",
+        "/Helvetica-Bold",
+    }
+    assert b"WenQuanYiZenHei" in body and b"/FontFile2" in body
+    _pages, text = pdf_text(body)
+
+    # The lines' Chinese descriptions (billing.documents.labels), read back from the glyphs;
+    # a description wraps inside its cell (a space at the break is dropped), so the text is
+    # compared without any white space.
+    def flowing(words: str) -> str:
+        return re.sub(r"\s+", "", words)
+
+    rent = "节点租金，ZY-2026-007（条款 v3），2026-10-01 00:00 至 2026-10-16 00:00：0.5 月，单价 ¥2000.1"  # noqa: RUF001, E501
+    assert flowing(rent) in flowing(text)
+    assert flowing("ZY-2026-007 的争议 #17 赔付") in flowing(text)
+    assert "3,180.11" in text and "发票" in text and "深圳示例智算科技有限公司" in text
+
+
+@pytest.mark.django_db
+def test_without_the_cjk_font_the_pdf_is_refused_naming_the_package(tenant, rounding, monkeypatch):
+    monkeypatch.setattr(pdf, "CJK_FONT_FILE", pdf.CJK_FONT_FILE.parent / "not-installed.ttc")
+    with pytest.raises(pdf.MissingFont, match="apt-get install fonts-wqy-zenhei"):
+        pdf.invoice_pdf(rounding, "en")
 
 
 # --- XLSX -------------------------------------------------------------------------------

@@ -118,7 +118,7 @@ def fleet():
 def fleet_rows(html: str) -> list[tuple[str, str]]:
     import re
 
-    body = html.split('<table id="fleet">', 1)[1].split("<tbody>", 1)[1].split("</tbody>")[0]
+    body = html.split('<table id="fleet"', 1)[1].split("<tbody>", 1)[1].split("</tbody>")[0]
     return re.findall(r'<tr data-status="(\w+)" data-lease="([^"]+)">', body)
 
 

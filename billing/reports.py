@@ -7,9 +7,10 @@ from typing import Any
 
 from django.utils import timezone
 
-from billing import impact, invoicing, repair, sla
-from billing.models import Incident
+from billing import impact, invoicing, sla
 from gpulease_verify.periods import Period
+from incidents import repair
+from incidents import selectors as incident_selectors
 from leases.models import Lease, LeaseTerms
 
 POLICY = (
@@ -99,8 +100,7 @@ def sla_report(
     gpus, per_node = impact.lease_gpus(lease, elapsed_end - (elapsed_end - window_start) / 2)
     incidents = []
     overlapping = list(
-        Incident.objects.filter(lease=lease, opened_at__lt=window_end)
-        .exclude(closed_at__lt=window_start)
+        incident_selectors.overlapping(lease=lease, start=window_start, end=window_end)
         .select_related("terms")
         .prefetch_related("runs")
     )

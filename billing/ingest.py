@@ -717,8 +717,9 @@ def track_incident(
     sweep) from the run's ``verdict`` of it, through ``incidents.services`` (source
     ingest; ``notify`` queues the tenant's notification). Returns (incident, event) with
     event "opened", "closed" or ""."""
-    key = {"lease_id": run.lease_id, "kind": run.kind, "pattern": run.pattern, "target": target}
-    open_incident = incident_services.find_open(**key)
+    open_incident = incident_services.find_open(
+        lease_id=run.lease_id, kind=run.kind, pattern=run.pattern, target=target
+    )
     if open_incident is not None:
         if verdict == Verdict.PASS:
             incident_services.close(
@@ -753,7 +754,10 @@ def track_incident(
         runs=[violating for violating, _said in recent],
         worst=[(violating.measured_bps, violating.latency_us) for violating, _said in recent],
         notify=notify,
-        **key,
+        lease_id=run.lease_id,
+        kind=run.kind,
+        pattern=run.pattern,
+        target=target,
     )
     return incident, "opened"
 

@@ -51,7 +51,7 @@ def fabric_within(*, lease: Any, since: datetime, until: datetime) -> QuerySet[I
     ).exclude(closed_at__lt=since)
 
 
-def open_fabric_counts(*, leases: Iterable[Any]) -> list[dict[str, Any]]:
+def open_fabric_counts(*, leases: Iterable[Any]) -> list[Any]:
     """One row per (lease, kind, pattern) of the leases' open fabric incidents: how many,
     and their violating samples (an integrity incident's disputed samples)."""
     return list(

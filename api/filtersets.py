@@ -9,14 +9,11 @@ from django.utils.dateparse import parse_datetime
 from api.models import ApiToken
 from benchmarks.choices import Pattern, RunState, Trigger, Verdict
 from benchmarks.models import ProbeRun
-from billing.choices import (
-    FabricIncidentKind,
-    IncidentState,
-    InvoiceStatus,
-    MeteringIncidentKind,
-)
-from billing.models import CreditNote, Incident, Invoice
+from billing.choices import InvoiceStatus
+from billing.models import CreditNote, Invoice
 from common.instants import FILTER_YEARS, instant_problem
+from incidents.choices import FabricIncidentKind, IncidentState, MeteringIncidentKind
+from incidents.models import Incident
 from leases.choices import GpuModel, LeaseStatus, NodeStatus, ProbeKind
 from leases.models import Fabric, Lease, Node, NodeAssignment
 

@@ -22,18 +22,12 @@ from benchmarks.choices import Pattern
 from benchmarks.models import ProbeRun
 from billing.balance import PaymentStatus, balance
 from billing.choices import CreditNoteKind
-from billing.models import (
-    CreditNote,
-    CreditNoteLine,
-    Incident,
-    Invoice,
-    InvoiceEvent,
-    InvoiceLine,
-)
-from billing.repair import repair_minutes
+from billing.models import CreditNote, CreditNoteLine, Invoice, InvoiceEvent, InvoiceLine
 from common.dbfunctions import SweptNodes
 from gpulease_verify.periods import PATTERN as PERIOD_PATTERN
 from gpulease_verify.periods import Period, PeriodError
+from incidents.models import Incident
+from incidents.repair import repair_minutes
 from leases.choices import ProbeKind, Role
 from leases.contract_rules import MIN_CADENCE_S
 from leases.models import (
@@ -566,7 +560,7 @@ class IncidentSerializer(serializers.ModelSerializer):
 
     repair_minutes = serializers.SerializerMethodField(
         help_text="Resolved minus fault (closed_at - opened_at) in minutes, to 0.1; null while "
-        "open (billing.repair)."
+        "open (incidents.repair)."
     )
 
     @extend_schema_field(serializers.ListField(child=serializers.IntegerField()))

@@ -34,15 +34,17 @@ from api.views_cosign import (
 )
 from benchmarks import services as probe_services
 from benchmarks.models import ProbeRun
-from billing import probe_tax, repair, running
+from billing import probe_tax, running
 from billing import services as billing_services
 from billing.documents import document_language, einvoice, xlsx
 from billing.documents import pdf as invoice_pdf
 from billing.documents.rows import invoice_document
 from billing.lease_month import lease_month
-from billing.models import CreditNote, CreditNoteLine, Incident, Invoice, InvoiceEvent
+from billing.models import CreditNote, CreditNoteLine, Invoice, InvoiceEvent
 from billing.reports import sla_report
 from common.attachments import attachment
+from incidents import repair
+from incidents.models import Incident
 from leases import selectors
 from leases import services as lease_services
 from leases.choices import LeaseStatus, Role
@@ -541,15 +543,15 @@ class ProbeRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseView
 
 class IncidentViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewSet):
     """Incidents, with their time to repair. Provider staff state that they acknowledged a
-    network fault or mitigated it (billing.repair); the fault and the resolution come from
+    network fault or mitigated it (incidents.repair); the fault and the resolution come from
     evidence and cannot be written."""
 
     queryset = Incident.objects.all()
     serializer_class = s.IncidentSerializer
     filterset_class = filtersets.IncidentFilterSet
     staff_permissions = {
-        "acknowledge": "billing.acknowledge_incident",
-        "mitigate": "billing.mitigate_incident",
+        "acknowledge": "incidents.acknowledge_incident",
+        "mitigate": "incidents.mitigate_incident",
     }
 
     def _statement(self, request: Request, service: Any) -> Response:

@@ -51,9 +51,9 @@ from billing.models import (
     DisputeState,
     Evidence,
     EvidenceTool,
-    Incident,
     Invoice,
 )
+from incidents.models import Incident
 from leases.choices import Role
 from leases.models import Lease, Node
 from leases.standing import require_tenant_admin

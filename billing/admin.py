@@ -7,12 +7,11 @@ from django.utils.html import format_html, format_html_join
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
-from billing import repair, services
+from billing import services
 from billing.models import (
     CreditNote,
     CreditNoteLine,
     HourlyRollup,
-    Incident,
     Invoice,
     InvoiceEvent,
     InvoiceLine,
@@ -21,6 +20,8 @@ from billing.models import (
 from billing.rerate_admin import rerate_from_corrected_terms
 from common.admin import ReadOnlyAdmin, StampedAdmin, requires
 from gpulease_verify.units import format_bps
+from incidents import repair
+from incidents.models import Incident
 from leases import admin as leases_admin
 from leases.models import LeaseTerms, TermsAmendment
 from telemetry.witness import resolve_integrity_incidents
@@ -96,11 +97,15 @@ INCIDENT_FIELDS = (
     "pattern",
     "state",
     "opened_at",
+    "source",
+    "opened_by",
     "acknowledged_at",
     "acknowledged_by",
     "mitigated_at",
     "mitigated_by",
     "closed_at",
+    "closed_source",
+    "closed_by",
     "repair_note",
     "violations",
     "worst_bps",
@@ -427,8 +432,8 @@ class IncidentAdmin(ReadOnlyAdmin):
     readonly_fields = INCIDENT_FIELDS
 
     actions = ["resolve_disputes", "clear_ports", "acknowledge", "mitigate"]
-    has_acknowledge_incident_permission = requires("billing.acknowledge_incident")
-    has_mitigate_incident_permission = requires("billing.mitigate_incident")
+    has_acknowledge_incident_permission = requires("incidents.acknowledge_incident")
+    has_mitigate_incident_permission = requires("incidents.mitigate_incident")
 
     def _repair_statement(self, request, queryset, service, done: str):  # type: ignore[no-untyped-def]
         stated, refused = 0, []

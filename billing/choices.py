@@ -42,28 +42,3 @@ class LineKind(models.TextChoices):
     USAGE_P95 = "usage_p95", _("95th percentile bandwidth")
     SLA_CREDIT = "sla_credit", _("SLA credit")
     ADJUSTMENT = "adjustment", _("adjustment for an earlier period")
-
-
-class IncidentState(models.TextChoices):
-    OPEN = "open", _("open")
-    CLOSED = "closed", _("closed")
-
-
-class FabricIncidentKind(models.TextChoices):
-    """Incidents no probe run opens: the passive telemetry's health rules, and the
-    switch-side witness disagreeing with what a host reported."""
-
-    TELEMETRY = "telemetry", _("fabric health")
-    INTEGRITY = "integrity", _("measurement integrity")
-
-
-class MeteringIncidentKind(models.TextChoices):
-    """A node of a lease not read for longer than the reading reach
-    (``gpulease_verify.traffic.READING_REACH``): its bytes over the gap are billed by time,
-    and issuing an invoice of a period the gap reaches into reports it."""
-
-    GAP = "metering_gap", _("metering gap")
-
-
-# The pattern of a metering-gap incident (its target is the node).
-METERING_GAP_PATTERN = "gap"

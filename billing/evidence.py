@@ -38,15 +38,7 @@ from benchmarks.models import ProbeRun
 from benchmarks.probes.interpret import Interpretation, interpret
 from benchmarks.recording import terms_view
 from billing.choices import BILLED_INVOICE_STATUSES
-from billing.models import (
-    Dispute,
-    DisputeEvent,
-    DisputeState,
-    Evidence,
-    EvidenceTool,
-    Incident,
-    Invoice,
-)
+from billing.models import Dispute, DisputeEvent, DisputeState, Evidence, EvidenceTool, Invoice
 from common.dbfunctions import OctetLength
 from common.locks import lock_in_key_order, locking
 from common.querysets import is_provider_staff
@@ -56,6 +48,7 @@ from gpulease_verify.money import FEN
 from gpulease_verify.parsers import ParseError, RunFailed, parse_perftest
 from gpulease_verify.parsers.base import storable
 from gpulease_verify.periods import Period
+from incidents.models import Incident
 from leases import cosign
 from leases.choices import Role
 from leases.models import Lease, LeaseTerms, Membership, NodeAssignment

@@ -34,8 +34,7 @@ from benchmarks.models import (
     with_effective_judgement,
 )
 from billing import metering_gaps
-from billing.choices import IncidentState
-from billing.models import HourlyRollup, Incident, IngestCursor, TrafficSample
+from billing.models import HourlyRollup, IngestCursor, TrafficSample
 from billing.probe_tax import record_sent, sent_of, taxed
 from common.locks import lock_in_key_order, locking
 from common.progress import counter
@@ -60,6 +59,9 @@ from gpulease_verify.traffic import (
     reading_of,
     slot_traffic,
 )
+from incidents import selectors as incident_selectors
+from incidents import services as incident_services
+from incidents.models import Incident
 from leases.choices import HEAVY_PROBE_KINDS, ProbeKind
 from leases.contract_rules import in_weekly_windows
 from leases.models import Lease, LeaseTerms
@@ -683,17 +685,6 @@ def _node_verdict(run: ProbeRun, node: str) -> str | None:
     return None
 
 
-def _worse(incident: Incident, run: ProbeRun) -> None:
-    if run.measured_bps is not None and (
-        incident.worst_bps is None or run.measured_bps < incident.worst_bps
-    ):
-        incident.worst_bps = run.measured_bps
-    if run.latency_us is not None and (
-        incident.worst_latency_us is None or run.latency_us > incident.worst_latency_us
-    ):
-        incident.worst_latency_us = run.latency_us
-
-
 def judged_targets(run: ProbeRun) -> list[tuple[str, str]]:
     """(target, verdict) of each target a scheduled run judged: a sweep's nodes that were
     judged, one by one; the target of any other run that ended ok with a verdict. Counters
@@ -719,48 +710,56 @@ def _sample_verdict_of(run: ProbeRun) -> str:
     return sample_verdict(with_confirmation(ProbeRun.objects.keyed([(run.pk, run.slot_at)]))[0])
 
 
-def track_incident(run: ProbeRun, target: str, verdict: str) -> tuple[Incident | None, str]:
+def track_incident(
+    run: ProbeRun, target: str, verdict: str, *, notify: bool = False
+) -> tuple[Incident | None, str]:
     """Open, extend or close the incident of ``target`` (the run's, or one node of a
-    sweep) from the run's ``verdict`` of it. Returns (incident, event) with event
-    "opened", "closed" or ""."""
-    key = {"lease_id": run.lease_id, "kind": run.kind, "pattern": run.pattern, "target": target}
-    open_incident = Incident.objects.filter(state=IncidentState.OPEN, **key).first()
+    sweep) from the run's ``verdict`` of it, through ``incidents.services`` (source
+    ingest; ``notify`` queues the tenant's notification). Returns (incident, event) with
+    event "opened", "closed" or ""."""
+    open_incident = incident_services.find_open(
+        lease_id=run.lease_id, kind=run.kind, pattern=run.pattern, target=target
+    )
     if open_incident is not None:
         if verdict == Verdict.PASS:
-            open_incident.state = IncidentState.CLOSED
-            open_incident.closed_at = run.finished_at or run.slot_at
-            open_incident.save()
+            incident_services.close(
+                open_incident,
+                at=run.finished_at or run.slot_at,
+                actor=incident_services.INGEST,
+                notify=notify,
+            )
             return open_incident, "closed"
         if not open_incident.runs.filter(pk=run.pk).exists():
-            open_incident.runs.add(run)
-            open_incident.violations += 1
-            _worse(open_incident, run)
-            open_incident.save()
+            incident_services.extend(
+                open_incident,
+                runs=[run],
+                violations=1,
+                worst_bps=run.measured_bps,
+                worst_latency_us=run.latency_us,
+            )
         return open_incident, ""
     needed = run.terms.incident_after_violations if run.terms else 3
     recent = _judged_until(run, target, needed)
     if len(recent) < needed or any(said != Verdict.FAIL for _found, said in recent):
         return None, ""
     first = recent[-1][0]
-    incident = Incident(
-        state=IncidentState.OPEN,
+    terms = run.terms or first.terms
+    assert terms is not None
+    incident = incident_services.open_incident(
+        actor=incident_services.INGEST,
+        terms_id=terms.pk,
         opened_at=first.slot_at,
         violations=len(recent),
         rule=first.rule,
-        terms=run.terms or first.terms,
-        **key,
+        runs=[violating for violating, _said in recent],
+        worst=[(violating.measured_bps, violating.latency_us) for violating, _said in recent],
+        notify=notify,
+        lease_id=run.lease_id,
+        kind=run.kind,
+        pattern=run.pattern,
+        target=target,
     )
-    for violating, _said in recent:
-        _worse(incident, violating)
-    incident.save()
-    incident.runs.set([violating for violating, _said in recent])
     return incident, "opened"
-
-
-def _notify_after_commit(incident: Incident, event: str) -> None:
-    from billing.tasks import notify_incident
-
-    transaction.on_commit(lambda: notify_incident.delay(incident.pk, event))
 
 
 # --- the job --------------------------------------------------------------------------------
@@ -834,25 +833,19 @@ def ingest(*, limit: int = BATCH, notify: bool = True) -> IngestResult:
             result.traffic_samples += recompute_traffic(lease=lease, start=start, end=end)
         # A pass where no incident is open changes nothing: most runs of a healthy fleet
         # skip track_incident's queries.
-        open_keys = set(
-            Incident.objects.filter(state=IncidentState.OPEN, lease_id__in=leases).values_list(
-                "lease_id", "kind", "pattern", "target"
-            )
-        )
+        open_keys = set(incident_selectors.open_keys(lease_ids=leases))
         for run in sorted(batch, key=lambda r: r.slot_at):
             for target, verdict in judged_targets(run):
                 key = (run.lease_id, run.kind, run.pattern, target)
                 if verdict == Verdict.PASS and key not in open_keys:
                     continue
-                incident, event = track_incident(run, target, verdict)
+                incident, event = track_incident(run, target, verdict, notify=notify)
                 if event == "opened":
                     open_keys.add(key)
                 elif event == "closed":
                     open_keys.discard(key)
                 if incident is not None and event:
                     (result.opened if event == "opened" else result.closed).append(incident.pk)
-                    if notify:
-                        _notify_after_commit(incident, event)
         these.update(ingested_at=timezone.now())
         last = batch[-1]
         cursor.finished_at, cursor.run_id = last.finished_at, last.pk

@@ -27,10 +27,11 @@ from zoneinfo import ZoneInfo
 from django.db.models import QuerySet
 from django.utils.translation import gettext as _
 
-from billing.choices import METERING_GAP_PATTERN, IncidentState, MeteringIncidentKind
-from billing.models import Incident
 from gpulease_verify.canonical import iso_utc
 from gpulease_verify.traffic import READING_REACH, Gap
+from incidents import services as incident_services
+from incidents.choices import METERING_GAP_PATTERN, MeteringIncidentKind
+from incidents.models import Incident
 from leases.models import Lease
 from leases.selectors import TermsTimeline
 
@@ -70,26 +71,27 @@ def record(
         incident = existing.get((gap.node, gap.start))
         if incident is not None:
             if (incident.closed_at, incident.gap_bytes) != (gap.end, Decimal(gap.bytes)):
-                incident.closed_at, incident.gap_bytes = gap.end, Decimal(gap.bytes)
-                incident.detail = _detail(gap)
-                incident.save(update_fields=["closed_at", "gap_bytes", "detail"])
+                incident_services.update(
+                    incident, closed_at=gap.end, gap_bytes=Decimal(gap.bytes), detail=_detail(gap)
+                )
             continue
         timeline = timeline or TermsTimeline.for_lease(lease)
         terms = timeline.at(gap.start) or next(iter(timeline))
-        incident = Incident.objects.create(
-            lease=lease,
+        # Recorded whole by ingest, which finds it: opened and closed at once.
+        incident = incident_services.open_incident(
+            actor=incident_services.INGEST,
+            lease_id=lease.pk,
             kind=MeteringIncidentKind.GAP,
             pattern=METERING_GAP_PATTERN,
             target=gap.node,
-            state=IncidentState.CLOSED,
             opened_at=gap.start,
             closed_at=gap.end,
             rule=RULE,
             detail=_detail(gap),
             gap_bytes=Decimal(gap.bytes),
-            terms=terms,
+            terms_id=terms.pk,
+            runs=[pk for pk, _slot in evidence[gap]],
         )
-        incident.runs.set([pk for pk, _slot in evidence[gap]])
         made.append(incident)
     return made
 

@@ -7,9 +7,10 @@ from typing import Any
 
 from django.utils import timezone
 
-from billing import impact, repair, sla
+from billing import impact, sla
 from billing.lease_month import LeaseMonth, lease_month
-from billing.models import Incident
+from incidents import repair
+from incidents import selectors as incident_selectors
 from leases.models import Lease
 
 POLICY = (
@@ -87,8 +88,7 @@ def sla_report(
     incidents = []
     overlapping = (
         list(
-            Incident.objects.filter(lease=lease, opened_at__lt=window_end)
-            .exclude(closed_at__lt=window_start)
+            incident_selectors.overlapping(lease=lease, start=window_start, end=window_end)
             .select_related("terms")
             .prefetch_related("runs")
         )

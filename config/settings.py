@@ -56,6 +56,7 @@ INSTALLED_APPS = [
     "common",
     "leases",
     "benchmarks",
+    "incidents",
     "billing",
     "telemetry",
     "rest_framework",
@@ -464,7 +465,7 @@ EMAIL_BACKEND = env.str(
 EMAIL_HOST = EMAIL_HOST or "localhost"
 ADMINS = [("gpulease operators", a) for a in env.list("ADMIN_EMAILS", default=[])]
 
-# Incident webhooks (billing.notifications) go only to public addresses (common.egress).
+# Incident webhooks (incidents.notifications) go only to public addresses (common.egress).
 # WEBHOOK_ALLOWED_NETWORKS opens named ranges, comma-separated CIDRs such as
 # 10.20.0.0/16 for a receiver on the provider's own network; cloud metadata addresses stay
 # closed. A CIDR with host bits set (10.20.0.1/16) stops the start, as it is likely a typo.
@@ -574,7 +575,7 @@ SPECTACULAR_SETTINGS = {
         "LeaseStatusEnum": "leases.choices.LeaseStatus",
         "NodeStatusEnum": "leases.choices.NodeStatus",
         "RunStateEnum": "benchmarks.choices.RunState",
-        "IncidentStateEnum": "billing.choices.IncidentState",
+        "IncidentStateEnum": "incidents.choices.IncidentState",
         "InvoiceStatusEnum": "billing.choices.InvoiceStatus",
         "LineKindEnum": "billing.choices.LineKind",
         "CreditNoteKindEnum": "billing.choices.CreditNoteKind",

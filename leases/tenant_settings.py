@@ -1,5 +1,5 @@
 """A tenant's own settings, written by its own admins: the contacts that incident e-mail
-goes to (``billing.notifications``), the incident webhook's URL and its signing secret.
+goes to (``incidents.notifications``), the incident webhook's URL and its signing secret.
 
 These are the tenant's statements, so only an active admin of the tenant who is not
 provider staff writes them here (``leases.standing.require_tenant_admin``); provider staff

@@ -38,9 +38,9 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from billing.choices import IncidentState
-from billing.models import Incident
 from common.locks import intake_lock, locking
+from incidents import services as incident_services
+from incidents.choices import IncidentState
 from leases.choices import LeaseStatus, ProbeKind, SwitchRole
 from leases.models import Lease, LeaseTerms, Node, NodeAssignment, Switch
 from monitoring.models import ExternalAlert
@@ -120,12 +120,6 @@ def leases_holding(nodes: Iterable[Node], at: datetime) -> list[Lease]:
     return list(Lease.objects.filter(pk__in=lease_ids).select_related("tenant").order_by("pk"))
 
 
-def _notify_after_commit(incident: Incident, event: str) -> None:
-    from billing.tasks import notify_incident
-
-    transaction.on_commit(lambda: notify_incident.delay(incident.pk, event))
-
-
 def _rule(alert: dict[str, Any]) -> str:
     name = alert["labels"].get("alertname", "")
     summary = alert["annotations"].get("summary", "")
@@ -147,26 +141,20 @@ def _open_incidents(
         terms = LeaseTerms.objects.in_force(lease.pk, opened_at)
         if terms is None:
             continue
-        incident = (
-            locking(Incident.objects)
-            .filter(
-                lease=lease, kind=kind, pattern=PATTERN, target=target, state=IncidentState.OPEN
-            )
-            .first()
+        # An alert already holding this lease's incident open shares it.
+        incident, new = incident_services.open_or_extend(
+            actor=incident_services.ALERTMANAGER,
+            lease_id=lease.pk,
+            kind=kind,
+            pattern=PATTERN,
+            target=target,
+            opened_at=opened_at,
+            rule=_rule(alert),
+            terms_id=terms.pk,
+            notify=notify,
         )
-        if incident is None:
-            incident = Incident.objects.create(
-                lease=lease,
-                kind=kind,
-                pattern=PATTERN,
-                target=target,
-                opened_at=opened_at,
-                rule=_rule(alert),
-                terms=terms,
-            )
+        if new:
             opened.append(incident.pk)
-            if notify:
-                _notify_after_commit(incident, "opened")
         record.incidents.add(incident)
     return opened
 
@@ -180,12 +168,13 @@ def _close_incidents(record: ExternalAlert, at: datetime, notify: bool) -> list[
         )
         if others.exists():
             continue
-        incident.state = IncidentState.CLOSED
-        incident.closed_at = max(at, incident.opened_at)
-        incident.save(update_fields=["state", "closed_at"])
-        closed.append(incident.pk)
-        if notify:
-            _notify_after_commit(incident, "closed")
+        if incident_services.close(
+            incident,
+            at=max(at, incident.opened_at),
+            actor=incident_services.ALERTMANAGER,
+            notify=notify,
+        ):
+            closed.append(incident.pk)
     return closed
 
 

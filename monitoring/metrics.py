@@ -35,7 +35,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.cache import cache
-from django.db.models import Count, Min, OuterRef, Subquery, Sum
+from django.db.models import Count, Min, OuterRef, Subquery
 from prometheus_client import (
     CollectorRegistry,
     GCCollector,
@@ -53,11 +53,11 @@ from prometheus_client.registry import Collector
 
 from benchmarks.choices import Pattern, RunState
 from benchmarks.models import SLOT_REACH, MissedRunCount, ProbeRun
-from billing.choices import FabricIncidentKind, IncidentState
 from billing.ingest import pending_runs
 from billing.lease_month import lease_month
-from billing.models import Incident
 from gpulease_verify import health, sweep
+from incidents import selectors as incident_selectors
+from incidents.choices import FabricIncidentKind
 from leases.choices import LeaseStatus, ProbeKind
 from leases.models import Lease, NicPort, NodeAssignment, Site
 from monitoring import worker_metrics
@@ -188,14 +188,7 @@ def _fabric_incidents(leases: list[Lease]) -> dict[int, dict[str, int]]:
     """lease id -> {"integrity": disputed samples awaiting a person, <rule>: open telemetry
     incidents of that rule}: one query."""
     found: dict[int, dict[str, int]] = defaultdict(dict)
-    rows = (
-        Incident.objects.filter(
-            lease__in=leases, state=IncidentState.OPEN, kind__in=FabricIncidentKind.values
-        )
-        .values("lease_id", "kind", "pattern")
-        .annotate(count=Count("id"), violations=Sum("violations"))
-        .order_by()
-    )
+    rows = incident_selectors.open_fabric_counts(leases=leases)
     for row in rows:
         if row["kind"] == FabricIncidentKind.INTEGRITY:
             found[row["lease_id"]][row["kind"]] = (

@@ -32,7 +32,10 @@ class ExternalAlert(models.Model):
         Lease, related_name="external_alerts", blank=True, verbose_name=_("affected leases")
     )
     incidents = models.ManyToManyField(
-        "billing.Incident", related_name="external_alerts", blank=True, verbose_name=_("incidents")
+        "incidents.Incident",
+        related_name="external_alerts",
+        blank=True,
+        verbose_name=_("incidents"),
     )
     received_at = models.DateTimeField(_("first received at"), auto_now_add=True)
     updated_at = models.DateTimeField(_("last received at"), auto_now=True)

@@ -27,10 +27,10 @@ from django.db.models.functions import Coalesce
 from benchmarks.choices import RunState, Verdict
 from benchmarks.models import ProbeRun
 from billing import invoicing
-from billing.choices import IncidentState, LineKind
-from billing.models import Incident
+from billing.choices import LineKind
 from gpulease_verify.calculations import network_cost_share
 from gpulease_verify.periods import Period, PeriodError
+from incidents import selectors as incident_selectors
 from leases.choices import LeaseStatus, ProbeKind, SwitchRole
 from leases.models import Fabric, Lease, Switch, Tenant
 from portal import selectors
@@ -334,8 +334,7 @@ def cost_share(*, user, period: str) -> CostShare:  # type: ignore[no-untyped-de
 def open_incidents(*, user) -> QuerySet:  # type: ignore[no-untyped-def]
     """Every open incident the user sees, oldest first, with its lease, tenant and runs."""
     return (
-        Incident.objects.visible_to(user)
-        .filter(state=IncidentState.OPEN)
+        incident_selectors.open_for(user)
         .select_related("lease__tenant")
         .prefetch_related(Prefetch("runs", queryset=ProbeRun.objects.only("pk").order_by("pk")))
         .order_by("opened_at", "pk")

@@ -16,17 +16,19 @@ from django.utils.translation import gettext as _
 from benchmarks.choices import RunState, Verdict
 from benchmarks.models import NOT_PASSED, ProbeRun
 from billing import invoicing, sla
-from billing.choices import IncidentState, InvoiceStatus
+from billing.choices import InvoiceStatus
 from billing.invoicing import Window as BilledWindow
 from billing.lease_month import lease_months
-from billing.models import HourlyRollup, Incident, Invoice
+from billing.models import HourlyRollup, Invoice
 from billing.probe_tax import ProbeTax, probe_tax_of
-from billing.repair import REPAIR_KINDS, TimeToRepair, time_to_repair
 from common.dbfunctions import EpochHour
 from common.instants import WRITE_YEARS
 from gpulease_verify import calculations, sweep
 from gpulease_verify.calculations import CreditResult
 from gpulease_verify.periods import Period, PeriodError
+from incidents import selectors as incident_selectors
+from incidents.choices import IncidentState
+from incidents.repair import TimeToRepair, time_to_repair
 from leases.choices import LeaseStatus, LinkLayer, ProbeKind
 from leases.contract_rules import DEFAULT_PROBE_CADENCE_S, credit_tiers
 from leases.models import Lease, LeaseTerms, NicPort, NodeAssignment
@@ -269,11 +271,8 @@ def lease_overview(*, user, instant: datetime) -> list[LeaseRow]:  # type: ignor
     open_count: dict[int, int] = defaultdict(int)
     breach_count: dict[int, int] = defaultdict(int)
     month_count: dict[int, int] = defaultdict(int)
-    for lease_id, state, kind, opened_at in (
-        Incident.objects.visible_to(user)
-        .filter(lease_id__in=ids)
-        .filter(Q(state=IncidentState.OPEN) | Q(opened_at__gte=earliest))
-        .values_list("lease_id", "state", "kind", "opened_at")
+    for lease_id, state, kind, opened_at in incident_selectors.lease_counts(
+        user=user, lease_ids=ids, since=earliest
     ):
         if state == IncidentState.OPEN:
             open_count[lease_id] += 1
@@ -546,7 +545,7 @@ class MonthRow:
     summary: sla.SlaSummary
     credit: CreditResult | None
     invoice: Invoice | None = None  # the tenant's invoice of the month, if the user sees one
-    repair: TimeToRepair | None = None  # the month's network faults resolved, billing.repair
+    repair: TimeToRepair | None = None  # the month's network faults resolved, incidents.repair
     window: BilledWindow | None = None  # the billed window (billing.lease_month); start None: none
 
 
@@ -585,11 +584,8 @@ def sla_history(*, user, lease: Lease, instant: datetime) -> list[MonthRow]:  # 
     periods = list(reversed(_months(lease.starts_at, last, zone)))
     invoices = month_invoices(user=user, lease=lease, periods=periods)
     read = lease_months(lease, periods, instant=instant)
-    resolved = list(  # one query for every month's time to repair
-        Incident.objects.visible_to(user)
-        .filter(lease=lease, kind__in=REPAIR_KINDS, closed_at__gte=lease.starts_at)
-        .only("kind", "opened_at", "closed_at", "acknowledged_at")
-    )
+    # one query for every month's time to repair
+    resolved = incident_selectors.resolved_repairs(user=user, lease=lease)
     rows = []
     for period in periods:
         month = read[period]

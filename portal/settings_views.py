@@ -1,6 +1,6 @@
 """The tenant's own settings page (/settings/): its contacts, incident webhook URL and
 signing secret (the writes: ``leases.tenant_settings``; the deliveries:
-``billing.notifications``).
+``incidents.notifications``).
 
 Every member of the tenant reads the contacts, the URL and the recent changes; only a
 tenant admin changes them (a viewer's or auditor's POST is a 403 that changes nothing),
@@ -24,8 +24,8 @@ from django.utils.translation import gettext_lazy
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods
 
-from billing import notifications
 from common.querysets import is_provider_staff
+from incidents import notifications
 from leases import tenant_settings
 from leases.choices import Role
 from leases.models import Membership, Tenant, TenantSettingsEvent

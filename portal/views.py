@@ -21,17 +21,11 @@ from billing.documents import csv_export, document_language, einvoice, pdf, xlsx
 from billing.documents.rows import credit_note_document, invoice_document
 from billing.evidence import can_write_for
 from billing.lease_month import LeaseMonth, lease_month
-from billing.models import (
-    CreditNote,
-    CreditNoteLine,
-    Evidence,
-    Incident,
-    Invoice,
-    InvoiceLine,
-)
+from billing.models import CreditNote, CreditNoteLine, Evidence, Invoice, InvoiceLine
 from billing.reports import sla_report
 from common.attachments import attachment
 from gpulease_verify.units import plain
+from incidents.models import Incident
 from leases.choices import ProbeKind
 from leases.contract_rules import DEFAULT_PROBE_CADENCE_S
 from leases.models import Lease, LeaseTerms, TermsAmendment

@@ -15,13 +15,12 @@ from benchmarks import selectors
 from benchmarks.chain import as_sample
 from benchmarks.models import ProbeRun
 from billing import probe_tax
-from billing.choices import FabricIncidentKind
-from billing.models import Incident
 from gpulease_verify import health
 from gpulease_verify import witness as witness_rules
 from gpulease_verify.canonical import iso_utc
 from gpulease_verify.periods import Period
 from gpulease_verify.telemetry import PortSample as Sample
+from incidents import selectors as incident_selectors
 from leases.models import Lease, LeaseTerms
 from telemetry import witness
 from telemetry.models import NodeReading, PortSample, SwitchReading
@@ -107,11 +106,7 @@ def fabric_health(lease: Lease, *, since: datetime, until: datetime) -> dict[str
                 "disputed_runs": disputed.get(node.hostname, []),
             }
         )
-    incidents = Incident.objects.filter(
-        lease=lease,
-        kind__in=FabricIncidentKind.values,
-        opened_at__lte=until,
-    ).exclude(closed_at__lt=since)
+    incidents = incident_selectors.fabric_within(lease=lease, since=since, until=until)
     return {
         "lease": lease.reference,
         "since": iso_utc(since),

@@ -31,9 +31,7 @@ from benchmarks.chain import as_sample, link_telemetry
 from benchmarks.probes import commands
 from benchmarks.transports import AsyncTransport, TransportError
 from benchmarks.transports.kept_open import kept_open
-from billing.choices import FabricIncidentKind, IncidentState
 from billing.ingest import hour_of, recompute_hours
-from billing.models import Incident
 from common.locks import locking
 from gpulease_verify import health
 from gpulease_verify import witness as witness_rules
@@ -51,6 +49,9 @@ from gpulease_verify.telemetry import (
     sample_entry,
     switch_entry,
 )
+from incidents import services as incident_services
+from incidents.choices import FabricIncidentKind, IncidentState
+from incidents.models import Incident
 from leases.choices import LeaseStatus, ProbeKind
 from leases.models import Lease, LeaseTerms, Node, NodeAssignment
 from leases.selectors import TermsTimeline
@@ -702,8 +703,10 @@ def _judge(
         if (lease_id, target, rule) in existing:
             continue
         held = by_host[target.partition(":")[0]]
-        incident = Incident.objects.create(
-            lease=held.lease,
+        assert held.terms is not None
+        incident = incident_services.open_incident(
+            actor=incident_services.TELEMETRY,
+            lease_id=held.lease.pk,
             kind=FabricIncidentKind.TELEMETRY,
             pattern=rule,
             target=target,
@@ -711,7 +714,7 @@ def _judge(
             violations=1,
             rule=f"{rule} v{finding.version}",
             detail=finding.detail,
-            terms=held.terms,
+            terms_id=held.terms.pk,
         )
         opened.append(incident.pk)
     closed = []
@@ -724,12 +727,9 @@ def _judge(
         judge = judging[held.node.pk]
         if health.sticky(key[2], judge.rules, judge.limits) and ended_finding is None:
             continue  # out of the lookback, not cleared: it stays until an operator clears it
-        incident.state = IncidentState.CLOSED
-        incident.closed_at = (
-            ended_finding.end if ended_finding is not None and ended_finding.end else now
-        )
-        incident.save(update_fields=["state", "closed_at"])
-        closed.append(incident.pk)
+        end = ended_finding.end if ended_finding is not None and ended_finding.end else now
+        if incident_services.close(incident, at=end, actor=incident_services.TELEMETRY):
+            closed.append(incident.pk)
     return opened, closed
 
 
@@ -792,9 +792,9 @@ def clear_port(
             target=f"{node.hostname}:{port}",
             pattern__in=["link_flap", "link_drop"],
         ):
-            incident.state, incident.closed_at = IncidentState.CLOSED, at
-            incident.detail = f"{incident.detail}\n{note}"
-            incident.save(update_fields=["state", "closed_at", "detail"])
+            incident_services.close(
+                incident, at=at, actor=incident_services.Actor.person(by), note=note
+            )
     return clearance
 
 

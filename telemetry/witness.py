@@ -13,14 +13,13 @@ from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
 from django.utils import timezone
 
 from benchmarks.models import ProbeRun
-from billing.choices import FabricIncidentKind, IncidentState
-from billing.models import Incident
-from common.locks import locking
 from gpulease_verify import witness
+from incidents import services as incident_services
+from incidents.choices import FabricIncidentKind, IncidentState
+from incidents.models import Incident
 from leases.models import NicPort, Node
 from telemetry.switch_snmp import SwitchPortReading, SwitchUnreachable, read_ports
 
@@ -161,33 +160,19 @@ def open_dispute(
     switch contradicted, with the disputed run when there is one; it stays open until a
     person resolves it. The one incident per node holds every dispute, of runs and of
     counters alike."""
-    with transaction.atomic():
-        incident = (
-            locking(Incident.objects)
-            .filter(
-                lease_id=lease_id,
-                kind=FabricIncidentKind.INTEGRITY,
-                pattern=INTEGRITY_PATTERN,
-                target=node,
-                state=IncidentState.OPEN,
-            )
-            .first()
-        )
-        if incident is None:
-            incident = Incident.objects.create(
-                lease_id=lease_id,
-                kind=FabricIncidentKind.INTEGRITY,
-                pattern=INTEGRITY_PATTERN,
-                target=node,
-                opened_at=at,
-                rule=rule,
-                detail=detail,
-                terms_id=terms_id,
-            )
-        incident.violations += 1
-        incident.save(update_fields=["violations"])
-        if run is not None:
-            incident.runs.add(run)
+    incident, _opened = incident_services.open_or_extend(
+        actor=incident_services.WITNESS,
+        lease_id=lease_id,
+        kind=FabricIncidentKind.INTEGRITY,
+        pattern=INTEGRITY_PATTERN,
+        target=node,
+        opened_at=at,
+        rule=rule,
+        detail=detail,
+        terms_id=terms_id,
+        violations=1,
+        runs=[run] if run is not None else [],
+    )
     return incident
 
 
@@ -197,8 +182,10 @@ def resolve_integrity_incidents(incidents, *, by: str) -> int:  # type: ignore[n
     now = timezone.now()
     resolved = 0
     for incident in incidents.filter(kind=FabricIncidentKind.INTEGRITY, state=IncidentState.OPEN):
-        incident.state, incident.closed_at = IncidentState.CLOSED, now
-        incident.detail = f"{incident.detail}\nResolved by {by} at {now:%Y-%m-%d %H:%M} UTC."
-        incident.save(update_fields=["state", "closed_at", "detail"])
-        resolved += 1
+        resolved += incident_services.close(
+            incident,
+            at=now,
+            actor=incident_services.Actor.person(by),
+            note=f"Resolved by {by} at {now:%Y-%m-%d %H:%M} UTC.",
+        )
     return resolved

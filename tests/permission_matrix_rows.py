@@ -367,7 +367,7 @@ API_ROWS: dict[tuple[str, str], Row] = {
     ("api:incident-list", "get"):       Row("200 200 200 200 200 200 401 401 | 200 403 403 200"),
     ("api:incident-detail", "get"):     Row("200 200 200 200 200 404 401 401 | 200 403 403 200",
                                             pk_of(lambda side: side.incident)),
-    # Provider staff state they acknowledged or mitigated a fault (billing.repair).
+    # Provider staff state they acknowledged or mitigated a fault (incidents.repair).
     ("api:incident-acknowledge", "post"): Row("200 403 403 403 403 404 401 401 | 403 403 403 403",
                                             pk_of(lambda side: side.incident),
                                             body=lambda w: {"note": "on it"}),

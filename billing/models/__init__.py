@@ -1,6 +1,5 @@
 from billing.models.checkpoints import ChainCheckpoint
 from billing.models.evidence import Dispute, DisputeEvent, DisputeState, Evidence, EvidenceTool
-from billing.models.incidents import Incident
 from billing.models.invoices import (
     CreditNote,
     CreditNoteLine,
@@ -23,7 +22,6 @@ __all__ = [
     "Evidence",
     "EvidenceTool",
     "HourlyRollup",
-    "Incident",
     "IngestCursor",
     "Invoice",
     "InvoiceEvent",

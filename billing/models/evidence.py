@@ -100,7 +100,7 @@ class Dispute(TimeStampedModel):
         db_constraint=False,  # runs are partitioned (common.partitions)
     )
     incident = models.ForeignKey(
-        "billing.Incident",
+        "incidents.Incident",
         on_delete=models.PROTECT,
         null=True,
         blank=True,

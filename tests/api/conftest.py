@@ -13,7 +13,7 @@ from rest_framework.test import APIClient
 from api import tokens
 from benchmarks.models import RawOutput
 from billing import invoicing
-from billing.models import Incident
+from incidents.models import Incident
 from leases import services
 from leases.choices import LeaseStatus, Role
 from tests.factories import (

@@ -6,9 +6,10 @@ import pytest
 from benchmarks import chain
 from benchmarks.models import ProbeRun, RawOutput
 from benchmarks.models.outputs import load_texts
-from billing.models import HourlyRollup, Incident
+from billing.models import HourlyRollup
 from demo.history import load_history
 from gpulease_verify import sweep
+from incidents.models import Incident
 from leases.demo import load_demo
 from leases.models import Lease
 

@@ -26,13 +26,14 @@ from benchmarks.choices import Pattern, RunState, Trigger, Verdict
 from benchmarks.models import ProbeRun
 from benchmarks.netlab.snmpd import COUNTER_CACHE_S
 from billing import audit, probe_tax, sla
-from billing.choices import FabricIncidentKind, IncidentState
 from billing.ingest import hour_of, ingest_all
 from billing.invoicing.lines import _sample_facts
 from billing.invoicing.windows import Segment
-from billing.models import HourlyRollup, Incident, TrafficSample
+from billing.models import HourlyRollup, TrafficSample
 from gpulease_verify.canonical import iso_utc
 from gpulease_verify.periods import Period
+from incidents.choices import FabricIncidentKind, IncidentState
+from incidents.models import Incident
 from leases.models import Node
 from monitoring.metrics import exposition
 from telemetry import services as telemetry

@@ -18,6 +18,7 @@ from billing.models import ChainCheckpoint
 from gpulease_verify import cli, webhooks
 from gpulease_verify.checkpoints import FORMAT
 from gpulease_verify.trust import Trust
+from incidents import notifications as incident_notifications
 from leases import services
 from leases.choices import LeaseStatus
 from tests.factories import NodeFactory, at, make_lease, make_run
@@ -99,9 +100,11 @@ def test_the_tenant_webhook_gets_the_signed_checkpoint(
         webhook_url="https://hooks.example.com/gpulease", webhook_secret=SECRET
     )
     sent = []
-    monkeypatch.setattr(notifications.egress, "check_url_for_webhooks", lambda url: url)
+    monkeypatch.setattr(incident_notifications.egress, "check_url_for_webhooks", lambda url: url)
     monkeypatch.setattr(
-        notifications, "_post", lambda shown, dest, body, headers: sent.append((body, headers))
+        incident_notifications,
+        "_post",
+        lambda shown, dest, body, headers: sent.append((body, headers)),
     )
     monkeypatch.setattr(
         "billing.tasks.notify_checkpoint.delay",
@@ -113,7 +116,8 @@ def test_the_tenant_webhook_gets_the_signed_checkpoint(
     assert headers["X-Gpulease-Event"] == "chain.checkpoint"
     assert Webhook(SECRET).verify(body, headers) == json.loads(body)
     assert (
-        notifications.legacy_signature(body=body, secret=SECRET) == headers["X-Gpulease-Signature"]
+        incident_notifications.legacy_signature(body=body, secret=SECRET)
+        == headers["X-Gpulease-Signature"]
     )
     assert json.loads(body)["checkpoint"] == checkpoint.document()
 

@@ -15,8 +15,9 @@ import pytest
 from benchmarks.models import ProbeRun
 from billing import audit, sla
 from billing.ingest import ingest_all
-from billing.models import HourlyRollup, Incident
+from billing.models import HourlyRollup
 from gpulease_verify.samples import confirmed_verdict
+from incidents.models import Incident
 from leases import services
 from leases.choices import LeaseStatus
 from tests.factories import NodeFactory, at, make_lease, make_run

@@ -25,8 +25,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from django.db import connections
 
-from billing import notifications
-from billing.tasks import notify_incident
+from incidents import notifications
+from incidents.tasks import notify_incident
 from tests.billing.test_notifications import make_incident
 from tests.deploy.neighbours import free_port, silent_listener
 

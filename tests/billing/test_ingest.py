@@ -11,7 +11,8 @@ from django.db import connection, transaction
 from benchmarks import chain
 from benchmarks.models import ProbeRun
 from billing import ingest, sla
-from billing.models import HourlyRollup, Incident, TrafficSample
+from billing.models import HourlyRollup, TrafficSample
+from incidents.models import Incident
 from tests.conftest import require
 from tests.factories import NodeFactory, at, make_lease, make_run
 
@@ -187,6 +188,9 @@ def test_three_violations_in_a_row_open_an_incident_and_a_pass_closes_it(
     assert incident.worst_bps == 38 * 10**9
     assert sorted(incident.runs.values_list("pk", flat=True)) == [r.pk for r in runs[1:4]]
     assert len(callbacks) == 2  # opened, closed: sent after commit
+    # Opened and closed by ingest (incidents.services), no person involved.
+    assert (incident.source, incident.opened_by) == ("ingest", "ingest")
+    assert (incident.closed_source, incident.closed_by) == ("ingest", "ingest")
 
 
 def test_two_violations_are_not_an_incident(lease):

@@ -645,7 +645,7 @@ def test_leases_with_different_tax_rates_are_taxed_per_rate_group():
 def test_admin_shows_invoices_and_measurements_and_its_actions_call_the_services(client):
     from django.urls import reverse
 
-    from billing.models import Incident
+    from incidents.models import Incident
     from tests.factories import StaffFactory
 
     tenant = TenantFactory(slug="zhiyuan")
@@ -681,7 +681,7 @@ def test_admin_shows_invoices_and_measurements_and_its_actions_call_the_services
         (TrafficSample, TrafficSample.objects.first()),
         (Incident, incident),
     ]:
-        prefix = f"admin:billing_{model._meta.model_name}"
+        prefix = f"admin:{model._meta.app_label}_{model._meta.model_name}"
         assert client.get(reverse(f"{prefix}_changelist"), {"q": "L-"}).status_code == 200
         page = client.get(reverse(f"{prefix}_change", args=[obj.pk]))
         assert page.status_code == 200

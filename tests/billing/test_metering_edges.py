@@ -28,9 +28,11 @@ from benchmarks import services as probe_services
 from benchmarks.models import ProbeRun
 from benchmarks.transports.base import CommandResult, HostUnreachable
 from billing import audit, services
-from billing.choices import InvoiceStatus, LineKind, MeteringIncidentKind
+from billing.choices import InvoiceStatus, LineKind
 from billing.ingest import ingest_all, recompute_traffic
-from billing.models import Incident, Invoice, TrafficSample
+from billing.models import Invoice, TrafficSample
+from incidents.choices import MeteringIncidentKind
+from incidents.models import Incident
 from leases import services as lease_services
 from leases.choices import BillingMode, LeaseStatus
 from tests.billing.test_sweeps import counters

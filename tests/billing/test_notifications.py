@@ -18,11 +18,11 @@ from ipaddress import ip_network
 import pytest
 from django.core.mail.backends.locmem import EmailBackend
 
-from billing import notifications
-from billing.models import Incident
-from billing.notifications import PartlyDelivered, WebhookFailed
-from billing.tasks import notify_incident
 from gpulease_verify import webhooks
+from incidents import notifications
+from incidents.models import Incident
+from incidents.notifications import PartlyDelivered, WebhookFailed
+from incidents.tasks import notify_incident
 from tests.factories import TenantFactory, at, make_lease, make_run
 
 # A secret from before Standard Webhooks (64 hex characters used as text), as migration

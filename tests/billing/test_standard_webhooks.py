@@ -15,9 +15,9 @@ import time_machine
 from standardwebhooks import Webhook
 from standardwebhooks.webhooks import WebhookVerificationError
 
-from billing import notifications
 from gpulease_verify import webhooks
 from gpulease_verify.webhooks import WebhookRefused
+from incidents import notifications
 from leases.models import Tenant
 from tests.billing.test_notifications import (  # noqa: F401 (fixtures)
     LEGACY_TEXT,

@@ -14,7 +14,8 @@ import pytest
 
 from billing import audit
 from billing.ingest import ingest_all
-from billing.models import HourlyRollup, Incident, TrafficSample
+from billing.models import HourlyRollup, TrafficSample
+from incidents.models import Incident
 from leases import services
 from leases.choices import BillingMode, LeaseStatus
 from tests.billing.test_tampering_suite import relink

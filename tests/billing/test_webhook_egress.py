@@ -24,9 +24,9 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from django import forms
 
-from billing import notifications
-from billing.models import Incident
-from billing.notifications import WebhookFailed
+from incidents import notifications
+from incidents.models import Incident
+from incidents.notifications import WebhookFailed
 from leases.models import Tenant
 from tests.factories import TenantFactory, make_lease
 

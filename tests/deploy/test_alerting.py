@@ -17,7 +17,7 @@ import yaml
 from django.urls import reverse
 from django.utils import timezone
 
-from billing.models import Incident
+from incidents.models import Incident
 from monitoring.models import ExternalAlert
 from tests.conftest import require_tool
 from tests.deploy.processes import ROOT, base_env, free_port, start, wait_for

@@ -24,11 +24,11 @@ from rest_framework.test import APIClient
 from benchmarks import chain
 from benchmarks.models import ProbeRun
 from benchmarks.models.outputs import load_texts
-from billing.models import Incident
 from billing.probe_tax import probe_tax_of
 from demo.history import load_history
 from gpulease_verify import cli
 from gpulease_verify.periods import Period
+from incidents.models import Incident
 from leases.demo import load_demo
 from leases.models import Lease
 from telemetry.models import PortSample, SwitchReading

@@ -12,7 +12,8 @@ from benchmarks import services as probe_services
 from benchmarks.models import Rejudgement
 from billing import checkpoints, evidence, invoicing
 from billing import services as billing_services
-from billing.models import HourlyRollup, Incident, TrafficSample
+from billing.models import HourlyRollup, TrafficSample
+from incidents.models import Incident
 from leases import services, tenant_settings
 from leases.choices import LeaseStatus, Role
 from leases.models import Node

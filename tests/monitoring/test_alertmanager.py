@@ -11,8 +11,8 @@ from datetime import UTC, datetime
 import pytest
 from rest_framework.test import APIClient
 
-from billing.choices import IncidentState
-from billing.models import Incident
+from incidents.choices import IncidentState
+from incidents.models import Incident
 from leases.choices import SwitchRole
 from monitoring.models import ExternalAlert
 from tests.factories import (
@@ -42,7 +42,7 @@ def _token(settings):
 def notified(monkeypatch):
     sent = []
     monkeypatch.setattr(
-        "billing.tasks.notify_incident.delay", lambda pk, event: sent.append((pk, event))
+        "incidents.tasks.notify_incident.delay", lambda pk, event: sent.append((pk, event))
     )
     return sent
 
@@ -111,6 +111,7 @@ def test_a_node_alert_opens_an_incident_on_the_lease_holding_the_node(
     assert incident.target == "NodeInfinibandLinkDown on n1"
     assert incident.opened_at == datetime(2026, 11, 10, 8, tzinfo=UTC)
     assert "mlx5_0 port 1 went down" in incident.rule
+    assert (incident.source, incident.opened_by) == ("alertmanager", "alertmanager")
     record = ExternalAlert.objects.get()
     assert list(record.leases.all()) == [fabric["A"]]
     assert record.ends_at is None  # Go's zero time: no end yet
@@ -132,7 +133,9 @@ def test_repeats_are_idempotent_and_resolved_closes(
     (incident,) = Incident.objects.all()
     assert incident.state == IncidentState.CLOSED
     assert incident.closed_at == datetime(2026, 11, 10, 9, tzinfo=UTC)
+    assert (incident.closed_source, incident.closed_by) == ("alertmanager", "alertmanager")
     assert post(payload(alert(node="n2", status="resolved"))).json()["unchanged"] == 1
+    assert notified == [(incident.pk, "opened"), (incident.pk, "closed")]  # each once
     assert [event for _, event in notified] == ["opened", "closed"]
 
 

@@ -12,9 +12,9 @@ import jsonschema
 import pytest
 from rest_framework.test import APIClient
 
-from billing import notifications
 from billing.ingest import ingest_all
-from billing.models import Incident
+from incidents import notifications
+from incidents.models import Incident
 from tests.billing.test_notifications import (  # noqa: F401 (fixtures)
     SECRET,
     _receiver_on_loopback_allowed,

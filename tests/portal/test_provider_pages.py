@@ -7,9 +7,9 @@ from decimal import Decimal
 import pytest
 from django.test import Client
 
-from billing.choices import IncidentState
 from billing.ingest import ingest_all
-from billing.models import Incident
+from incidents.choices import IncidentState
+from incidents.models import Incident
 from leases.choices import SwitchRole
 from tests.factories import (
     FabricFactory,

@@ -16,10 +16,10 @@ from django.urls import reverse
 from benchmarks import chain
 from benchmarks.transports import CommandResult, HostUnreachable, kept_open
 from billing import audit
-from billing.models import Incident
 from gpulease_verify import health
 from gpulease_verify.health import RULE_SETS
 from gpulease_verify.periods import Period
+from incidents.models import Incident
 from leases import services
 from leases.choices import LeaseStatus
 from telemetry import services as telemetry
@@ -276,6 +276,7 @@ def test_three_flaps_stay_an_incident_until_an_operator_clears_the_port(client):
     poll_states(0, [True, False, False, True, False, False, True, False, False, True])
     flap = Incident.objects.get(lease=lease, pattern="link_flap")
     assert (flap.rule, flap.opened_at) == ("link_flap v2", NOW + timedelta(seconds=270))
+    assert (flap.source, flap.opened_by) == ("telemetry", "telemetry")
     # 15 minutes up, past any hold-down: a flap is sticky (and no drop: 30 s down).
     poll_every_30_s(10, 40, ib_poll(True))
     flap.refresh_from_db()
@@ -285,7 +286,7 @@ def test_three_flaps_stay_an_incident_until_an_operator_clears_the_port(client):
     # The provider's operator reseats the cable and clears the port in the admin.
     operator = StaffFactory(username="ops-li")
     client.force_login(operator)
-    changelist = reverse("admin:billing_incident_changelist")
+    changelist = reverse("admin:incidents_incident_changelist")
     with time_machine.travel(NOW + timedelta(minutes=21), tick=False):
         asked = client.post(changelist, {"action": "clear_ports", "_selected_action": [flap.pk]})
         assert asked.status_code == 200 and b"set-healthy" in asked.content
@@ -297,6 +298,7 @@ def test_three_flaps_stay_an_incident_until_an_operator_clears_the_port(client):
     flap.refresh_from_db()
     assert (flap.state, flap.closed_at) == ("closed", NOW + timedelta(minutes=21))
     assert flap.detail.endswith("\nCleared by ops-li at 2026-11-10 02:21 UTC: cable reseated")
+    assert (flap.closed_source, flap.closed_by) == ("manual", "ops-li")
     clearance = PortClearance.objects.get(node=node, port="mlx5_0:1")
     assert (clearance.by, clearance.batch.chain_index is not None) == ("ops-li", True)
     assert chain.verify_lease(lease_id=lease.pk) == []

@@ -2,8 +2,13 @@ from django.conf import settings
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
-from billing.choices import FabricIncidentKind, IncidentState, MeteringIncidentKind
 from common.querysets import TenantScopedQuerySet
+from incidents.choices import (
+    FabricIncidentKind,
+    IncidentSource,
+    IncidentState,
+    MeteringIncidentKind,
+)
 from leases.choices import ProbeKind
 from leases.models import Lease, LeaseTerms
 
@@ -51,7 +56,7 @@ class Incident(models.Model):
         verbose_name=_("evidence runs"),
         db_constraint=False,  # runs are partitioned (common.partitions)
     )
-    # Time to repair (billing.repair): the fault is ``opened_at``, the resolution
+    # Time to repair (incidents.repair): the fault is ``opened_at``, the resolution
     # ``closed_at`` (both from evidence); acknowledging and mitigating are the provider's
     # own statements, each with who made it.
     acknowledged_at = models.DateTimeField(_("acknowledged at"), null=True, blank=True)
@@ -75,6 +80,32 @@ class Incident(models.Model):
     # A database default too: a worker still on the previous release inserts incidents
     # without this column during a rolling deploy.
     repair_note = models.TextField(_("repair note"), blank=True, default="", db_default="")
+    # Who opened and who closed it (incidents.services): the cause is the source (ingest,
+    # telemetry, witness, Alertmanager, or a person: manual), the actor the person's user
+    # name or, for a system source, the source itself. Database defaults too: a worker
+    # still on the previous release inserts incidents without these columns.
+    source = models.CharField(
+        _("opened by (source)"),
+        max_length=16,
+        choices=IncidentSource.choices,
+        blank=True,
+        default="",
+        db_default="",
+    )
+    opened_by = models.CharField(
+        _("opened by"), max_length=150, blank=True, default="", db_default=""
+    )
+    closed_source = models.CharField(
+        _("closed by (source)"),
+        max_length=16,
+        choices=IncidentSource.choices,
+        blank=True,
+        default="",
+        db_default="",
+    )
+    closed_by = models.CharField(
+        _("closed by"), max_length=150, blank=True, default="", db_default=""
+    )
     notified_open_at = models.DateTimeField(_("opening notified at"), null=True, blank=True)
     notified_close_at = models.DateTimeField(_("closing notified at"), null=True, blank=True)
 
@@ -82,6 +113,8 @@ class Incident(models.Model):
     tenant_path = "lease__tenant"
 
     class Meta:
+        # The table billing made: the model moved to this app, its rows did not.
+        db_table = "billing_incident"
         verbose_name = _("incident")
         verbose_name_plural = _("incidents")
         ordering = ["-opened_at"]

@@ -26,9 +26,9 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from billing.choices import FabricIncidentKind, IncidentState
-from billing.models import Incident
 from common.locks import locking
+from incidents.choices import FabricIncidentKind, IncidentState
+from incidents.models import Incident
 from leases.choices import ProbeKind
 
 REPAIR_KINDS = frozenset({*ProbeKind.values, FabricIncidentKind.TELEMETRY})

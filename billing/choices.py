@@ -67,3 +67,12 @@ class MeteringIncidentKind(models.TextChoices):
 
 # The pattern of a metering-gap incident (its target is the node).
 METERING_GAP_PATTERN = "gap"
+
+
+class ThresholdKind(models.TextChoices):
+    """What a tenant's threshold watches (``billing.thresholds``): the month-to-date
+    figures of ``billing.running``, as the invoice would show them."""
+
+    SPEND_CNY = "spend_cny", _("spend so far (CNY)")
+    USAGE_GB = "usage_gb", _("traffic so far (GB)")
+    P95_MBPS = "p95_mbps", _("running 95th percentile (Mbit/s)")

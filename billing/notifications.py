@@ -17,7 +17,9 @@ same key) and ``X-Gpulease-Delivery`` (= webhook-id) come along for receivers no
 A new chain checkpoint (billing.checkpoints) goes to the webhook as event
 ``chain.checkpoint``, with the signed checkpoint document, so the tenant keeps its own copy.
 A tenant admin may send a test delivery (event ``webhook.test``) from the portal's settings
-page, signed the same way.
+page, signed the same way. A threshold the tenant set that a month's figures reached
+(``billing.thresholds``) goes as event ``threshold.crossed`` and as an e-mail to the
+contact e-mail.
 
 A webhook goes only to a public address (common.egress), checked when the URL is saved and
 again before each delivery, and the request connects to the address that was checked.
@@ -42,7 +44,8 @@ from django.template.loader import render_to_string
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from billing.models import ChainCheckpoint, Incident
+from billing.models import ChainCheckpoint, Incident, ThresholdCrossing
+from billing.thresholds import UNITS, shown
 from common import egress, pinned_http
 from gpulease_verify import webhooks
 from gpulease_verify.units import format_bps, one_decimal, plain
@@ -187,6 +190,78 @@ def send_test(*, tenant: Tenant) -> None:
         raise WebhookFailed("the tenant has no webhook URL")
     payload = {"event": TEST_EVENT, "tenant": tenant.slug, "sent_at": _utc_iso(timezone.now())}
     _deliver(tenant, event=TEST_EVENT, msg_id=str(uuid.uuid4()), payload=payload)
+
+
+THRESHOLD_EVENT = "threshold.crossed"
+
+
+def threshold_payload(crossing: ThresholdCrossing) -> dict[str, Any]:
+    """The ``threshold.crossed`` document (docs/billing/thresholds.md): the threshold, the
+    period, the figure that reached it as the invoice would print it, the newest sample's
+    slot, and each lease's month-to-date figures (``billing.running.document``)."""
+    threshold = crossing.threshold
+    return {
+        "event": THRESHOLD_EVENT,
+        "tenant": threshold.tenant.slug,
+        "threshold": {
+            "id": threshold.pk,
+            "kind": threshold.kind,
+            "value": str(crossing.value),
+            "unit": UNITS[threshold.kind],
+            "lease": threshold.lease.reference if threshold.lease else None,
+        },
+        "period": crossing.period,
+        "figure": shown(threshold.kind, crossing.figure),
+        "sample_at": _utc_iso(crossing.sample_at),
+        "crossed_at": _utc_iso(crossing.crossed_at),
+        "leases": crossing.figures.get("leases", []),
+        "sent_at": _utc_iso(timezone.now()),
+    }
+
+
+def send_threshold_webhook(*, crossing: ThresholdCrossing) -> None:
+    """POST the crossing to the tenant's webhook; every attempt carries the same
+    webhook-id, so the receiver drops a repeat."""
+    name = f"threshold/{crossing.threshold_id}/{crossing.period}/{crossing.pk}"
+    _deliver(
+        crossing.threshold.tenant,
+        event=THRESHOLD_EVENT,
+        msg_id=str(uuid.uuid5(_DELIVERY_NAMESPACE, name)),
+        payload=threshold_payload(crossing),
+    )
+
+
+def send_threshold_email(*, crossing: ThresholdCrossing) -> None:
+    threshold = crossing.threshold
+    tenant = threshold.tenant
+    values = {
+        "kind": threshold.get_kind_display(),
+        "value": f"{crossing.value} {UNITS[threshold.kind]}",
+        "period": crossing.period,
+    }
+    context = {
+        **values,
+        "tenant": tenant.name,
+        "lease": threshold.lease.reference if threshold.lease else None,
+        "figure": f"{shown(threshold.kind, crossing.figure)} {UNITS[threshold.kind]}",
+        "sample_at": _in_zone(crossing.sample_at, tenant.time_zone),
+        "leases": [
+            {
+                "lease": document["lease"],
+                "amount": document["usage"]["amount_so_far"],
+                "projected": document["usage"]["projected_amount"],
+            }
+            for document in crossing.figures.get("leases", [])
+            if document.get("usage")
+        ],
+    }
+    send_mail(
+        subject=_("[gpulease] Threshold reached: %(kind)s %(value)s (%(period)s)") % values,
+        message=render_to_string("billing/threshold_email.txt", context).strip() + "\n",
+        from_email=None,
+        recipient_list=[tenant.contact_email],
+        html_message=render_to_string("billing/threshold_email.html", context),
+    )
 
 
 def _deliver(tenant: Tenant, *, event: str, msg_id: str, payload: dict[str, Any]) -> None:

@@ -11,6 +11,7 @@ from billing.models.invoices import (
     InvoiceLine,
 )
 from billing.models.rollups import HourlyRollup, IngestCursor, TrafficSample
+from billing.models.thresholds import Threshold, ThresholdCrossing
 
 __all__ = [
     "ChainCheckpoint",
@@ -29,5 +30,7 @@ __all__ = [
     "InvoiceEvent",
     "InvoiceImmutable",
     "InvoiceLine",
+    "Threshold",
+    "ThresholdCrossing",
     "TrafficSample",
 ]

@@ -2,7 +2,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView
 from rest_framework.routers import APIRootView, DefaultRouter
 
-from api import views, views_cosign
+from api import views, views_cosign, views_thresholds
 from api.base import KnownQueryParametersMixin
 from api.docs import RedocView, SwaggerView
 
@@ -28,6 +28,7 @@ router.register("invoices", views.InvoiceViewSet, basename="invoice")
 router.register("credit-notes", views.CreditNoteViewSet, basename="creditnote")
 router.register("api-tokens", views.ApiTokenViewSet, basename="apitoken")
 router.register("tenant-keys", views_cosign.TenantKeyViewSet, basename="tenantkey")
+router.register("thresholds", views_thresholds.ThresholdViewSet, basename="threshold")
 
 urlpatterns = [
     path("v1/", include(router.urls)),

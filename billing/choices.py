@@ -42,3 +42,12 @@ class LineKind(models.TextChoices):
     USAGE_P95 = "usage_p95", _("95th percentile bandwidth")
     SLA_CREDIT = "sla_credit", _("SLA credit")
     ADJUSTMENT = "adjustment", _("adjustment for an earlier period")
+
+
+class ThresholdKind(models.TextChoices):
+    """What a tenant's threshold watches (``billing.thresholds``): the month-to-date
+    figures of ``billing.running``, as the invoice would show them."""
+
+    SPEND_CNY = "spend_cny", _("spend so far (CNY)")
+    USAGE_GB = "usage_gb", _("traffic so far (GB)")
+    P95_MBPS = "p95_mbps", _("running 95th percentile (Mbit/s)")

@@ -33,7 +33,7 @@ from benchmarks.models import (
     with_confirmation,
     with_effective_judgement,
 )
-from billing import metering_gaps
+from billing import metering_gaps, thresholds
 from billing.models import HourlyRollup, IngestCursor, TrafficSample
 from billing.probe_tax import record_sent, sent_of, taxed
 from common.locks import lock_in_key_order, locking
@@ -825,12 +825,16 @@ def ingest(*, limit: int = BATCH, notify: bool = True) -> IngestResult:
             hours_of[(lease_id, kind)].append(hour)
         for (lease_id, kind), its_hours in sorted(hours_of.items()):
             recompute_hours(lease=leases[lease_id], kind=kind, hours=its_hours)
+        windows: dict[int, tuple[Lease, datetime, datetime]] = {}
         for lease_id in sorted(first_new):
             lease = leases[lease_id]
             start, end = traffic_window(
                 lease=lease, first=first_new[lease_id], last=last_new[lease_id]
             )
             result.traffic_samples += recompute_traffic(lease=lease, start=start, end=end)
+            windows[lease_id] = (lease, start, end)
+        if notify:  # the tenants' thresholds, evaluated once this commits
+            thresholds.watch_after_commit(windows)
         # A pass where no incident is open changes nothing: most runs of a healthy fleet
         # skip track_incident's queries.
         open_keys = set(incident_selectors.open_keys(lease_ids=leases))

@@ -1,14 +1,21 @@
 """A new chain checkpoint (billing.checkpoints) goes to the tenant's webhook as event
 ``chain.checkpoint``, with the signed checkpoint document, so the tenant keeps its own copy.
-It is delivered and signed like an incident's event (``incidents.notifications.deliver``)."""
+It is delivered and signed like an incident's event (``incidents.notifications.deliver``).
+
+A threshold the tenant set that a month's figures reached (``billing.thresholds``) goes as
+event ``threshold.crossed`` and as an e-mail to the contact e-mail."""
 
 import uuid
 from typing import Any
 
+from django.core.mail import send_mail
+from django.template.loader import render_to_string
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
-from billing.models import ChainCheckpoint
-from incidents.notifications import DELIVERY_NAMESPACE, deliver, utc_iso
+from billing.models import ChainCheckpoint, ThresholdCrossing
+from billing.thresholds import UNITS, shown
+from incidents.notifications import DELIVERY_NAMESPACE, deliver, in_zone, utc_iso
 
 CHECKPOINT_EVENT = "chain.checkpoint"
 
@@ -38,3 +45,75 @@ def send_checkpoint(*, checkpoint_id: int) -> bool:
         payload=checkpoint_payload(checkpoint),
     )
     return True
+
+
+THRESHOLD_EVENT = "threshold.crossed"
+
+
+def threshold_payload(crossing: ThresholdCrossing) -> dict[str, Any]:
+    """The ``threshold.crossed`` document (docs/billing/thresholds.md): the threshold, the
+    period, the figure that reached it as the invoice would print it, the newest sample's
+    slot, and each lease's month-to-date figures (``billing.running.document``)."""
+    threshold = crossing.threshold
+    return {
+        "event": THRESHOLD_EVENT,
+        "tenant": threshold.tenant.slug,
+        "threshold": {
+            "id": threshold.pk,
+            "kind": threshold.kind,
+            "value": str(crossing.value),
+            "unit": UNITS[threshold.kind],
+            "lease": threshold.lease.reference if threshold.lease else None,
+        },
+        "period": crossing.period,
+        "figure": shown(threshold.kind, crossing.figure),
+        "sample_at": utc_iso(crossing.sample_at),
+        "crossed_at": utc_iso(crossing.crossed_at),
+        "leases": crossing.figures.get("leases", []),
+        "sent_at": utc_iso(timezone.now()),
+    }
+
+
+def send_threshold_webhook(*, crossing: ThresholdCrossing) -> None:
+    """POST the crossing to the tenant's webhook; every attempt carries the same
+    webhook-id, so the receiver drops a repeat."""
+    name = f"threshold/{crossing.threshold_id}/{crossing.period}/{crossing.pk}"
+    deliver(
+        crossing.threshold.tenant,
+        event=THRESHOLD_EVENT,
+        msg_id=str(uuid.uuid5(DELIVERY_NAMESPACE, name)),
+        payload=threshold_payload(crossing),
+    )
+
+
+def send_threshold_email(*, crossing: ThresholdCrossing) -> None:
+    threshold = crossing.threshold
+    tenant = threshold.tenant
+    values = {
+        "kind": threshold.get_kind_display(),
+        "value": f"{crossing.value} {UNITS[threshold.kind]}",
+        "period": crossing.period,
+    }
+    context = {
+        **values,
+        "tenant": tenant.name,
+        "lease": threshold.lease.reference if threshold.lease else None,
+        "figure": f"{shown(threshold.kind, crossing.figure)} {UNITS[threshold.kind]}",
+        "sample_at": in_zone(crossing.sample_at, tenant.time_zone),
+        "leases": [
+            {
+                "lease": document["lease"],
+                "amount": document["usage"]["amount_so_far"],
+                "projected": document["usage"]["projected_amount"],
+            }
+            for document in crossing.figures.get("leases", [])
+            if document.get("usage")
+        ],
+    }
+    send_mail(
+        subject=_("[gpulease] Threshold reached: %(kind)s %(value)s (%(period)s)") % values,
+        message=render_to_string("billing/threshold_email.txt", context).strip() + "\n",
+        from_email=None,
+        recipient_list=[tenant.contact_email],
+        html_message=render_to_string("billing/threshold_email.html", context),
+    )

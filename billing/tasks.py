@@ -66,3 +66,31 @@ def close_chain_checkpoints() -> int:
 def notify_checkpoint(checkpoint_id: int) -> bool:
     """Send the tenant's webhook the new checkpoint (event ``chain.checkpoint``)."""
     return notifications.send_checkpoint(checkpoint_id=checkpoint_id)
+
+
+@shared_task(name="billing.evaluate_thresholds", ignore_result=True)
+def evaluate_thresholds(lease_id: int, periods: list[str]) -> list[int]:
+    """After ingest committed new traffic samples of the lease: record the crossings of
+    its tenant's thresholds in ``periods`` (``billing.thresholds``)."""
+    from billing import thresholds
+
+    return thresholds.evaluate(lease_id=lease_id, periods=periods)
+
+
+@shared_task(
+    name="billing.notify_threshold",
+    acks_late=True,
+    reject_on_worker_lost=True,
+    ignore_result=True,
+    autoretry_for=TRANSIENT_DELIVERY_ERRORS,
+    retry_backoff=True,
+    retry_backoff_max=3600,
+    retry_jitter=True,
+    max_retries=10,
+)
+def notify_threshold(crossing_id: int) -> list[str]:
+    """E-mail and webhook of a new threshold crossing; a retry sends only the channels
+    that have not delivered yet."""
+    from billing import thresholds
+
+    return thresholds.notify(crossing_id=crossing_id)

@@ -582,6 +582,7 @@ SPECTACULAR_SETTINGS = {
         "TokenStateEnum": "api.models.TokenState",
         "ProbeToolEnum": "benchmarks.choices.Tool",
         "EvidenceToolEnum": "billing.models.evidence.EvidenceTool",
+        "ThresholdKindEnum": "billing.choices.ThresholdKind",
     },
     # The ways to authenticate (AddressGuard only refuses, so it is no scheme of its own).
     "AUTHENTICATION_WHITELIST": [

@@ -279,14 +279,14 @@ def _email_context(incident: Incident, event: str) -> dict[str, Any]:
         "kind": incident.get_kind_display(),
         "worst_bandwidth": None if incident.worst_bps is None else format_bps(incident.worst_bps),
         "worst_latency": _format_us(incident.worst_latency_us),
-        "opened_at": _in_zone(incident.opened_at, zone),
-        "closed_at": _in_zone(incident.closed_at, zone),
+        "opened_at": in_zone(incident.opened_at, zone),
+        "closed_at": in_zone(incident.closed_at, zone),
         "terms_version": incident.terms.version,
         "evidence_run_ids": ", ".join(map(str, sorted(incident.runs.values_list("pk", flat=True)))),
     }
 
 
-def _in_zone(instant: datetime | None, zone: str) -> str | None:
+def in_zone(instant: datetime | None, zone: str) -> str | None:
     if instant is None:
         return None
     return f"{instant.astimezone(ZoneInfo(zone)):%Y-%m-%d %H:%M} ({zone})"

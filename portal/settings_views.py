@@ -1,6 +1,6 @@
 """The tenant's own settings page (/settings/): its contacts, incident webhook URL and
 signing secret (the writes: ``leases.tenant_settings``; the deliveries:
-``incidents.notifications``).
+``incidents.notifications``), and its usage and spend thresholds (``billing.thresholds``).
 
 Every member of the tenant reads the contacts, the URL and the recent changes; only a
 tenant admin changes them (a viewer's or auditor's POST is a 403 that changes nothing),
@@ -10,6 +10,7 @@ shown again: afterwards the page shows the masked form). A member of several ten
 the tenant (``?tenant=<slug>``; the forms carry it back). Provider staff never act as a
 tenant user: the page does not exist for them (404), as the signing keys page."""
 
+from decimal import Decimal
 from typing import Any, cast
 from zoneinfo import ZoneInfo
 
@@ -24,11 +25,14 @@ from django.utils.translation import gettext_lazy
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods
 
+from billing import thresholds
+from billing.choices import ThresholdKind
+from billing.models import Threshold
 from common.querysets import is_provider_staff
 from incidents import notifications
 from leases import tenant_settings
 from leases.choices import Role
-from leases.models import Membership, Tenant, TenantSettingsEvent
+from leases.models import Lease, Membership, Tenant, TenantSettingsEvent
 from portal import selectors
 from portal.customer_views import _show_refusal
 
@@ -86,6 +90,28 @@ class RotateForm(forms.Form):
     )
 
 
+class ThresholdForm(forms.Form):
+    """A new threshold; the service checks the lease fits the kind and says why not."""
+
+    kind = forms.ChoiceField(label=gettext_lazy("Figure"), choices=ThresholdKind.choices)
+    value = forms.DecimalField(
+        label=gettext_lazy("Threshold"),
+        max_digits=14,
+        decimal_places=2,
+        min_value=Decimal("0.01"),
+        help_text=gettext_lazy("CNY, GB or Mbit/s, by the figure."),
+    )
+    lease = forms.ChoiceField(label=gettext_lazy("Lease"), required=False)
+
+    def __init__(self, *args: Any, tenant: Tenant, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        leases = Lease.objects.filter(tenant=tenant).order_by("reference")
+        self.fields["lease"].choices = [  # type: ignore[attr-defined]
+            ("", gettext_lazy("All leases together")),
+            *((str(lease.pk), lease.reference) for lease in leases),
+        ]
+
+
 def _memberships(request: HttpRequest) -> list[Membership]:
     if is_provider_staff(request.user):
         raise Http404  # provider staff never act as a tenant user
@@ -120,6 +146,7 @@ def _page(
     new_secret: str | None = None,
     saved: list[str] | None = None,
     test_result: dict[str, Any] | None = None,
+    threshold: ThresholdForm | None = None,
     status: int = 200,
 ) -> HttpResponse:
     context: dict[str, Any] = {"memberships": memberships, "membership": membership}
@@ -150,6 +177,12 @@ def _page(
             saved=None if saved is None else [_label(name) for name in saved],
             test_result=test_result,
             events=events,
+            threshold_form=threshold or ThresholdForm(tenant=tenant),
+            thresholds=Threshold.objects.visible_to(request.user)
+            .filter(tenant=tenant)
+            .select_related("lease")
+            .prefetch_related("crossings"),
+            units=thresholds.UNITS,
         )
     context["zone"] = zone
     with timezone.override(ZoneInfo(zone)):
@@ -218,4 +251,50 @@ def tenant_settings_page(request: HttpRequest) -> HttpResponse:
             result = {"delivered": False, "reason": failure.reason}
             return _page(request, memberships, membership, test_result=result)
         return _page(request, memberships, membership, test_result={"delivered": True})
+    if action == "threshold-add":
+        return _add_threshold(request, memberships, membership)
+    if action in ("threshold-delete", "threshold-enable", "threshold-disable"):
+        chosen = _threshold(request, tenant)
+        if action == "threshold-delete":
+            thresholds.delete_threshold(threshold=chosen, user=request.user)
+        else:
+            thresholds.change_threshold(
+                threshold=chosen, user=request.user, enabled=action == "threshold-enable", now=now
+            )
+        return _page(request, memberships, membership)
     return _page(request, memberships, membership, status=400)
+
+
+def _threshold(request: HttpRequest, tenant: Tenant) -> Threshold:
+    """The tenant's threshold named by ``threshold`` in the POST, else a 404."""
+    raw = request.POST.get("threshold", "")
+    if not raw.isascii() or not raw.isdigit() or len(raw) > 18:
+        raise Http404
+    found = Threshold.objects.visible_to(request.user).filter(pk=int(raw), tenant=tenant).first()
+    if found is None:
+        raise Http404
+    return found
+
+
+def _add_threshold(
+    request: HttpRequest, memberships: list[Membership], membership: Membership
+) -> HttpResponse:
+    tenant = membership.tenant
+    form = ThresholdForm(request.POST, tenant=tenant)
+    if not form.is_valid():
+        return _page(request, memberships, membership, threshold=form, status=400)
+    chosen = form.cleaned_data["lease"]
+    lease = Lease.objects.filter(tenant=tenant, pk=int(chosen)).first() if chosen else None
+    try:
+        thresholds.create_threshold(
+            tenant=tenant,
+            user=request.user,
+            kind=form.cleaned_data["kind"],
+            value=form.cleaned_data["value"],
+            lease=lease,
+            now=selectors.now(),
+        )
+    except ValidationError as error:
+        _show_refusal(form, error)
+        return _page(request, memberships, membership, threshold=form, status=400)
+    return _page(request, memberships, membership)

@@ -35,6 +35,7 @@ from tests.api.isolation_cases import (
     issued_invoice_of,
     key_of,
     public_key_text,
+    threshold_of,
 )
 from tests.factories import NodeFactory, at, make_lease, make_run
 
@@ -254,6 +255,17 @@ def reinstated_key(world: World) -> dict[str, Any]:
     return {}
 
 
+def restored_threshold(world: World) -> dict[str, Any]:
+    """Each caller finds alpha's threshold there again (the one a caller before deleted,
+    with its id). No body."""
+    from billing.models import Threshold
+
+    threshold = threshold_of(world.alpha)
+    if not Threshold.objects.filter(pk=threshold.pk).exists():
+        threshold.save(force_insert=True)
+    return {}
+
+
 def portal_key_form(world: World) -> dict[str, Any]:
     """The keys page's first step for alpha: show what to sign for a fresh public key."""
     return {"tenant": "alpha", "action": "prepare", "alpha-public_key": public_key_text(world)}
@@ -439,6 +451,20 @@ API_ROWS: dict[tuple[str, str], Row] = {
                                             pk_of(key_of)),
     ("api:tenantkey-revoke", "post"):   Row("403 200 403 403 403 404 401 401 | 403 200 403 200",
                                             pk_of(key_of), body=reinstated_key),
+    # A tenant admin's own statements: staff pass the route and are refused by the service.
+    ("api:threshold-list", "get"):      Row("200 200 200 200 200 200 401 401 | 200 403 403 200"),
+    ("api:threshold-list", "post"):     Row("403 201 403 403 403 403 401 401 | 403 201 403 201",
+                                            body=lambda w: {"tenant": "alpha",
+                                                            "kind": "spend_cny",
+                                                            "value": "100.00"}),
+    ("api:threshold-detail", "get"):    Row("200 200 200 200 200 404 401 401 | 200 403 403 200",
+                                            pk_of(threshold_of)),
+    ("api:threshold-detail", "patch"):  Row("403 200 403 403 403 404 401 401 | 403 200 403 200",
+                                            pk_of(threshold_of),
+                                            body=lambda w: {**restored_threshold(w),
+                                                            "value": "250.00"}),
+    ("api:threshold-detail", "delete"): Row("403 204 403 403 403 404 401 401 | 403 204 403 204",
+                                            pk_of(threshold_of), body=restored_threshold),
     ("api:apitoken-list", "get"):       Row("200 200 200 200 200 200 401 401 | 200 403 403 200"),
     # A write-only token cannot mint a read token (400: a token never gets more than the
     # token that issued it holds). A member of two tenants must name the tenant its token

@@ -143,6 +143,12 @@ TENANT_SIGNING = [
     ("api:lease-acceptance-signing-content", "post"),
     ("api:lease-acceptance-sign-off", "post"),
 ]
+# A tenant's own thresholds (billing.thresholds), its statements like its contacts.
+TENANT_THRESHOLDS = [
+    ("api:threshold-list", "post"),
+    ("api:threshold-detail", "patch"),
+    ("api:threshold-detail", "delete"),
+]
 
 
 def test_every_api_write_declares_a_staff_permission_that_exists(world):
@@ -158,7 +164,7 @@ def test_every_api_write_declares_a_staff_permission_that_exists(world):
             ).exists():
                 problems.append(f"{name} {method.upper()}: {needed} is no permission")
     assert problems == []
-    assert len(api_writes()) == 30  # every POST/PATCH of /api/v1/ but Alertmanager's
+    assert len(api_writes()) == 33  # every POST/PATCH/DELETE of /api/v1/ but Alertmanager's
 
 
 def test_view_only_staff_are_refused_every_api_write_and_nothing_changes(world):
@@ -204,6 +210,7 @@ def test_a_refusal_names_the_permission_it_needs(world):
             ("api:dispute-list", "post"),
             ("api:termsamendment-acknowledge", "post"),
             *TENANT_SIGNING,
+            *TENANT_THRESHOLDS,
         }
     ],
     ids="-".join,
@@ -227,6 +234,7 @@ def test_the_tenants_own_acts_stay_refused_to_staff_whatever_they_hold(world):
         ("api:dispute-list", "post"),
         ("api:termsamendment-acknowledge", "post"),
         *TENANT_SIGNING,
+        *TENANT_THRESHOLDS,
     ]:
         assert API_ROWS[key].expected(API_CALLERS)["staff"] == 403
 

@@ -10,6 +10,7 @@ from billing.models.invoices import (
     InvoiceLine,
 )
 from billing.models.rollups import HourlyRollup, IngestCursor, TrafficSample
+from billing.models.thresholds import Threshold, ThresholdCrossing
 
 __all__ = [
     "ChainCheckpoint",
@@ -27,5 +28,7 @@ __all__ = [
     "InvoiceEvent",
     "InvoiceImmutable",
     "InvoiceLine",
+    "Threshold",
+    "ThresholdCrossing",
     "TrafficSample",
 ]

@@ -131,6 +131,20 @@ def key_of(side: Side) -> Any:
     return side.key
 
 
+def threshold_of(side: Side) -> Any:
+    """A spend threshold of the tenant's leases together, set by its admin (made once per
+    side)."""
+    if getattr(side, "threshold", None) is None:
+        from decimal import Decimal
+
+        from billing import thresholds
+
+        side.threshold = thresholds.create_threshold(
+            tenant=side.tenant, user=side.members["admin"], kind="spend_cny", value=Decimal(500)
+        )
+    return side.threshold
+
+
 def acceptance_run_of(side: Side) -> Any:
     """An acceptance run of the tenant's lease, over and in the chain (made once per side)."""
     if getattr(side, "acceptance_run", None) is None:
@@ -270,6 +284,9 @@ CASES: dict[str, ListOf | DetailOf | NoRows] = {
         lambda side: {"tenant": side.tenant.slug, "public_key": public_key_text(side)},
         field="tenant",
     ),
+    # The tenant's usage and spend thresholds (api/views_thresholds.py).
+    "api:threshold-list": ListOf(lambda side: {threshold_of(side).pk}),
+    "api:threshold-detail": DetailOf(pk(threshold_of), body={"value": "1.00"}),
     "api:termsamendment-signing-content": DetailOf(pk(amendment_of), body={"reason": "Agreed."}),
     "api:lease-acceptance-signing-content": DetailOf(pk(lambda side: side.lease), body={"run": 1}),
     "api:lease-acceptance-sign-off": DetailOf(pk(lambda side: side.lease), body={"run": 1}),

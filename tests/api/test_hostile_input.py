@@ -42,6 +42,7 @@ from tests.api.isolation_cases import (
     evidence_of,
     issued_invoice_of,
     key_of,
+    threshold_of,
 )
 from tests.api.test_isolation import api_routes
 from tests.factories import at
@@ -383,6 +384,17 @@ WRITES: dict[str, Write] = {
     "api:incident-acknowledge": Write("post", _incident, lambda w: {"note": "On it."}),
     "api:incident-mitigate": Write("post", _incident, lambda w: {"note": "Traffic moved."}),
     "api:invoice-mark-paid": Write("post", _issued_today, _today),
+    "api:threshold-list": Write(
+        "post",
+        body=lambda w: {"tenant": "alpha", "kind": "usage_gb", "value": "150.00", "lease": None},
+        writer=_admin,
+    ),
+    "api:threshold-detail": Write(
+        "patch",
+        lambda w: {"pk": threshold_of(w.alpha).pk},
+        lambda w: {"value": "120.50", "enabled": False},
+        writer=_admin,
+    ),
     "api:invoice-credit-notes": Write(
         "post",
         _issued_invoice,

@@ -2,6 +2,7 @@
 their tenant's rows, anyone else sees none. Checked for every model that declares a
 tenant_path, so a new tenant-owned model is covered (or this test fails) automatically."""
 
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -10,9 +11,9 @@ from django.contrib.auth.models import AnonymousUser
 
 from benchmarks import services as probe_services
 from benchmarks.models import Rejudgement
-from billing import checkpoints, evidence, invoicing
+from billing import checkpoints, evidence, invoicing, thresholds
 from billing import services as billing_services
-from billing.models import HourlyRollup, TrafficSample
+from billing.models import HourlyRollup, ThresholdCrossing, TrafficSample
 from incidents.models import Incident
 from leases import services, tenant_settings
 from leases.choices import LeaseStatus, Role
@@ -119,6 +120,18 @@ def world():
         # A change of the tenant's own settings: a TenantSettingsEvent.
         tenant_settings.set_webhook_url(
             tenant=membership.tenant, user=membership.user, url="https://93.184.215.14/hook"
+        )
+        # A threshold of the tenant, and a crossing of it.
+        threshold = thresholds.create_threshold(
+            tenant=membership.tenant, user=membership.user, kind="spend_cny", value=Decimal(1)
+        )
+        ThresholdCrossing.objects.create(
+            threshold=threshold,
+            period="2026-11",
+            value=threshold.value,
+            figure=Decimal(2),
+            sample_at=run.slot_at,
+            crossed_at=run.slot_at,
         )
         members[name] = membership
     NodeFactory()  # never leased: visible to staff only

@@ -12,6 +12,7 @@ from html.parser import HTMLParser
 import pytest
 from django.urls import reverse
 
+from billing import thresholds
 from billing.ingest import ingest_all
 from billing.invoicing import draft_invoice
 from leases import services, tenant_settings
@@ -183,6 +184,10 @@ def world():  # type: ignore[no-untyped-def]
     # The settings page then lists a change and offers a test delivery.
     tenant_settings.set_webhook_url(
         tenant=tenant, user=member.user, url="https://93.184.215.14/hooks/gpulease"
+    )
+    # ... and a threshold of the tenant's.
+    thresholds.create_threshold(
+        tenant=tenant, user=member.user, kind="spend_cny", value=Decimal("100")
     )
     amendment = services.propose_retroactive_amendment(
         lease=lease,

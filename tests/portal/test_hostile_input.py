@@ -452,3 +452,50 @@ def test_a_garbage_or_future_audit_month_is_a_400(admin, lease, period):
     assert client.get(f"/leases/{lease.pk}/audit/{period}.json").status_code == 400
     checkpoint = client.get(f"/leases/{lease.pk}/checkpoint.json", {"period": period})
     assert checkpoint.status_code == 400
+
+
+# --- the thresholds on the settings page (its forms name a threshold or a lease by id) -----
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"kind": "spend_cny", "value": "\x00"},
+        {"kind": "spend_cny", "value": "1e300"},
+        {"kind": "spend_cny", "value": "NaN"},
+        {"kind": "spend_cny", "value": "-5"},
+        {"kind": "spend_cny", "value": "0"},
+        {"kind": "spend_cny", "value": "9" * 400},
+        {"kind": "\x00", "value": "100"},
+        {"kind": "everything", "value": "100"},
+        {"kind": "spend_cny", "value": "100", "lease": HUGE_ID},
+        {"kind": "spend_cny", "value": "100", "lease": "\x00"},
+        {"kind": "spend_cny", "value": "100", "lease": "-1"},
+    ],
+)
+def test_garbage_in_the_threshold_form_is_a_400_that_adds_nothing(admin, lease, fields):
+    from billing.models import Threshold
+
+    data = {"tenant": admin.tenant.slug, "action": "threshold-add", **fields}
+    client = client_for(admin.user)
+    assert rolled_back(lambda: client.post("/settings/", data)).status_code == 400
+    assert not Threshold.objects.exists()
+
+
+@pytest.mark.parametrize("pk", [HUGE_ID, "9" * 400, "\x00", "-1", "1.5", "\u0661", ""])
+@pytest.mark.parametrize("action", ["threshold-delete", "threshold-enable", "threshold-disable"])
+def test_a_garbage_or_foreign_threshold_id_is_a_404(admin, action, pk):
+    from decimal import Decimal
+
+    from billing import thresholds
+
+    other = MembershipFactory(role=Role.ADMIN)
+    theirs = thresholds.create_threshold(
+        tenant=other.tenant, user=other.user, kind="spend_cny", value=Decimal(5)
+    )
+    client = client_for(admin.user)
+    for value in (pk, str(theirs.pk)):
+        data = {"tenant": admin.tenant.slug, "action": action, "threshold": value}
+        assert rolled_back(lambda: client.post("/settings/", data)).status_code == 404  # noqa: B023
+    theirs.refresh_from_db()
+    assert theirs.enabled

@@ -129,7 +129,7 @@ format: $(STAMP)
 	$(VENV)/bin/ruff format .
 
 typecheck: $(STAMP)
-	$(VENV)/bin/mypy common leases billing benchmarks config monitoring telemetry demo \
+	$(VENV)/bin/mypy common ledger leases billing benchmarks config monitoring telemetry demo \
 		verifier/gpulease_verify
 
 bench: setup

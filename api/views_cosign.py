@@ -22,6 +22,7 @@ from api.base import BaseViewSet, StrictSerializer, refuse_body
 from api.fields import InstantField
 from api.permissions import SERVICE_DECIDES
 from api.serializers import SignedSerializer
+from benchmarks import acceptance
 from benchmarks.models import ProbeRun
 from gpulease_verify.canonical import canonical_json
 from leases import cosign
@@ -220,7 +221,7 @@ class AcceptanceActions:
         )
         run = _acceptance_run(lease, request.user, body.validated_data["run"])
         return signing_answer(
-            cosign.acceptance_content(run=run, user=request.user, at=timezone.now())
+            acceptance.acceptance_content(run=run, user=request.user, at=timezone.now())
         )
 
     @extend_schema(
@@ -233,7 +234,7 @@ class AcceptanceActions:
         lease = self.get_object()  # type: ignore[attr-defined]
         body = AcceptanceSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        link = cosign.sign_off_acceptance(
+        link = acceptance.sign_off_acceptance(
             lease=lease,
             run=_acceptance_run(lease, request.user, body.validated_data["run"]),
             user=request.user,

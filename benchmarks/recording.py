@@ -11,8 +11,9 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
-from benchmarks import chain, selectors
+from benchmarks import selectors
 from benchmarks.choices import Pattern, RunState, Tool, Verdict
+from benchmarks.links import link_pending
 from benchmarks.models import ProbeRun
 from benchmarks.probes import runner
 from benchmarks.probes.commands import IPERF3_OMIT_SECONDS
@@ -163,7 +164,7 @@ def record_execution(
         )
     # The run is over: append it (and any other finished run of the lease not yet linked)
     # to the lease's hash chain. A run that will be retried is left out until it is over.
-    for linked in chain.link_pending(lease_id=run.lease_id):
+    for linked in link_pending(lease_id=run.lease_id):
         if linked.pk == run.pk:
             run.chain_index, run.prev_hash, run.run_hash = (
                 linked.chain_index,

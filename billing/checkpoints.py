@@ -13,12 +13,13 @@ from typing import TYPE_CHECKING, Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from benchmarks import chain
+from benchmarks.links import link_pending
 from benchmarks.models import ProbeRun
 from billing import invoicing
 from billing.audit_keys import signing_key
 from billing.models import ChainCheckpoint
 from gpulease_verify import checkpoints as rules
+from gpulease_verify.chain import GENESIS
 from gpulease_verify.keys import public_key_info
 from gpulease_verify.periods import Period
 from leases.models import Lease, Tenant
@@ -36,7 +37,7 @@ def period_head(*, lease_id: int, end: datetime) -> tuple[int, str]:
         .values_list("chain_index", "run_hash")
         .first()
     )
-    return (head[0] or 0, head[1]) if head else (0, chain.GENESIS)
+    return (head[0] or 0, head[1]) if head else (0, GENESIS)
 
 
 def create_checkpoint(
@@ -49,7 +50,7 @@ def create_checkpoint(
     if existing is not None:
         return existing, False
     now = now or timezone.now()
-    chain.link_pending(lease_id=lease.pk, now=now)
+    link_pending(lease_id=lease.pk, now=now)
     start, end = Period.parse(period).bounds(lease.tenant.time_zone)
     index, digest = period_head(lease_id=lease.pk, end=end)
     period_links = ProbeRun.objects.filter(

@@ -353,7 +353,7 @@ def telemetry_down(
     """((node, port), interval) of the lease's telemetry that can make a link-check slot
     in [start, end) unavailable (``gpulease_verify.health.unavailable_only``), as the audit
     bundle carries them, in time order: one query, on the few intervals that are not up."""
-    from benchmarks.chain import as_sample
+    from telemetry.links import as_sample
     from telemetry.models import PortSample
 
     rows = (

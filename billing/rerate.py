@@ -33,8 +33,8 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from benchmarks import chain
 from benchmarks.choices import Trigger, Verdict
+from benchmarks.links import link_pending, link_rejudgements, run_content
 from benchmarks.models import (
     ProbeRun,
     Rejudgement,
@@ -176,7 +176,7 @@ def _due(
         in_force: LeaseTerms | None = timeline.at(run.slot_at)
         if in_force is None or in_force.pk == effective_terms_id(run):
             continue
-        judgement = judge_again(chain.run_content(run), terms_view(in_force))
+        judgement = judge_again(run_content(run), terms_view(in_force))
         if judgement is None:
             result.not_judgeable += 1
             continue
@@ -268,11 +268,11 @@ def rerate(
         lease = locking(Lease.objects).select_related("tenant").get(pk=lease.pk)
         result = RerateResult(lease=lease, start=start, end=end)
         _refuse_unacknowledged(lease, start, end)
-        chain.link_pending(lease_id=lease.pk, now=now)
+        link_pending(lease_id=lease.pk, now=now)
         due = _due(lease, start, end, now, user, result)
         if not due:
             return result
-        linked = chain.link_rejudgements(due)
+        linked = link_rejudgements(due)
         result.runs_rejudged = len(linked)
         result.chain_links = (linked[0].chain_index or 0, linked[-1].chain_index or 0)
         hours = sorted(

@@ -54,6 +54,9 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django_celery_beat",
     "common",
+    # The hash chain of every lease: appends, heads, reads, verifying (its kinds of link
+    # are registered by leases, benchmarks and telemetry).
+    "ledger",
     "leases",
     "benchmarks",
     "incidents",

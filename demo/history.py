@@ -49,9 +49,10 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from benchmarks import chain, selectors
+from benchmarks import selectors
 from benchmarks.choices import Pattern, Tool, Trigger
 from benchmarks.demo_traffic import WOBBLE, PortTimeline, ProbeBytes, Steady
+from benchmarks.links import link_pending
 from benchmarks.models import ProbeRun
 from benchmarks.models.outputs import store_unsaved
 from benchmarks.probes.plan import plan_batches
@@ -380,7 +381,7 @@ def store(demo: LeaseDemo, *, before: datetime | None, now: datetime) -> int:
             for node in nodes
         ]
         ProbeRun.nodes.through.objects.bulk_create(links, batch_size=1000)
-    chain.link_pending(lease_id=demo.lease.pk, now=now)
+    link_pending(lease_id=demo.lease.pk, now=now)
     demo.stored += len(runs)
     return len(runs)
 

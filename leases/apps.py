@@ -8,6 +8,8 @@ class LeasesConfig(AppConfig):
 
     def ready(self) -> None:
         from common import archives
+        from leases import links
         from leases.selectors import archived_names
 
         archives.add_manifest_part(archived_names)  # the references and terms runs name
+        links.register()  # each lease's hash chain, its terms versions and tenant records

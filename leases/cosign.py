@@ -4,7 +4,7 @@ agreed" (the rules and the signed contents: ``gpulease_verify.cosign``).
 A tenant admin registers an Ed25519 public key with a signature by that key over its
 registration (``registration_content``), and may revoke it; both are links of every lease
 of the tenant's chain. From then on an acknowledgement (``leases.services``), an acceptance
-sign-off (``sign_off_acceptance``) and a dispute (``billing.evidence``) carry the tenant's
+sign-off (``benchmarks.acceptance``) and a dispute (``billing.evidence``) carry the tenant's
 signature over their content, made at ``at`` (chosen by whoever shows the content, no
 later than now and no earlier than ``SIGNED_AT_REACH`` ago): ``cosignature`` refuses one
 whose signature does not verify with a key of the tenant valid at ``at``, and an unsigned
@@ -23,14 +23,12 @@ from django.db.models import Q
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from benchmarks.chain import link_tenant_record
-from benchmarks.choices import Trigger
-from benchmarks.models import ProbeRun
 from common.locks import lock_in_key_order, locking
 from gpulease_verify import cosign as rules
 from gpulease_verify.canonical import iso_utc, parse_instant
 from gpulease_verify.keys import fingerprint
 from gpulease_verify.terms import TENANT_ADMIN
+from leases.links import link_tenant_record
 from leases.models import Lease, Tenant, TenantKey, TenantLink
 from leases.standing import require_tenant_admin
 
@@ -248,63 +246,3 @@ def revoke_key(*, key: TenantKey, user: Any, now: datetime | None = None) -> Ten
     )
     _on_every_lease(key.tenant, rules.KEY_REVOKED, signed, signature=None, key=key.fingerprint)
     return key
-
-
-# --- acceptance sign-off -----------------------------------------------------------------
-
-
-def acceptance_content(*, run: ProbeRun, user: Any, at: datetime) -> dict[str, Any]:
-    """What a tenant admin signs to accept an acceptance run (a sentence if it is not one)."""
-    if run.trigger != Trigger.ACCEPTANCE or run.chain_index is None:
-        raise ValidationError(
-            {"run": _("Only an acceptance run that is over and in the chain can be signed off.")}
-        )
-    return rules.acceptance_content(
-        tenant=run.lease.tenant.slug,
-        lease=run.lease.reference,
-        by=user.get_username(),
-        role=TENANT_ADMIN,
-        at=iso_utc(at) or "",
-        run={
-            "id": run.pk,
-            "chain_index": run.chain_index,
-            "run_hash": run.run_hash,
-            "verdict": run.verdict,
-        },
-    )
-
-
-@transaction.atomic
-def sign_off_acceptance(
-    *,
-    lease: Lease,
-    run: ProbeRun,
-    user: Any,
-    signed_at: datetime | None = None,
-    signature: str | None = None,
-) -> TenantLink:
-    """A tenant admin's sign-off that the tenant accepts the lease's acceptance run, a
-    tenant link of the chain (signed when the tenant has keys). Billing does not read it:
-    when billing starts stays the terms' rule (``billing.invoicing.billing_start``)."""
-    lease = locking(Lease.objects).select_related("tenant").get(pk=lease.pk)
-    require_tenant_admin(
-        user,
-        lease.tenant,
-        _("Only a tenant admin of %(tenant)s can sign off an acceptance of lease %(lease)s.")
-        % {"tenant": lease.tenant.name, "lease": lease.reference},
-    )
-    if run.lease_id != lease.pk:
-        raise ValidationError(
-            {"run": _("This run is not of lease %(lease)s.") % {"lease": lease.reference}}
-        )
-    run.lease = lease
-    signed = acceptance_content(run=run, user=user, at=signed_at or timezone.now())
-    key = cosignature(tenant=lease.tenant, content=signed, signature=signature)
-    return record(
-        lease=lease,
-        kind=rules.ACCEPTANCE,
-        signed=signed,
-        signature=signature or None,
-        key=key,
-        extra={"run": run.pk},
-    )

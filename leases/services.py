@@ -13,13 +13,13 @@ from django.utils import timezone
 from django.utils.formats import date_format
 from django.utils.translation import gettext as _
 
-from benchmarks.chain import link_terms
 from common.locks import locking
 from gpulease_verify import cosign as cosign_rules
 from gpulease_verify.canonical import iso_utc
 from gpulease_verify.terms import TENANT_ADMIN, is_retroactive
 from leases import cosign, validators
 from leases.choices import LEASE_TRANSITIONS, LeaseStatus, NodeStatus, SwitchRole
+from leases.links import link_terms
 from leases.models import (
     Fabric,
     Lease,

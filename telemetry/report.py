@@ -12,7 +12,6 @@ from decimal import Decimal
 from typing import Any
 
 from benchmarks import selectors
-from benchmarks.chain import as_sample
 from benchmarks.models import ProbeRun
 from billing import probe_tax
 from gpulease_verify import health
@@ -23,6 +22,7 @@ from gpulease_verify.telemetry import PortSample as Sample
 from incidents import selectors as incident_selectors
 from leases.models import Lease, LeaseTerms
 from telemetry import witness
+from telemetry.links import as_sample
 from telemetry.models import NodeReading, PortSample, SwitchReading
 from telemetry.services import Judged, clearances_of
 

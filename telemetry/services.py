@@ -27,7 +27,6 @@ from django.db.models import Q
 from django.utils import timezone
 
 from benchmarks import selectors
-from benchmarks.chain import as_sample, link_telemetry
 from benchmarks.probes import commands
 from benchmarks.transports import AsyncTransport, TransportError
 from benchmarks.transports.kept_open import kept_open
@@ -56,6 +55,7 @@ from leases.choices import LeaseStatus, ProbeKind
 from leases.models import Lease, LeaseTerms, Node, NodeAssignment
 from leases.selectors import TermsTimeline
 from telemetry import witness
+from telemetry.links import as_sample, link_telemetry
 from telemetry.models import (
     NodeReading,
     PortClearance,

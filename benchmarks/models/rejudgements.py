@@ -47,7 +47,7 @@ class Rejudgement(models.Model):
         verbose_name=_("re-rated by"),
     )
 
-    # The rejudgement as a link of the lease's hash chain (benchmarks.chain), set once.
+    # The rejudgement as a link of the lease's hash chain (benchmarks.links), set once.
     chain_index = models.PositiveIntegerField(_("chain index"), null=True, blank=True)
     prev_hash = models.CharField(_("previous link hash"), max_length=64, blank=True)
     link_hash = models.CharField(_("link hash"), max_length=64, blank=True)

@@ -138,7 +138,7 @@ class ProbeRun(StoredTexts, models.Model):
     verdict_reason = models.TextField(_("verdict reason"), blank=True)
     error = models.TextField(_("error"), blank=True)
 
-    # The lease's hash chain (benchmarks.chain): set once, when the run is over.
+    # The lease's hash chain (ledger.chain, benchmarks.links): set once, when the run is over.
     chain_index = models.PositiveIntegerField(_("chain index"), null=True, blank=True)
     prev_hash = models.CharField(_("previous run's hash"), max_length=64, blank=True)
     run_hash = models.CharField(_("run hash (SHA-256)"), max_length=64, blank=True)

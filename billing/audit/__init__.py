@@ -2,7 +2,7 @@
 
 ``build_bundle`` gathers everything an auditor needs to recompute the month without our
 database: the lease and tenant, the period bounds in the tenant's zone, every terms version
-in force, every probe run with its hash-chain link (``benchmarks.chain``) and the
+in force, every probe run with its hash-chain link (``ledger.chain``) and the
 rejudgements of those runs under corrected terms (``billing.rerate``), the hourly
 rollups and traffic samples billing read, the compliance computation step by step, the SLA
 credit and the lease's invoice lines. ``sign_bundle`` signs its canonical JSON with the

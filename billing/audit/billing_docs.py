@@ -10,12 +10,12 @@ from typing import Any
 
 from django.db.models import Prefetch, Q
 
-from benchmarks import chain
 from billing import invoicing, sla
 from billing.models import CreditNote, CreditNoteLine, Dispute, Evidence, Invoice, InvoiceEvent
 from gpulease_verify import credit_base
 from gpulease_verify.bundle import billed_lines
 from gpulease_verify.calculations import sla_credit
+from gpulease_verify.canonical import canonical_json, iso_utc, number_text
 from gpulease_verify.samples import OUTCOMES
 from leases.contract_rules import credit_tiers
 from leases.models import Lease, LeaseTerms
@@ -83,9 +83,9 @@ def _invoice_doc(lease: Lease, period: str) -> dict[str, Any]:
                 "lease's only"
             ),
             "number": invoice.number,
-            "issued_at": chain.iso_utc(invoice.issued_at),
-            "paid_at": chain.iso_utc(invoice.paid_at),
-            "voided_at": chain.iso_utc(invoice.voided_at),
+            "issued_at": iso_utc(invoice.issued_at),
+            "paid_at": iso_utc(invoice.paid_at),
+            "voided_at": iso_utc(invoice.voided_at),
             "void_reason": invoice.void_reason,
             "lines": [_line(line, line.position) for line in lines],
             "credit_notes": _credit_notes_doc(invoice),
@@ -139,7 +139,7 @@ def _credit_notes_doc(invoice: Invoice) -> list[dict[str, Any]]:
             "kind": note.kind,
             "full_reversal": note.full_reversal,
             "reason": note.reason,
-            "issued_at": chain.iso_utc(note.issued_at),
+            "issued_at": iso_utc(note.issued_at),
             "issue_date": note.issue_date.isoformat(),
             "currency": note.currency,
             "subtotal": _plain(note.subtotal),
@@ -171,7 +171,7 @@ def _events_doc(invoice: Invoice) -> list[dict[str, Any]]:
     )
     return [
         {
-            "at": chain.iso_utc(event.at),
+            "at": iso_utc(event.at),
             "kind": event.kind,
             "from_state": event.from_state,
             "to_state": event.to_state,
@@ -191,8 +191,8 @@ def _base_doc(base: credit_base.CreditBase) -> dict[str, Any]:
             {
                 "terms_version": part.span.terms_version,
                 "credit_base": part.span.basis,
-                "start": chain.iso_utc(part.span.start),
-                "end": chain.iso_utc(part.span.end),
+                "start": iso_utc(part.span.start),
+                "end": iso_utc(part.span.end),
                 "amount": _plain(part.amount),
             }
             for part in base.parts
@@ -246,13 +246,13 @@ def _evidence_doc(lease: Lease, start: datetime, end: datetime) -> list[dict[str
         {
             "id": item.pk,
             "tool": item.tool,
-            "measured_at": chain.iso_utc(item.measured_at),
-            "submitted_at": chain.iso_utc(item.created_at),
+            "measured_at": iso_utc(item.measured_at),
+            "submitted_at": iso_utc(item.created_at),
             "nodes": sorted(node.hostname for node in item.nodes.all()),
             "raw_sha256": item.raw_sha256,
-            "parsed": chain.canonical_json(item.parsed),
+            "parsed": canonical_json(item.parsed),
             "measured_bps": item.measured_bps,
-            "latency_us": chain.number_text(item.latency_us),
+            "latency_us": number_text(item.latency_us),
             "terms_version": item.terms.version,
             "verdict": item.verdict,
             "rule": item.rule,
@@ -283,7 +283,7 @@ def _disputes_doc(lease: Lease, period: str, start: datetime, end: datetime) -> 
             "credit_period": dispute.credit_period or None,
             "events": [
                 {
-                    "at": chain.iso_utc(event.at),
+                    "at": iso_utc(event.at),
                     "action": event.action,
                     "reason": event.reason,
                     "detail": _plain(event.detail),

@@ -9,8 +9,8 @@ from typing import Any
 from django.db.models import Max, Min
 from django.utils import timezone
 
-from benchmarks import chain
 from benchmarks.choices import Trigger
+from benchmarks.links import link_pending
 from benchmarks.models import (
     SLOT_REACH,
     ProbeRun,
@@ -25,11 +25,15 @@ from billing.models import HourlyRollup
 from billing.probe_tax import sent_of, taxed
 from common import archives
 from gpulease_verify.bundle import FORMAT
+from gpulease_verify.canonical import CANONICAL, iso_utc
+from gpulease_verify.chain import GENESIS, HASH_RULE
 from gpulease_verify.periods import Period
 from gpulease_verify.terms import terms_content
 from leases.choices import ProbeKind
+from leases.links import terms_fields
 from leases.models import Lease, LeaseTerms
 from leases.selectors import TermsTimeline
+from ledger.chain import chain_head
 
 from .billing_docs import (
     _compliance_doc,
@@ -101,7 +105,7 @@ def _terms(version: LeaseTerms, in_force: bool) -> dict[str, Any]:
     """A terms version with its link of the chain: its fields (created_at and the
     acknowledgement among them), chain_index, prev_hash, terms_hash and the content its
     hash covers (``gpulease_verify.terms.terms_content`` of those fields)."""
-    entry = chain.terms_fields(version)
+    entry = terms_fields(version)
     return {
         **entry,
         "chain_index": version.chain_index,
@@ -127,7 +131,7 @@ def build_bundle(
     invoicing.check_period(period)
     now = now or timezone.now()
     lease = Lease.objects.select_related("tenant").get(pk=lease.pk)
-    chain.link_pending(lease_id=lease.pk, now=now)
+    link_pending(lease_id=lease.pk, now=now)
     start, end = Period.parse(period).bounds(lease.tenant.time_zone)
     # A period past the retention is read from its archive files (common.archives), with
     # the months of the readings that close its edge intervals: a metering gap's reach
@@ -209,7 +213,7 @@ def _bundle(*, lease: Lease, period: str, now: datetime, include_raw: bool) -> d
         for run in runs
     ]
     rejudgements = _rejudgements_doc(lease, runs, bounds["lo"], bounds["hi"])
-    head = chain.chain_head(lease_id=lease.pk)  # any link; index 0: none yet
+    head = chain_head(lease_id=lease.pk)  # any link; index 0: none yet
     referenced = {run.terms.version for run in runs if run.terms is not None}
     referenced |= {item.terms.version for item in rejudgements}
     tenant_links = tenant_links_doc(lease)
@@ -232,8 +236,8 @@ def _bundle(*, lease: Lease, period: str, now: datetime, include_raw: bool) -> d
     if window_start is not None and window_end is not None:
         summary = month.summary
         compliance_doc = {
-            "window_start": chain.iso_utc(window_start),
-            "window_end": chain.iso_utc(window_end),
+            "window_start": iso_utc(window_start),
+            "window_end": iso_utc(window_end),
             **_compliance_doc(summary),
             "formulas": FORMULAS,
         }
@@ -248,29 +252,29 @@ def _bundle(*, lease: Lease, period: str, now: datetime, include_raw: bool) -> d
     as_of = min(end, now)
     return {
         "format": FORMAT,
-        "generated_at": chain.iso_utc(now),
+        "generated_at": iso_utc(now),
         "lease": {
             "id": lease.pk,
             "reference": lease.reference,
             "name": lease.name,
             "status": lease.status,
-            "starts_at": chain.iso_utc(lease.starts_at),
-            "ends_at": chain.iso_utc(lease.ends_at),
+            "starts_at": iso_utc(lease.starts_at),
+            "ends_at": iso_utc(lease.ends_at),
         },
         "tenant": {"slug": tenant.slug, "name": tenant.name, "time_zone": zone},
         "period": {
             "period": period,
             "time_zone": zone,
-            "start": chain.iso_utc(start),
-            "end": chain.iso_utc(end),
+            "start": iso_utc(start),
+            "end": iso_utc(end),
             "month_seconds": Period.parse(period).seconds(zone),
         },
         "terms": terms_doc,
         "billing_window": {
             "requires_acceptance": billed.requires_acceptance,
-            "start": chain.iso_utc(window_start),
-            "end": chain.iso_utc(window_end),
-            "billing_start": chain.iso_utc(accepted),
+            "start": iso_utc(window_start),
+            "end": iso_utc(window_end),
+            "billing_start": iso_utc(accepted),
             "note": billed.note,
             "rule": (
                 "[max(period start, lease start, billing_start), min(period end, lease end)), "
@@ -279,9 +283,9 @@ def _bundle(*, lease: Lease, period: str, now: datetime, include_raw: bool) -> d
         },
         "chain": {
             "algorithm": "sha256",
-            "hash_rule": chain.HASH_RULE,
-            "canonical": chain.CANONICAL,
-            "genesis": chain.GENESIS,
+            "hash_rule": HASH_RULE,
+            "canonical": CANONICAL,
+            "genesis": GENESIS,
             "first_index": bounds["lo"],
             "last_index": bounds["hi"],
             "head": {"index": head[0], "hash": head[1]} if head[0] else None,
@@ -303,7 +307,7 @@ def _bundle(*, lease: Lease, period: str, now: datetime, include_raw: bool) -> d
         "rollups": [
             {
                 "kind": rollup.kind,
-                "hour": chain.iso_utc(rollup.hour),
+                "hour": iso_utc(rollup.hour),
                 **{name: getattr(rollup, name) for name in ROLLUP_FIELDS},
                 "degraded_weighted": _plain(rollup.degraded_weighted),
                 "sum_bps": _plain(rollup.sum_bps),
@@ -314,7 +318,7 @@ def _bundle(*, lease: Lease, period: str, now: datetime, include_raw: bool) -> d
         ],
         "traffic_samples": [
             {
-                "slot_at": chain.iso_utc(sample.slot_at),
+                "slot_at": iso_utc(sample.slot_at),
                 "seconds": sample.seconds,
                 "tx_bytes": _plain(sample.tx_bytes),
                 "rx_bytes": _plain(sample.rx_bytes),

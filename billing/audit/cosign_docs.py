@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from benchmarks import chain
+from gpulease_verify.canonical import iso_utc
 from leases.models import Lease, TenantKey, TenantLink
 
 
@@ -18,10 +18,10 @@ def tenant_keys_doc(lease: Lease) -> list[dict[str, Any]]:
             "public_key": key.public_key,
             "fingerprint": key.fingerprint,
             "label": key.label,
-            "registered_at": chain.iso_utc(key.registered_at),
+            "registered_at": iso_utc(key.registered_at),
             "registered_by": key.registered_by_username,
             "registration_signature": key.registration_signature,
-            "revoked_at": chain.iso_utc(key.revoked_at),
+            "revoked_at": iso_utc(key.revoked_at),
             "revoked_by": key.revoked_by_username or None,
         }
         for key in TenantKey.objects.filter(tenant_id=lease.tenant_id).order_by(

@@ -7,7 +7,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from benchmarks import chain
+from gpulease_verify.canonical import iso_utc, number_text
 
 
 def _plain(value: Any) -> Any:
@@ -17,9 +17,9 @@ def _plain(value: Any) -> Any:
     if isinstance(value, Decimal):
         return str(value)
     if isinstance(value, float):
-        return chain.number_text(value)
+        return number_text(value)
     if isinstance(value, datetime):
-        return chain.iso_utc(value)
+        return iso_utc(value)
     if isinstance(value, Mapping):
         return {str(key): _plain(item) for key, item in value.items()}
     if isinstance(value, list | tuple):

@@ -9,11 +9,12 @@ from typing import Any
 
 from django.db.models import Q
 
-from benchmarks import chain
+from benchmarks.links import rejudgement_link_content, run_content
 from benchmarks.models import ProbeRun, Rejudgement, effective_verdict
 from benchmarks.selectors import plan_nodes, ports_of
 from gpulease_verify import window as billed_window
 from gpulease_verify.bundle import hour_start
+from gpulease_verify.canonical import iso_utc
 from gpulease_verify.samples import classify_sample, confirmation_key, confirmed_verdict
 from leases.models import Lease, LeaseTerms, Node, NodeAssignment
 
@@ -35,7 +36,7 @@ def _run_entry(
     ``sent_bytes``: node -> the bytes a finished heavy probe sent, as metering took them
     away (``billing.probe_tax``); derived, not evidence: the verifier re-reads them from
     the run's output where it can."""
-    content = chain.run_content(run)
+    content = run_content(run)
     counted = bool(
         window[0] is not None
         and run.trigger == "schedule"
@@ -101,7 +102,7 @@ def _rejudgement_entry(item: Rejudgement) -> dict[str, Any]:
         "chain_index": item.chain_index,
         "prev_hash": item.prev_hash,
         "rejudgement_hash": item.link_hash,
-        "content": chain.rejudgement_link_content(item),
+        "content": rejudgement_link_content(item),
     }
 
 
@@ -111,7 +112,7 @@ def _link_entry(run: ProbeRun) -> dict[str, Any]:
         "chain_index": run.chain_index,
         "prev_hash": run.prev_hash,
         "run_hash": run.run_hash,
-        "content": chain.run_content(run),
+        "content": run_content(run),
     }
 
 
@@ -133,8 +134,8 @@ def _acceptance_doc(lease: Lease, accepted: datetime | None) -> dict[str, Any] |
         rows = [(run.state, run.verdict, run.finished_at) for run in attempt]
         if billed_window.attempt_passes(rows):
             return {
-                "slot_at": chain.iso_utc(slot_at),
-                "billing_start": chain.iso_utc(accepted),
+                "slot_at": iso_utc(slot_at),
+                "billing_start": iso_utc(accepted),
                 "runs": [_link_entry(run) for run in attempt],
             }
     return None
@@ -172,8 +173,8 @@ def _assignments_doc(lease: Lease) -> list[dict[str, Any]]:
     return [
         {
             "node": item.node.hostname,
-            "assigned_from": chain.iso_utc(item.assigned_from),
-            "assigned_until": chain.iso_utc(item.assigned_until),
+            "assigned_from": iso_utc(item.assigned_from),
+            "assigned_until": iso_utc(item.assigned_until),
             "void": item.void,
         }
         for item in NodeAssignment.objects.filter(lease=lease)

@@ -9,10 +9,10 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from benchmarks import chain
 from billing import audit_keys
 from billing.audit_keys import signing_key
 from gpulease_verify.bundle import canonical_bytes
+from gpulease_verify.canonical import CANONICAL
 from gpulease_verify.keys import ALGORITHM, public_key_info
 from leases.models import Lease
 
@@ -32,7 +32,7 @@ def sign_bundle(bundle: dict[str, Any], key: Ed25519PrivateKey | None = None) ->
         "public_key": info["public_key"],
         "fingerprint": info["fingerprint"],
         "algorithm": ALGORITHM,
-        "canonical": chain.CANONICAL,
+        "canonical": CANONICAL,
     }
 
 

@@ -9,9 +9,10 @@ from typing import Any
 
 from django.db.models import Q
 
-from benchmarks import chain
 from gpulease_verify import fabric, health
+from gpulease_verify.canonical import iso_utc
 from leases.models import Lease, LeaseTerms
+from telemetry.links import telemetry_batches, telemetry_link_content
 
 # A batch stored up to this long after the period's end can hold an interval of it.
 AFTER_END = timedelta(hours=2)
@@ -22,18 +23,18 @@ def telemetry_doc(
 ) -> list[dict[str, Any]]:
     """The batches polled in [start, end + AFTER_END), and any linked between the bundle's
     first and last run (so its stretch of the chain has no gap), in chain order."""
-    batches = chain.telemetry_batches(lease.pk).filter(chain_index__isnull=False)
+    batches = telemetry_batches(lease.pk).filter(chain_index__isnull=False)
     near = Q(at__gte=start, at__lt=end + AFTER_END)
     if first is not None and last is not None:
         near |= Q(chain_index__gte=first, chain_index__lte=last)
     return [
         {
             "id": batch.pk,
-            "at": chain.iso_utc(batch.at),
+            "at": iso_utc(batch.at),
             "chain_index": batch.chain_index,
             "prev_hash": batch.prev_hash,
             "telemetry_hash": batch.link_hash,
-            "content": chain.telemetry_link_content(batch),
+            "content": telemetry_link_content(batch),
         }
         for batch in batches.filter(near).order_by("chain_index")
     ]
@@ -48,7 +49,7 @@ def fabric_health_doc(
     thresholds = health.HealthThresholds.from_terms(terms.health_thresholds if terms else {})
     rules = terms.health_rules if terms else 1
     return {
-        "as_of": chain.iso_utc(now),
+        "as_of": iso_utc(now),
         "terms_version": terms.version if terms else None,
         "thresholds": fabric.thresholds_doc(thresholds, rules),
         "rules": dict(health.rule_set(rules)),

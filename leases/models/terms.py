@@ -311,7 +311,7 @@ class LeaseTerms(TimeStampedModel):
     objects = LeaseTermsQuerySet.as_manager()
     tenant_path = "lease__tenant"
 
-    # The version as a link of the lease's hash chain (benchmarks.chain.link_terms), set
+    # The version as a link of the lease's hash chain (leases.links.link_terms), set
     # once when it is created.
     chain_index = models.PositiveIntegerField(_("chain index"), null=True, blank=True)
     prev_hash = models.CharField(_("previous link hash"), max_length=64, blank=True)

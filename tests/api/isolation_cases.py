@@ -148,7 +148,7 @@ def threshold_of(side: Side) -> Any:
 def acceptance_run_of(side: Side) -> Any:
     """An acceptance run of the tenant's lease, over and in the chain (made once per side)."""
     if getattr(side, "acceptance_run", None) is None:
-        from benchmarks import chain
+        from benchmarks.links import link_pending
         from tests.factories import make_run
 
         run = make_run(
@@ -158,7 +158,7 @@ def acceptance_run_of(side: Side) -> Any:
             measured_bps=98 * 10**9,
             nodes=side.nodes,
         )
-        chain.link_pending(lease_id=side.lease.pk)
+        link_pending(lease_id=side.lease.pk)
         run.refresh_from_db()
         side.acceptance_run = run
     return side.acceptance_run

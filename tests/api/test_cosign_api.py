@@ -12,7 +12,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from rest_framework.test import APIClient
 
-from benchmarks import chain
+from benchmarks.links import link_pending
 from benchmarks.models import ProbeRun
 from billing import invoicing
 from gpulease_verify.bundle import verify_report
@@ -55,7 +55,7 @@ def fields_of(response: Any) -> dict[str, list[str]]:
 def tenant(month):  # type: ignore[no-untyped-def]  # noqa: F811
     """November of the month fixture, chained, with the tenant's admin Ada, viewer Vic,
     an admin of another tenant and provider staff."""
-    chain.link_pending(lease_id=month.pk, now=AFTER_NOVEMBER)
+    link_pending(lease_id=month.pk, now=AFTER_NOVEMBER)
 
     def member(name: str, role: str) -> Any:
         return MembershipFactory(tenant=month.tenant, role=role, user__username=name).user

@@ -227,12 +227,12 @@ def _signed_dispute(world: Any) -> dict[str, Any]:
 
 def _acceptance(world: Any) -> dict[str, Any]:
     """Alpha's acceptance sign-off, signed by alpha's key."""
+    from benchmarks import acceptance
     from gpulease_verify import cosign as rules
-    from leases import cosign
 
     key_of(world.alpha)
     run = acceptance_run_of(world.alpha)
-    content = cosign.acceptance_content(run=run, user=_admin(world), at=timezone.now())
+    content = acceptance.acceptance_content(run=run, user=_admin(world), at=timezone.now())
     return {
         "run": run.pk,
         "signed_at": content["at"],

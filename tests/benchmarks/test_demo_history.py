@@ -3,7 +3,6 @@ rollups and incidents, and loaded once."""
 
 import pytest
 
-from benchmarks import chain
 from benchmarks.models import ProbeRun, RawOutput
 from benchmarks.models.outputs import load_texts
 from billing.models import HourlyRollup
@@ -12,6 +11,7 @@ from gpulease_verify import sweep
 from incidents.models import Incident
 from leases.demo import load_demo
 from leases.models import Lease
+from ledger.chain import verify_lease
 
 pytestmark = pytest.mark.django_db
 
@@ -24,7 +24,7 @@ def test_demo_history_is_judged_chained_ingested_and_loaded_once():
     assert result.runs == ProbeRun.objects.count()
     for lease in demo_leases:
         assert ProbeRun.objects.filter(lease=lease, kind="throughput").exists(), lease
-        assert chain.verify_lease(lease_id=lease.pk) == [], lease
+        assert verify_lease(lease_id=lease.pk) == [], lease
         assert HourlyRollup.objects.filter(lease=lease, kind="link").exists(), lease
     # Every raw output says what it is (a sweep's, each node's part of its transcript),
     # and is stored once per distinct text.

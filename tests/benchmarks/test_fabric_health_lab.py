@@ -21,7 +21,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from django.core.management import call_command
 from django.utils import timezone
 
-from benchmarks import chain, netlab
+from benchmarks import netlab
 from benchmarks.choices import Pattern, RunState, Trigger, Verdict
 from benchmarks.models import ProbeRun
 from benchmarks.netlab.snmpd import COUNTER_CACHE_S
@@ -35,6 +35,7 @@ from gpulease_verify.periods import Period
 from incidents.choices import FabricIncidentKind, IncidentState
 from incidents.models import Incident
 from leases.models import Node
+from ledger.chain import verify_lease
 from monitoring.metrics import exposition
 from telemetry import services as telemetry
 from telemetry.models import PortSample, SwitchReading, TelemetryBatch
@@ -171,11 +172,11 @@ def test_three_real_flaps_are_seen_by_host_and_switch_and_stay_until_an_operator
     # afterwards breaks it, at the batch that held them.
     batches = TelemetryBatch.objects.filter(lease=lab_lease, chain_index__isnull=False)
     assert batches.count() >= 10
-    assert chain.verify_lease(lease_id=lab_lease.pk) == []
+    assert verify_lease(lease_id=lab_lease.pk) == []
     erased = PortSample.objects.filter(node__hostname="lab-h2", up=False).order_by("at")
     first_flap = erased.first().batch
     erased.update(up=True, down_cycles=0)
-    problems = chain.verify_lease(lease_id=lab_lease.pk)
+    problems = verify_lease(lease_id=lab_lease.pk)
     assert problems[0].startswith(
         f"chain link {first_flap.chain_index} (telemetry batch {first_flap.pk}): stored hash"
     )

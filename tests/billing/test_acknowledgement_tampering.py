@@ -8,10 +8,11 @@ from typing import Any
 
 import pytest
 
-from benchmarks import chain
+from benchmarks.links import link_pending
 from billing import audit, invoicing
 from gpulease_verify.canonical import iso_utc
 from leases.choices import Role
+from leases.links import link_terms
 from leases.models import LeaseTerms, Membership
 from tests.billing.test_audit import AFTER_NOVEMBER, NOVEMBER, month, signed  # noqa: F401
 from tests.factories import MembershipFactory, StaffFactory, amend_acknowledged, at
@@ -30,16 +31,16 @@ def rehash(lease: Any) -> None:
     lease.probe_runs.update(chain_index=None, prev_hash="", run_hash="")
     LeaseTerms.objects.filter(lease=lease).update(chain_index=None, prev_hash="", terms_hash="")
     v1, v2 = LeaseTerms.objects.filter(lease=lease).order_by("version")
-    chain.link_terms(v1)
-    chain.link_pending(lease_id=lease.pk, now=AFTER_NOVEMBER)
-    chain.link_terms(v2)
+    link_terms(v1)
+    link_pending(lease_id=lease.pk, now=AFTER_NOVEMBER)
+    link_terms(v2)
 
 
 @pytest.fixture
 def amended(month):  # type: ignore[no-untyped-def]  # noqa: F811
     """November with v2, in force from 2 November with the credit cap at 0 %, proposed by
     staff and acknowledged by the tenant's admin: the honest bundle verifies."""
-    chain.link_pending(lease_id=month.pk, now=AFTER_NOVEMBER)
+    link_pending(lease_id=month.pk, now=AFTER_NOVEMBER)
     v2 = amend_acknowledged(
         lease=month,
         effective_from=at("2026-11-02 00:00"),

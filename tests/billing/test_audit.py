@@ -9,13 +9,15 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from django.core.management import call_command
 
-from benchmarks import chain
+from benchmarks.links import link_pending, run_content
 from benchmarks.models import ProbeRun
 from benchmarks.services import mark_missed
 from billing import audit, invoicing
 from billing.ingest import ingest_all
+from gpulease_verify.chain import GENESIS, Link, link_hash, verify_chain
 from leases import services
 from leases.choices import LeaseStatus
+from ledger.chain import stored_links, verify_lease
 from tests.factories import NodeFactory, at, make_lease, make_run
 
 pytestmark = pytest.mark.django_db
@@ -92,18 +94,18 @@ def resign(doc, key):  # type: ignore[no-untyped-def]
 def test_finished_runs_are_linked_in_finish_order_after_the_first_terms_version():
     lease = active_lease()
     first_terms = lease.terms.get()
-    assert (first_terms.chain_index, first_terms.prev_hash) == (1, chain.GENESIS)
+    assert (first_terms.chain_index, first_terms.prev_hash) == (1, GENESIS)
     late = make_run(lease, slot=at("2026-11-02 10:00"), finished=at("2026-11-02 10:30"))
     early = make_run(lease, slot=at("2026-11-02 11:00"), finished=at("2026-11-02 10:10"))
-    linked = chain.link_pending(lease_id=lease.pk)
+    linked = link_pending(lease_id=lease.pk)
     assert [run.pk for run in linked] == [early.pk, late.pk]
     early.refresh_from_db()
     late.refresh_from_db()
     assert (early.chain_index, early.prev_hash) == (2, first_terms.terms_hash)
     assert (late.chain_index, late.prev_hash) == (3, early.run_hash)
-    assert late.run_hash == chain.link_hash(chain.run_content(late), early.run_hash)
-    assert chain.link_pending(lease_id=lease.pk) == []  # idempotent
-    assert chain.verify_lease(lease_id=lease.pk) == []
+    assert late.run_hash == link_hash(run_content(late), early.run_hash)
+    assert link_pending(lease_id=lease.pk) == []  # idempotent
+    assert verify_lease(lease_id=lease.pk) == []
 
 
 def test_a_run_still_scheduled_is_not_linked_until_it_is_missed():
@@ -111,13 +113,13 @@ def test_a_run_still_scheduled_is_not_linked_until_it_is_missed():
     done = make_run(lease, slot=at("2026-11-02 10:00"))
     waiting = make_run(lease, slot=at("2026-11-02 11:00"), state="scheduled")
     ProbeRun.objects.filter(pk=waiting.pk).update(finished_at=None, started_at=None)
-    chain.link_pending(lease_id=lease.pk)
+    link_pending(lease_id=lease.pk)
     waiting.refresh_from_db()
     assert waiting.chain_index is None
     # The dispatcher marks it missed (one UPDATE, whatever the number of leases); the next
     # run recorded for the lease, or the next audit bundle, links it.
     mark_missed(now=at("2026-11-02 13:00"))
-    chain.link_pending(lease_id=lease.pk)
+    link_pending(lease_id=lease.pk)
     waiting.refresh_from_db()
     done.refresh_from_db()
     assert (waiting.state, waiting.chain_index, waiting.prev_hash) == (
@@ -148,16 +150,16 @@ def test_recording_a_run_links_it_and_the_runs_that_finished_before_it():
     record_execution(run=run, execution=execution, terms=None, plan={}, hostnames=[])
     skipped.refresh_from_db()
     assert (skipped.chain_index, run.chain_index, run.prev_hash) == (2, 3, skipped.run_hash)
-    assert chain.verify_lease(lease_id=lease.pk) == []
+    assert verify_lease(lease_id=lease.pk) == []
 
 
 def test_an_unreachable_run_that_may_be_retried_waits_for_its_last_attempt():
     lease = active_lease()
     run = make_run(lease, slot=at("2026-11-02 10:00"), state="unreachable")
     ProbeRun.objects.filter(pk=run.pk).update(attempts=1)
-    assert chain.link_pending(lease_id=lease.pk, now=at("2026-11-02 10:30")) == []
+    assert link_pending(lease_id=lease.pk, now=at("2026-11-02 10:30")) == []
     ProbeRun.objects.filter(pk=run.pk).update(attempts=3)
-    assert len(chain.link_pending(lease_id=lease.pk, now=at("2026-11-02 10:30"))) == 1
+    assert len(link_pending(lease_id=lease.pk, now=at("2026-11-02 10:30"))) == 1
 
 
 @pytest.mark.parametrize(
@@ -169,9 +171,9 @@ def test_changing_a_stored_run_breaks_the_chain_at_that_run(field, value):
     make_run(lease, slot=at("2026-11-02 10:00"))
     tampered = make_run(lease, slot=at("2026-11-02 11:00"), verdict="fail")
     make_run(lease, slot=at("2026-11-02 12:00"))
-    chain.link_pending(lease_id=lease.pk)
+    link_pending(lease_id=lease.pk)
     ProbeRun.objects.filter(pk=tampered.pk).update(**{field: value})
-    problems = chain.verify_lease(lease_id=lease.pk)
+    problems = verify_lease(lease_id=lease.pk)
     assert len(problems) == 1
     assert problems[0].startswith(f"chain link 3 (run {tampered.pk}): stored hash ")
     assert "does not match its content" in problems[0]
@@ -181,13 +183,13 @@ def test_a_removed_link_and_a_wrong_genesis_are_named():
     lease = active_lease()
     for hour in range(3):
         make_run(lease, slot=at("2026-11-02 10:00") + timedelta(hours=hour))
-    chain.link_pending(lease_id=lease.pk)
-    links = chain.stored_links(lease_id=lease.pk)
-    assert chain.verify_chain([links[0], links[2]]) == [
+    link_pending(lease_id=lease.pk)
+    links = stored_links(lease_id=lease.pk)
+    assert verify_chain([links[0], links[2]]) == [
         f"chain link 3 (run {links[2].run_id}) follows chain link 1: 1 link(s) are missing"
     ]
-    forged = chain.Link(1, "1" * 64, links[0].run_hash, links[0].content, links[0].run_id)
-    problems = chain.verify_chain([forged])
+    forged = Link(1, "1" * 64, links[0].run_hash, links[0].content, links[0].run_id)
+    problems = verify_chain([forged])
     assert "not the genesis hash" in problems[0]
     assert "does not match its content" in problems[1]
 

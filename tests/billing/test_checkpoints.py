@@ -10,12 +10,13 @@ from django.core.management import call_command
 from django.urls import reverse
 from standardwebhooks import Webhook
 
-from benchmarks import chain
+from benchmarks.links import run_content
 from benchmarks.models import ProbeRun
 from billing import audit, checkpoints, notifications
 from billing.ingest import ingest_all
 from billing.models import ChainCheckpoint
 from gpulease_verify import cli, webhooks
+from gpulease_verify.chain import link_hash
 from gpulease_verify.checkpoints import FORMAT
 from gpulease_verify.trust import Trust
 from incidents import notifications as incident_notifications
@@ -189,7 +190,7 @@ def test_a_last_link_altered_and_rehashed_is_caught_with_previous(lease, tmp_pat
         if index == last:
             run.measured_bps = 97 * 10**9
         run.prev_hash = ProbeRun.objects.get(lease=lease, chain_index=index - 1).run_hash
-        run.run_hash = chain.link_hash(chain.run_content(run), run.prev_hash)
+        run.run_hash = link_hash(run_content(run), run.prev_hash)
         run.save()
     ChainCheckpoint.objects.all().delete()
     doc = audit.signed_bundle(lease=lease, period=NOVEMBER, now=CLOSE)

@@ -11,17 +11,20 @@ import pytest
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.utils import timezone
 
-from benchmarks import chain
+from benchmarks import acceptance
+from benchmarks.links import link_pending
 from benchmarks.models import ProbeRun, Rejudgement
 from billing import audit, evidence, invoicing
 from billing.models import Dispute
 from gpulease_verify import cosign as rules
 from gpulease_verify.bundle import verify_report
 from gpulease_verify.canonical import iso_utc
+from gpulease_verify.chain import GENESIS, link_hash
 from gpulease_verify.keys import fingerprint
 from leases import cosign, services
 from leases.choices import Role
 from leases.models import LeaseTerms, TenantKey, TenantLink
+from ledger.chain import stored_links, verify_lease
 from telemetry.models import TelemetryBatch
 from tests.billing.test_audit import AFTER_NOVEMBER, NOVEMBER, month  # noqa: F401
 from tests.factories import MembershipFactory, StaffFactory, at
@@ -81,9 +84,9 @@ def acknowledge(amendment: Any, admin: Any, private: Any, reason: str = "Agreed.
 def rehash(lease: Any) -> None:
     """What an insider with the database and the server's code does after an edit: every
     link's hash recomputed from its row as it is now, in index order, and stored."""
-    prev = chain.GENESIS
-    for link in chain.stored_links(lease_id=lease.pk):
-        digest = chain.link_hash(link.content, prev)
+    prev = GENESIS
+    for link in stored_links(lease_id=lease.pk):
+        digest = link_hash(link.content, prev)
         fields = {"prev_hash": prev}
         if link.run_id is not None:
             ProbeRun.objects.filter(pk=link.run_id).update(run_hash=digest, **fields)
@@ -98,14 +101,14 @@ def rehash(lease: Any) -> None:
         else:
             TenantLink.objects.filter(pk=link.tenant_link_id).update(link_hash=digest, **fields)
         prev = digest
-    assert chain.verify_lease(lease_id=lease.pk) == []
+    assert verify_lease(lease_id=lease.pk) == []
 
 
 @pytest.fixture
 def signed_v2(month):  # type: ignore[no-untyped-def]  # noqa: F811
     """November with the tenant's key registered and v2 (the credit cap at 0 % from 2
     November) acknowledged with the tenant's signature: the honest bundle verifies."""
-    chain.link_pending(lease_id=month.pk, now=AFTER_NOVEMBER)
+    link_pending(lease_id=month.pk, now=AFTER_NOVEMBER)
     admin = MembershipFactory(tenant=month.tenant, role=Role.ADMIN, user__username="ada").user
     private, key = register(admin)
     amendment = propose(month)
@@ -341,13 +344,13 @@ def test_acceptance_sign_off_is_a_signed_link(signed_v2):  # type: ignore[no-unt
     run = make_run(
         lease, slot=at("2026-11-01 08:00"), trigger="acceptance", measured_bps=98 * 10**9
     )
-    chain.link_pending(lease_id=lease.pk)
+    link_pending(lease_id=lease.pk)
     run = ProbeRun.objects.select_related("lease__tenant").get(pk=run.pk)
     now = timezone.now()
-    content = cosign.acceptance_content(run=run, user=admin, at=now)
+    content = acceptance.acceptance_content(run=run, user=admin, at=now)
     with pytest.raises(ValidationError, match="needs the tenant's signature"):
-        cosign.sign_off_acceptance(lease=lease, run=run, user=admin, signed_at=now)
-    link = cosign.sign_off_acceptance(
+        acceptance.sign_off_acceptance(lease=lease, run=run, user=admin, signed_at=now)
+    link = acceptance.sign_off_acceptance(
         lease=lease, run=run, user=admin, signed_at=now, signature=rules.sign(private, content)
     )
     assert link.content["signed"]["run"] == {

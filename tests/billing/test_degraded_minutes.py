@@ -175,12 +175,12 @@ def test_a_month_of_mixed_minutes_weighs_degraded_minutes_into_availability_and_
 
 
 def test_the_weight_is_a_contract_field_hashed_only_when_set():
-    from benchmarks import chain
     from gpulease_verify.terms import terms_content
+    from leases.links import terms_fields
 
     version = make_lease().terms.get()
     assert version.degraded_weight == D("0")
-    fields = chain.terms_fields(version)
+    fields = terms_fields(version)
     assert fields["degraded_weight"] == "0.000"
     older = {name: value for name, value in fields.items() if name != "degraded_weight"}
     # A version at the default hashes as one written before the field existed.

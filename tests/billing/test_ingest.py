@@ -8,7 +8,7 @@ from decimal import Decimal
 import pytest
 from django.db import connection, transaction
 
-from benchmarks import chain
+from benchmarks.links import link_pending
 from benchmarks.models import ProbeRun
 from billing import ingest, sla
 from billing.models import HourlyRollup, TrafficSample
@@ -298,7 +298,7 @@ def test_an_ingest_and_a_chain_append_of_the_same_run_at_once_both_commit(lease)
 
     def append() -> None:
         assert ingest_holds_the_run.wait(10)
-        chain.link_pending(lease_id=lease.pk)
+        link_pending(lease_id=lease.pk)
 
     threads = [in_thread(ingest_then_commit_late, errors), in_thread(append, errors)]
     assert ingest_holds_the_run.wait(10)
@@ -340,7 +340,7 @@ def test_a_writer_waiting_for_a_run_holds_no_run_of_a_higher_id(lease, writer):
         if writer == "ingest":
             assert ingest.ingest(notify=False).runs == 2
         else:
-            assert len(chain.link_pending(lease_id=lease.pk)) == 2
+            assert len(link_pending(lease_id=lease.pk)) == 2
 
     holder = in_thread(hold_the_first, errors)
     assert holding.wait(10)

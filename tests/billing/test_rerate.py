@@ -30,7 +30,7 @@ from django.core.exceptions import ValidationError
 from django.core.management import CommandError, call_command
 from django.test import RequestFactory
 
-from benchmarks import chain
+from benchmarks.links import link_pending
 from benchmarks.models import ProbeRun, Rejudgement
 from billing import audit, invoicing, services, sla
 from billing.choices import InvoiceStatus, LineKind
@@ -42,6 +42,7 @@ from gpulease_verify.periods import Period
 from leases import services as lease_services
 from leases.choices import LeaseStatus
 from leases.models import LeaseEvent, TermsAmendment
+from ledger.chain import chain_head, verify_lease
 from tests.factories import (
     NodeFactory,
     StaffFactory,
@@ -71,7 +72,7 @@ def lease_with_two_months():  # type: ignore[no-untyped-def]
     for hour in range(9):
         make_run(lease, slot=at("2026-11-05 00:00") + timedelta(hours=hour), measured_bps=98 * GBIT)
     make_run(lease, slot=at("2026-11-12 10:00"), verdict="fail", measured_bps=85 * GBIT)
-    chain.link_pending(lease_id=lease.pk, now=AFTER_NOVEMBER)
+    link_pending(lease_id=lease.pk, now=AFTER_NOVEMBER)
     ingest_all(notify=False)
     return lease
 
@@ -140,7 +141,7 @@ def test_rerate_judges_the_window_again_and_carries_the_difference(billed):
     assert (again.terms, again.verdict) == (v2, "pass")
     assert again.rule == "throughput >= 90% of 90 Gbps contracted (terms v2)"
     assert failing.verdict == "fail"  # the run's own link never changes
-    assert chain.verify_lease(lease_id=billed.pk) == []
+    assert verify_lease(lease_id=billed.pk) == []
     assert result.chain_links == (again.chain_index, again.chain_index + 10)
 
     assert compliance(billed, OCTOBER) == D("95.000")
@@ -182,14 +183,14 @@ def test_rerating_twice_changes_nothing(billed):
     before = (
         Rejudgement.objects.count(),
         amounts(november(billed)),
-        chain.chain_head(lease_id=billed.pk),
+        chain_head(lease_id=billed.pk),
     )
     again = rerate(billed, TENTH, AFTER_NOVEMBER, now=AFTER_NOVEMBER)
     assert (again.runs_rejudged, again.hours_rebuilt, again.drafts) == (0, 0, [])
     after = (
         Rejudgement.objects.count(),
         amounts(november(billed)),
-        chain.chain_head(lease_id=billed.pk),
+        chain_head(lease_id=billed.pk),
     )
     assert after == before
     assert billed.events.filter(action=LeaseEvent.Action.RERATED).count() == 1

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from benchmarks import chain
+from benchmarks.links import link_pending
 from benchmarks.models import ProbeRun, Rejudgement
 from billing import audit, checkpoints
 from billing.models import HourlyRollup
@@ -28,6 +28,7 @@ from gpulease_verify.canonical import StrictJSONError, strict_loads
 from gpulease_verify.chain import link_hash
 from gpulease_verify.terms import terms_content
 from gpulease_verify.trust import NoTrustedKey
+from leases.links import link_terms
 from leases.models import LeaseTerms, NodeAssignment
 from tests.billing.test_audit import AFTER_NOVEMBER, NOVEMBER, month, signed  # noqa: F401
 from tests.factories import amend_acknowledged, at, make_run
@@ -265,7 +266,7 @@ def fresh(lease) -> list[str]:  # type: ignore[no-untyped-def]
 
 
 def test_db_terms_maintenance_widened(month):  # noqa: F811
-    chain.link_pending(lease_id=month.pk, now=AFTER_NOVEMBER)  # recorded runs are linked
+    link_pending(lease_id=month.pk, now=AFTER_NOVEMBER)  # recorded runs are linked
     LeaseTerms.objects.filter(lease=month, version=1).update(
         maintenance_windows=[{"weekday": day, "start": "00:00", "end": "24:00"} for day in range(7)]
     )
@@ -274,14 +275,14 @@ def test_db_terms_maintenance_widened(month):  # noqa: F811
 
 
 def test_db_terms_cap_lowered(month):  # noqa: F811
-    chain.link_pending(lease_id=month.pk, now=AFTER_NOVEMBER)  # recorded runs are linked
+    link_pending(lease_id=month.pk, now=AFTER_NOVEMBER)  # recorded runs are linked
     LeaseTerms.objects.filter(lease=month, version=1).update(credit_cap_percent=D("0"))
     found = fresh(month)
     assert any("terms v1" in m for m in found), "\n".join(found)
 
 
 def test_db_run_verdict_edited(month):  # noqa: F811
-    chain.link_pending(lease_id=month.pk, now=AFTER_NOVEMBER)  # recorded runs are linked
+    link_pending(lease_id=month.pk, now=AFTER_NOVEMBER)  # recorded runs are linked
     run = ProbeRun.objects.filter(lease=month, verdict="fail").first()
     ProbeRun.objects.filter(pk=run.pk).update(verdict="pass")
     found = fresh(month)
@@ -291,7 +292,7 @@ def test_db_run_verdict_edited(month):  # noqa: F811
 
 
 def test_db_run_figure_edited(month):  # noqa: F811
-    chain.link_pending(lease_id=month.pk, now=AFTER_NOVEMBER)  # recorded runs are linked
+    link_pending(lease_id=month.pk, now=AFTER_NOVEMBER)  # recorded runs are linked
     run = ProbeRun.objects.filter(lease=month, verdict="fail", kind="throughput").first()
     ProbeRun.objects.filter(pk=run.pk).update(measured_bps=99 * 10**9)
     found = fresh(month)
@@ -299,7 +300,7 @@ def test_db_run_figure_edited(month):  # noqa: F811
 
 
 def test_db_rollup_edited(month):  # noqa: F811
-    chain.link_pending(lease_id=month.pk, now=AFTER_NOVEMBER)  # recorded runs are linked
+    link_pending(lease_id=month.pk, now=AFTER_NOVEMBER)  # recorded runs are linked
     HourlyRollup.objects.filter(lease=month, kind="throughput", failed__gt=0).update(
         failed=0, passed=1
     )
@@ -308,7 +309,7 @@ def test_db_rollup_edited(month):  # noqa: F811
 
 
 def test_db_assignment_moved(month):  # noqa: F811
-    chain.link_pending(lease_id=month.pk, now=AFTER_NOVEMBER)  # recorded runs are linked
+    link_pending(lease_id=month.pk, now=AFTER_NOVEMBER)  # recorded runs are linked
     assignment = NodeAssignment.objects.filter(lease=month).first()
     NodeAssignment.objects.filter(pk=assignment.pk).update(
         assigned_from=assignment.assigned_from + timedelta(days=5)
@@ -318,7 +319,7 @@ def test_db_assignment_moved(month):  # noqa: F811
 
 
 def test_db_run_deleted_in_the_middle(month):  # noqa: F811
-    chain.link_pending(lease_id=month.pk, now=AFTER_NOVEMBER)  # recorded runs are linked
+    link_pending(lease_id=month.pk, now=AFTER_NOVEMBER)  # recorded runs are linked
     runs = list(ProbeRun.objects.filter(lease=month).order_by("chain_index"))
     runs[len(runs) // 2].delete()
     found = fresh(month)
@@ -326,7 +327,7 @@ def test_db_run_deleted_in_the_middle(month):  # noqa: F811
 
 
 def test_db_runs_deleted_at_the_end_are_caught_by_the_kept_checkpoint(month):  # noqa: F811
-    chain.link_pending(lease_id=month.pk, now=AFTER_NOVEMBER)  # recorded runs are linked
+    link_pending(lease_id=month.pk, now=AFTER_NOVEMBER)  # recorded runs are linked
     checkpoint, _ = checkpoints.create_checkpoint(lease=month, period=NOVEMBER, now=AFTER_NOVEMBER)
     kept = checkpoint.document()
     last = ProbeRun.objects.filter(lease=month).order_by("-chain_index")[:2]
@@ -342,7 +343,7 @@ def test_db_run_deleted_at_the_start_is_caught_by_last_months_checkpoint(month):
     # Setup: the October run is recorded before November's, so unlink those to link in order.
     ProbeRun.objects.filter(lease=month).update(chain_index=None, prev_hash="", run_hash="")
     make_run(month, slot=at("2026-10-31 10:00"), finished=at("2026-10-31 10:01"))
-    chain.link_pending(lease_id=month.pk, now=AFTER_NOVEMBER)
+    link_pending(lease_id=month.pk, now=AFTER_NOVEMBER)
     october, _ = checkpoints.create_checkpoint(
         lease=month, period="2026-10", now=at("2026-11-01 00:01")
     )
@@ -360,7 +361,7 @@ def test_db_run_deleted_at_the_start_is_caught_by_last_months_checkpoint(month):
 
 
 def test_db_chain_rewritten_after_the_checkpoint(month):  # noqa: F811
-    chain.link_pending(lease_id=month.pk, now=AFTER_NOVEMBER)  # recorded runs are linked
+    link_pending(lease_id=month.pk, now=AFTER_NOVEMBER)  # recorded runs are linked
     checkpoint, _ = checkpoints.create_checkpoint(lease=month, period=NOVEMBER, now=AFTER_NOVEMBER)
     kept = checkpoint.document()
     ProbeRun.objects.filter(lease=month, verdict="fail").update(verdict="pass")
@@ -369,8 +370,8 @@ def test_db_chain_rewritten_after_the_checkpoint(month):  # noqa: F811
     ProbeRun.objects.filter(lease=month).update(chain_index=None, prev_hash="", run_hash="")
     LeaseTerms.objects.filter(lease=month).update(chain_index=None, prev_hash="", terms_hash="")
     for version in LeaseTerms.objects.filter(lease=month).order_by("version"):
-        chain.link_terms(version)
-    chain.link_pending(lease_id=month.pk, now=AFTER_NOVEMBER)
+        link_terms(version)
+    link_pending(lease_id=month.pk, now=AFTER_NOVEMBER)
     month.checkpoints.all().delete()
     checkpoints.create_checkpoint(lease=month, period=NOVEMBER, now=AFTER_NOVEMBER)
     found = mismatches(signed(month), previous=kept)
@@ -378,7 +379,7 @@ def test_db_chain_rewritten_after_the_checkpoint(month):  # noqa: F811
 
 
 def test_db_retroactive_amendment_slipped_in(month):  # noqa: F811
-    chain.link_pending(lease_id=month.pk, now=AFTER_NOVEMBER)  # recorded runs are linked
+    link_pending(lease_id=month.pk, now=AFTER_NOVEMBER)  # recorded runs are linked
     v1 = LeaseTerms.objects.get(lease=month, version=1)
     v2 = copy.copy(v1)
     v2.pk = None
@@ -388,7 +389,7 @@ def test_db_retroactive_amendment_slipped_in(month):  # noqa: F811
     v2.chain_index = None
     v2.prev_hash = v2.terms_hash = ""
     v2.save()
-    chain.link_terms(v2)
+    link_terms(v2)
     found = fresh(month)
     assert any("no tenant admin acknowledged it" in m for m in found), "\n".join(found)
 

@@ -8,14 +8,17 @@ from django.apps import apps
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.utils import timezone
 
-from benchmarks import chain
+from benchmarks.links import link_pending, run_content
 from benchmarks.models import ProbeRun
 from billing import audit, invoicing
 from billing.ingest import ingest_all
+from gpulease_verify.chain import GENESIS, link_hash
 from gpulease_verify.terms import DEFAULTED_FIELDS, terms_content
 from leases import selectors, services
 from leases.choices import LeaseStatus, Role
+from leases.links import terms_fields
 from leases.models import LeaseEvent, LeaseTerms, TermsAmendment
+from ledger.chain import verify_lease
 from tests.factories import MembershipFactory, NodeFactory, at, make_lease, make_run
 
 pytestmark = pytest.mark.django_db
@@ -51,11 +54,11 @@ def month():  # type: ignore[no-untyped-def]
     lease = active_lease()
     for hour in range(3):
         make_run(lease, slot=at("2026-11-02 10:00") + timedelta(hours=hour), measured_bps=98e9)
-    chain.link_pending(lease_id=lease.pk)
+    link_pending(lease_id=lease.pk)
     acknowledged(lease, at("2026-11-15 00:00"), incident_after_violations=4)
     for hour in range(3):
         make_run(lease, slot=at("2026-11-20 10:00") + timedelta(hours=hour), measured_bps=98e9)
-    chain.link_pending(lease_id=lease.pk)
+    link_pending(lease_id=lease.pk)
     ingest_all(notify=False)
     invoicing.draft_invoice(tenant=lease.tenant, period=NOVEMBER, now=AFTER_NOVEMBER)
     return lease
@@ -79,9 +82,9 @@ def entry(doc, version):  # type: ignore[no-untyped-def]
 def test_creating_a_version_links_it_after_the_chain_head():
     lease = active_lease()
     first = lease.terms.get()
-    assert (first.chain_index, first.prev_hash) == (1, chain.GENESIS)
+    assert (first.chain_index, first.prev_hash) == (1, GENESIS)
     run = make_run(lease, slot=at("2026-11-02 10:00"))
-    chain.link_pending(lease_id=lease.pk)
+    link_pending(lease_id=lease.pk)
     run.refresh_from_db()
     later = services.amend_terms(
         lease=lease,
@@ -90,10 +93,10 @@ def test_creating_a_version_links_it_after_the_chain_head():
         reason="Lower cap from next month.",
     )
     assert (later.chain_index, later.prev_hash) == (3, run.run_hash)
-    fields = chain.terms_fields(later)
-    assert later.terms_hash == chain.link_hash(terms_content(fields), run.run_hash)
+    fields = terms_fields(later)
+    assert later.terms_hash == link_hash(terms_content(fields), run.run_hash)
     assert fields["acknowledgement"] is None  # in the future: none needed
-    assert chain.verify_lease(lease_id=lease.pk) == []
+    assert verify_lease(lease_id=lease.pk) == []
     event = lease.events.filter(action=LeaseEvent.Action.AMENDED).get()
     assert event.detail["terms_hash"] == later.terms_hash
 
@@ -101,9 +104,9 @@ def test_creating_a_version_links_it_after_the_chain_head():
 def test_a_run_linked_after_its_terms_names_their_hash():
     lease = active_lease()
     run = make_run(lease, slot=at("2026-11-02 10:00"))
-    chain.link_pending(lease_id=lease.pk)
+    link_pending(lease_id=lease.pk)
     run.refresh_from_db()
-    content = chain.run_content(ProbeRun.objects.select_related("lease", "terms").get(pk=run.pk))
+    content = run_content(ProbeRun.objects.select_related("lease", "terms").get(pk=run.pk))
     assert (content["link"], content["terms_hash"]) == ("run", lease.terms.get().terms_hash)
 
 
@@ -138,7 +141,7 @@ def test_a_past_version_edited_in_the_database_is_caught(month):
         and m.endswith("the terms version was changed after it was recorded")
         for m in mismatches
     ), mismatches
-    problems = chain.verify_lease(lease_id=month.pk)
+    problems = verify_lease(lease_id=month.pk)
     assert problems[0].startswith("chain link 1 (terms v1): stored hash ")
 
 
@@ -146,7 +149,7 @@ def test_re_hashing_the_edited_version_breaks_the_next_link(month):
     v2 = month.terms.get(version=2)
     LeaseTerms.objects.filter(pk=v2.pk).update(credit_cap_percent="0")
     v2.refresh_from_db()
-    rehashed = chain.link_hash(terms_content(chain.terms_fields(v2)), v2.prev_hash)
+    rehashed = link_hash(terms_content(terms_fields(v2)), v2.prev_hash)
     LeaseTerms.objects.filter(pk=v2.pk).update(terms_hash=rehashed)
     next_run = ProbeRun.objects.get(lease=month, chain_index=6)
     mismatches = verify(signed(month))
@@ -183,7 +186,7 @@ def test_a_retroactive_version_without_acknowledgement_is_reported(month):
     v2 = entry(doc, 2)
     v2["acknowledgement"] = None
     v2["content"] = terms_content(v2)
-    v2["terms_hash"] = chain.link_hash(v2["content"], v2["prev_hash"])
+    v2["terms_hash"] = link_hash(v2["content"], v2["prev_hash"])
     mismatches = verify(audit.sign_bundle(doc["bundle"]))
     assert (
         f"terms v2 took effect {SKEWED}, before it was created ({v2['created_at']}), and no "
@@ -251,7 +254,7 @@ def test_a_retroactive_amendment_is_refused_then_pending_then_in_force_once_ackn
     assert (terms.acknowledged_by_role, terms.acknowledgement_reason) == ("admin", "Agreed.")
     assert terms.chain_index == 2 and terms.prev_hash == lease.terms.get(version=1).terms_hash
     assert selectors.terms_in_force(lease=lease, at=at("2026-11-25 00:00")) == terms
-    assert chain.verify_lease(lease_id=lease.pk) == []
+    assert verify_lease(lease_id=lease.pk) == []
     event = lease.events.filter(action=LeaseEvent.Action.AMENDED).get()
     assert event.detail["acknowledged_by"] == admin.username
     with pytest.raises(ValidationError, match="already acknowledged: it is terms v2"):
@@ -280,7 +283,7 @@ def test_a_lease_whose_history_starts_in_the_past_needs_no_acknowledgement_for_v
     lease = active_lease()  # starts 2026-11-01, created now
     first = lease.terms.get()
     assert first.effective_from < first.created_at - timedelta(days=1)
-    assert chain.verify_lease(lease_id=lease.pk) == []
+    assert verify_lease(lease_id=lease.pk) == []
 
 
 # --- the migration ---------------------------------------------------------------------------
@@ -299,17 +302,15 @@ def test_the_migration_links_existing_versions_after_existing_runs():
         chain_index=None, prev_hash="", terms_hash="", health_rules=1
     )
     runs = [make_run(lease, slot=at("2026-11-02 10:00") + timedelta(hours=h)) for h in range(2)]
-    chain.link_pending(lease_id=lease.pk)
+    link_pending(lease_id=lease.pk)
     runs = [ProbeRun.objects.get(pk=run.pk) for run in runs]
-    assert (runs[0].chain_index, runs[0].prev_hash) == (1, chain.GENESIS)
+    assert (runs[0].chain_index, runs[0].prev_hash) == (1, GENESIS)
     migration.link_existing(apps, None)
     v1, v2 = lease.terms.order_by("version")
     assert (v1.chain_index, v1.prev_hash) == (3, runs[1].run_hash)
     assert (v2.chain_index, v2.prev_hash) == (4, v1.terms_hash)
-    assert chain.verify_lease(lease_id=lease.pk) == []  # old runs' hashes still hold
-    content = chain.run_content(
-        ProbeRun.objects.select_related("lease", "terms").get(pk=runs[0].pk)
-    )
+    assert verify_lease(lease_id=lease.pk) == []  # old runs' hashes still hold
+    content = run_content(ProbeRun.objects.select_related("lease", "terms").get(pk=runs[0].pk))
     assert "terms_hash" not in content
 
 
@@ -323,7 +324,7 @@ def test_fields_added_with_a_default_leave_older_hashes_standing_and_cover_a_cha
     # existed was judged by set 1, which its hash implies (leases 0014 sets it).
     assert version.health_rules == 2
     version.health_rules = 1
-    fields = chain.terms_fields(version)
+    fields = terms_fields(version)
     older = {name: value for name, value in fields.items() if name not in DEFAULTED_FIELDS}
     assert terms_content(fields) == terms_content(older)
     assert fields["witness_tolerance_percent"] == "10.00"

@@ -20,7 +20,6 @@ import pytest
 import time_machine
 from django.test import override_settings
 
-from benchmarks import chain
 from benchmarks.models import ProbeRun
 from benchmarks.models.outputs import load_texts
 from billing import invoicing
@@ -32,6 +31,7 @@ from demo.invoices import GOODWILL_REASON, DemoInvoices, load_invoices
 from gpulease_verify import sweep
 from leases.demo import load_demo
 from leases.models import Lease, NicPort, Tenant
+from ledger.chain import verify_lease
 from tests.conftest import built_once
 
 pytestmark = pytest.mark.django_db
@@ -131,7 +131,7 @@ class TestTheDemoAtNoon:
         # The runs are the probe's own output, chained and parsed by its interpreter.
         runs = ProbeRun.objects.filter(lease=lease, kind="counters", trigger="schedule")
         assert runs.filter(chain_index__isnull=True).count() == 0
-        assert chain.verify_lease(lease_id=lease.pk) == []
+        assert verify_lease(lease_id=lease.pk) == []
         sample = runs.order_by("slot_at").first()
         assert sample is not None and sample.pattern == "sweep"
         outputs = sweep.read_transcript(sample.raw_output)

@@ -21,7 +21,6 @@ from django.core.management import call_command
 from django.test import Client
 from rest_framework.test import APIClient
 
-from benchmarks import chain
 from benchmarks.models import ProbeRun
 from benchmarks.models.outputs import load_texts
 from billing.probe_tax import probe_tax_of
@@ -31,6 +30,7 @@ from gpulease_verify.periods import Period
 from incidents.models import Incident
 from leases.demo import load_demo
 from leases.models import Lease
+from ledger.chain import verify_lease
 from telemetry.models import PortSample, SwitchReading
 
 pytestmark = pytest.mark.django_db
@@ -194,7 +194,7 @@ def the_last_hour_holds_a_flapping_port_the_witness_and_the_probe_tax():
     ).exists()
     assert Incident.objects.filter(lease=lease, pattern="ib_fatal_counters").count() == 4
     for each in Lease.objects.filter(status="active"):
-        assert chain.verify_lease(lease_id=each.pk) == [], each.reference
+        assert verify_lease(lease_id=each.pk) == [], each.reference
     # The probe tax: this month's heavy runs, each with the bytes its output says it sent.
     tax = report["probe_tax"]
     runs = ProbeRun.objects.filter(

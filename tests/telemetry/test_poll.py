@@ -13,7 +13,6 @@ import time_machine
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from django.urls import reverse
 
-from benchmarks import chain
 from benchmarks.transports import CommandResult, HostUnreachable, kept_open
 from billing import audit
 from gpulease_verify import health
@@ -22,6 +21,7 @@ from gpulease_verify.periods import Period
 from incidents.models import Incident
 from leases import services
 from leases.choices import LeaseStatus
+from ledger.chain import verify_lease
 from telemetry import services as telemetry
 from telemetry.models import NodeReading, PortClearance, PortSample, TelemetryBatch
 from tests.factories import NicPortFactory, NodeFactory, StaffFactory, at, make_lease
@@ -79,7 +79,7 @@ def test_a_healthy_port_is_stored_as_one_row_per_five_minutes_and_each_row_is_a_
     assert set(rows[0].deltas) <= {"rx_bytes", "tx_bytes", "rx_dropped", "tx_dropped"}
     batch = TelemetryBatch.objects.get(lease=lease)
     assert rows[0].batch == batch and batch.chain_index is not None
-    assert chain.verify_lease(lease_id=lease.pk) == []
+    assert verify_lease(lease_id=lease.pk) == []
     # The interval under way is kept on the node's reading until it is stored.
     assert NodeReading.objects.get(node__hostname="loop-01").pending == {}
 
@@ -301,7 +301,7 @@ def test_three_flaps_stay_an_incident_until_an_operator_clears_the_port(client):
     assert (flap.closed_source, flap.closed_by) == ("manual", "ops-li")
     clearance = PortClearance.objects.get(node=node, port="mlx5_0:1")
     assert (clearance.by, clearance.batch.chain_index is not None) == ("ops-li", True)
-    assert chain.verify_lease(lease_id=lease.pk) == []
+    assert verify_lease(lease_id=lease.pk) == []
     # The next polls do not open it again: what came before the clearance is forgotten.
     poll_every_30_s(43, 45, ib_poll(True))
     assert Incident.objects.filter(lease=lease, pattern="link_flap", state="open").count() == 0

@@ -42,7 +42,7 @@ A *tenant link* is a fifth kind: a record the tenant made, a key registered or r
 an acknowledgement, acceptance sign-off or dispute with the tenant's signature
 (``gpulease_verify.cosign``). In a bundle it names its hash ``tenant_hash``.
 
-This module only computes and reads no database: the server (``benchmarks.chain``) and an
+This module only computes and reads no database: the server (``ledger.chain``) and an
 auditor's ``gpulease-verify`` use the same functions.
 """
 

@@ -15,7 +15,7 @@ from billing.choices import (
     InvoiceStatus,
     MeteringIncidentKind,
 )
-from billing.models import CreditNote, Incident, Invoice
+from billing.models import CreditNote, Incident, Invoice, Voucher
 from common.instants import FILTER_YEARS, instant_problem
 from leases.choices import GpuModel, LeaseStatus, NodeStatus, ProbeKind
 from leases.models import Fabric, Lease, Node, NodeAssignment
@@ -162,6 +162,16 @@ class CreditNoteFilterSet(filters.FilterSet):
     class Meta:
         model = CreditNote
         fields = ["tenant", "invoice"]
+
+
+class VoucherFilterSet(filters.FilterSet):
+    tenant = filters.CharFilter(field_name="tenant__slug", help_text="Tenant slug.")
+    lease = IdFilter(field_name="lease_id", help_text="Lease id.")
+    source_invoice = IdFilter(field_name="source_invoice_id", help_text="Issuing invoice id.")
+
+    class Meta:
+        model = Voucher
+        fields = ["tenant", "lease", "source_invoice"]
 
 
 class ApiTokenFilterSet(filters.FilterSet):

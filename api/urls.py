@@ -26,6 +26,7 @@ router.register("probe-runs", views.ProbeRunViewSet, basename="proberun")
 router.register("incidents", views.IncidentViewSet, basename="incident")
 router.register("invoices", views.InvoiceViewSet, basename="invoice")
 router.register("credit-notes", views.CreditNoteViewSet, basename="creditnote")
+router.register("vouchers", views.VoucherViewSet, basename="voucher")
 router.register("api-tokens", views.ApiTokenViewSet, basename="apitoken")
 router.register("tenant-keys", views_cosign.TenantKeyViewSet, basename="tenantkey")
 

@@ -9,6 +9,8 @@ from billing.models.invoices import (
     InvoiceEvent,
     InvoiceImmutable,
     InvoiceLine,
+    Voucher,
+    VoucherRedemption,
 )
 from billing.models.rollups import HourlyRollup, IngestCursor, TrafficSample
 
@@ -30,4 +32,6 @@ __all__ = [
     "InvoiceImmutable",
     "InvoiceLine",
     "TrafficSample",
+    "Voucher",
+    "VoucherRedemption",
 ]

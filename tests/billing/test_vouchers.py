@@ -321,6 +321,20 @@ def test_the_einvoice_payload_keeps_the_vat_lines_and_notes_the_voucher(voucher_
     )
 
 
+def test_the_pdf_shows_the_vouchers_used_and_what_is_left_to_pay(voucher_world):
+    from billing.documents import pdf
+    from billing.documents.rows import invoice_document
+
+    tenant, _a, _b = voucher_world
+    issue(tenant, NOVEMBER, AFTER_NOVEMBER)
+    issue(tenant, DECEMBER, AFTER_DECEMBER)
+    january = issue(tenant, JANUARY, AFTER_JANUARY)
+    rows = pdf._balance_rows(invoice_document(january))
+    texts = [[getattr(cell, "text", cell) for cell in row] for row in rows]
+    assert ["vouchers applied, after tax (¥)", "", "", "-635.80"] in texts
+    assert ["amount due (¥)", "", "", "364.20"] in texts
+
+
 def published() -> str:
     return audit.published_key_info()["public_key_pem"]
 

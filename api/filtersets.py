@@ -10,7 +10,7 @@ from api.models import ApiToken
 from benchmarks.choices import Pattern, RunState, Trigger, Verdict
 from benchmarks.models import ProbeRun
 from billing.choices import InvoiceStatus
-from billing.models import CreditNote, Invoice
+from billing.models import CreditNote, Invoice, Voucher
 from common.instants import FILTER_YEARS, instant_problem
 from incidents.choices import FabricIncidentKind, IncidentState, MeteringIncidentKind
 from incidents.models import Incident
@@ -159,6 +159,16 @@ class CreditNoteFilterSet(filters.FilterSet):
     class Meta:
         model = CreditNote
         fields = ["tenant", "invoice"]
+
+
+class VoucherFilterSet(filters.FilterSet):
+    tenant = filters.CharFilter(field_name="tenant__slug", help_text="Tenant slug.")
+    lease = IdFilter(field_name="lease_id", help_text="Lease id.")
+    source_invoice = IdFilter(field_name="source_invoice_id", help_text="Issuing invoice id.")
+
+    class Meta:
+        model = Voucher
+        fields = ["tenant", "lease", "source_invoice"]
 
 
 class ApiTokenFilterSet(filters.FilterSet):

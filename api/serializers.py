@@ -9,6 +9,7 @@ from typing import Any
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.core.validators import RegexValidator
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.translation import gettext as _
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema_field
@@ -22,7 +23,15 @@ from benchmarks.choices import Pattern
 from benchmarks.models import ProbeRun
 from billing.balance import PaymentStatus, balance
 from billing.choices import CreditNoteKind
-from billing.models import CreditNote, CreditNoteLine, Invoice, InvoiceEvent, InvoiceLine
+from billing.models import (
+    CreditNote,
+    CreditNoteLine,
+    Invoice,
+    InvoiceEvent,
+    InvoiceLine,
+    Voucher,
+    VoucherRedemption,
+)
 from common.dbfunctions import SweptNodes
 from gpulease_verify.periods import PATTERN as PERIOD_PATTERN
 from gpulease_verify.periods import Period, PeriodError
@@ -639,6 +648,76 @@ class InvoiceEventSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
+class VoucherRedemptionSerializer(serializers.ModelSerializer):
+    voucher = serializers.CharField(source="voucher.number", read_only=True)
+    invoice_number = serializers.CharField(source="invoice.number", read_only=True)
+    invoice_status = serializers.CharField(source="invoice.status", read_only=True)
+
+    class Meta:
+        model = VoucherRedemption
+        fields = ["voucher", "invoice", "invoice_number", "invoice_status", "amount", "at"]
+        read_only_fields = fields
+
+
+class VoucherSerializer(serializers.ModelSerializer):
+    """A voucher (代金券) with its ledger (billing.vouchers)."""
+
+    tenant = serializers.CharField(source="tenant.slug", read_only=True)
+    lease_reference = serializers.CharField(source="lease.reference", read_only=True)
+    source_invoice_number = serializers.CharField(source="source_invoice.number", read_only=True)
+    redemptions = VoucherRedemptionSerializer(many=True, read_only=True)
+    redeemed = serializers.SerializerMethodField(
+        help_text="What invoices that are not void used of it."
+    )
+    remaining = serializers.SerializerMethodField(help_text="amount - redeemed.")
+    state = serializers.SerializerMethodField(
+        help_text="open, partly_redeemed, redeemed (in full), expired or void, now."
+    )
+
+    class Meta:
+        model = Voucher
+        fields = [
+            "id",
+            "number",
+            "tenant",
+            "lease",
+            "lease_reference",
+            "source_invoice",
+            "source_invoice_number",
+            "period",
+            "currency",
+            "amount",
+            "issued_at",
+            "validity_months",
+            "expires_at",
+            "voided_at",
+            "description",
+            "detail",
+            "redeemed",
+            "remaining",
+            "state",
+            "redemptions",
+        ]
+        read_only_fields = fields
+
+    def _standing(self, voucher: Voucher) -> Any:
+        from billing.vouchers import standing
+
+        return standing(voucher, timezone.now())
+
+    @extend_schema_field(serializers.DecimalField(max_digits=14, decimal_places=2))
+    def get_redeemed(self, voucher: Voucher) -> str:
+        return str(self._standing(voucher).used)
+
+    @extend_schema_field(serializers.DecimalField(max_digits=14, decimal_places=2))
+    def get_remaining(self, voucher: Voucher) -> str:
+        return str(self._standing(voucher).left)
+
+    @extend_schema_field(serializers.CharField())
+    def get_state(self, voucher: Voucher) -> str:
+        return self._standing(voucher).state
+
+
 class InvoiceSerializer(serializers.ModelSerializer):
     tenant = serializers.CharField(source="tenant.slug", read_only=True)
     lines = InvoiceLineSerializer(many=True, read_only=True)
@@ -700,13 +779,17 @@ class InvoiceSerializer(serializers.ModelSerializer):
             "net_total",
             "amount_due",
             "refund_due",
+            "vouchers_applied",
+            "voucher_redemptions",
+            "vouchers_issued",
             "events",
             "lines",
         ]
         read_only_fields = fields
 
     payment_status = serializers.SerializerMethodField(
-        help_text="draft, issued, partly_credited, credited (in full), paid or void "
+        help_text="draft, issued, partly_credited, credited (in full), covered (by "
+        "vouchers), paid or void "
         "(billing.balance)."
     )
     credited = serializers.SerializerMethodField(
@@ -714,19 +797,42 @@ class InvoiceSerializer(serializers.ModelSerializer):
     )
     net_total = serializers.SerializerMethodField(help_text="total - credited.")
     amount_due = serializers.SerializerMethodField(
-        help_text="What the tenant still owes: net_total while issued, 0.00 once paid or "
-        "void, null on a draft."
+        help_text="What the tenant still owes: net_total - vouchers_applied while issued "
+        "(not below 0.00), 0.00 once paid or void, null on a draft."
     )
     refund_due = serializers.SerializerMethodField(
         help_text="Credit notes issued after payment: owed back to the tenant."
+    )
+
+    vouchers_applied = serializers.SerializerMethodField(
+        help_text="What vouchers (代金券) paid of its total after tax, when it was issued; "
+        "0.00 once void (released). Not a VAT line: subtotal, tax and total stay."
+    )
+    voucher_redemptions = VoucherRedemptionSerializer(
+        many=True,
+        read_only=True,
+        help_text="The vouchers it used, each with the amount (released when it is void).",
+    )
+    vouchers_issued = serializers.SerializerMethodField(
+        help_text="The numbers of the vouchers its month's SLA credits became (terms with "
+        "credit_mode voucher)."
     )
 
     @extend_schema_field(serializers.ListField(child=serializers.IntegerField()))
     def get_credit_notes(self, invoice: Invoice) -> list[int]:
         return sorted(note.pk for note in invoice.credit_notes.all())
 
+    @extend_schema_field(serializers.ListField(child=serializers.CharField()))
+    def get_vouchers_issued(self, invoice: Invoice) -> list[str]:
+        return sorted(voucher.number for voucher in invoice.vouchers_issued.all())
+
+    @extend_schema_field(serializers.DecimalField(max_digits=14, decimal_places=2))
+    def get_vouchers_applied(self, invoice: Invoice) -> str | None:
+        return self._balance(invoice)["vouchers_applied"]
+
     def _balance(self, invoice: Invoice) -> dict[str, str | None]:
-        return balance(invoice, invoice.credit_notes.all()).as_dict()
+        notes, used = invoice.credit_notes.all(), invoice.voucher_redemptions.all()
+        return balance(invoice, notes, used).as_dict()
 
     @extend_schema_field(serializers.ChoiceField(choices=PaymentStatus.choices))
     def get_payment_status(self, invoice: Invoice) -> str | None:

@@ -40,7 +40,14 @@ from billing.documents import document_language, einvoice, xlsx
 from billing.documents import pdf as invoice_pdf
 from billing.documents.rows import invoice_document
 from billing.lease_month import lease_month
-from billing.models import CreditNote, CreditNoteLine, Invoice, InvoiceEvent
+from billing.models import (
+    CreditNote,
+    CreditNoteLine,
+    Invoice,
+    InvoiceEvent,
+    Voucher,
+    VoucherRedemption,
+)
 from billing.reports import sla_report
 from common.attachments import attachment
 from incidents import repair
@@ -631,6 +638,13 @@ class InvoiceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewS
                         "at", "id"
                     ),
                 ),
+                Prefetch(
+                    "voucher_redemptions",
+                    queryset=VoucherRedemption.objects.select_related(
+                        "voucher", "invoice"
+                    ).order_by("at", "id"),
+                ),
+                Prefetch("vouchers_issued", queryset=Voucher.objects.only("id", "number")),
             )
             .order_by("-period", "tenant__name", "id")
         )
@@ -821,6 +835,21 @@ class CreditNoteViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseVi
     @action(detail=True, methods=["get"], filter_backends=[], pagination_class=None)
     def einvoice(self, request: Request, pk: str | None = None) -> Response:
         return einvoice_response(lambda: einvoice.credit_note_payload(self.get_object()))
+
+
+class VoucherViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewSet):
+    """Vouchers (代金券): SLA credits given as vouchers where the terms say so, each with
+    its ledger (redemptions, what is left, its state). Read-only: issuing an invoice issues
+    and applies them (billing.vouchers)."""
+
+    queryset = Voucher.objects.all()
+    serializer_class = s.VoucherSerializer
+    filterset_class = filtersets.VoucherFilterSet
+
+    def optimize(self, queryset: QuerySet) -> QuerySet:
+        from billing.vouchers import with_ledger
+
+        return with_ledger(queryset.select_related("tenant")).order_by("-issued_at", "-id")
 
 
 class ApiTokenViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewSet):

@@ -16,6 +16,8 @@ from billing.models import (
     InvoiceEvent,
     InvoiceLine,
     TrafficSample,
+    Voucher,
+    VoucherRedemption,
 )
 from billing.rerate_admin import rerate_from_corrected_terms
 from common.admin import ReadOnlyAdmin, StampedAdmin, requires
@@ -356,6 +358,44 @@ class CreditNoteAdmin(ReadOnlyAdmin):
     fields = CREDIT_NOTE_FIELDS
     readonly_fields = CREDIT_NOTE_FIELDS
     inlines = [CreditNoteLineInline]
+
+
+class VoucherRedemptionInline(admin.TabularInline):
+    model = VoucherRedemption
+    extra = 0
+    fields = readonly_fields = ("invoice", "amount", "at")
+
+    def has_add_permission(self, request, obj=None):  # type: ignore[no-untyped-def]
+        return False
+
+    def has_change_permission(self, request, obj=None):  # type: ignore[no-untyped-def]
+        return False
+
+
+@admin.register(Voucher)
+class VoucherAdmin(ReadOnlyAdmin):
+    """Vouchers (代金券) are issued and used by issuing invoices (billing.vouchers)."""
+
+    list_display = ["number", "tenant", "lease", "amount", "issued_at", "expires_at", "voided_at"]
+    list_filter = ["tenant"]
+    search_fields = ["number", "source_invoice__number", "tenant__name", "lease__reference"]
+    list_select_related = ["tenant", "lease"]
+    fields = readonly_fields = (
+        "number",
+        "tenant",
+        "lease",
+        "source_invoice",
+        "period",
+        "currency",
+        "amount",
+        "issued_at",
+        "validity_months",
+        "expires_at",
+        "voided_at",
+        "description",
+        "detail",
+    )
+    inlines = [VoucherRedemptionInline]
 
 
 @admin.register(InvoiceLine)

@@ -4,13 +4,16 @@ status. The one reading that the invoice page, the list, the PDF and the API sho
 - **credited**: what the invoice's credit notes took off, tax included (a positive amount:
   the notes' totals are negative);
 - **net**: total - credited;
-- **due**: what the tenant still owes: the net while issued, nothing once paid or void,
-  nothing yet on a draft (it is not an invoice until issued);
+- **vouchers**: what vouchers (代金券, ``billing.vouchers``) paid of it when it was
+  issued, after tax (its redemptions; released, so none, once it is void);
+- **due**: what the tenant still owes: net - vouchers while issued (never below 0),
+  nothing once paid or void, nothing yet on a draft (it is not an invoice until issued);
 - **refund**: credit notes issued after the invoice was paid: money owed back to the tenant
   (payment was for what was due then: the total less the notes issued before it).
 
 Status: draft, void, paid (``refund`` > 0 says it was credited after payment), credited in
-full (issued, net 0), partly credited (issued, some credit), issued.
+full (issued, net 0), covered by vouchers (issued, vouchers leave nothing to pay), partly
+credited (issued, some credit), issued.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from decimal import Decimal
+from typing import Any
 
 from django.db import models
 from django.utils.translation import gettext_lazy as _
@@ -33,6 +37,7 @@ class PaymentStatus(models.TextChoices):
     ISSUED = "issued", _("issued, unpaid")
     PARTLY_CREDITED = "partly_credited", _("issued, partly credited")
     CREDITED = "credited", _("credited in full")
+    COVERED = "covered", _("covered by vouchers")
     PAID = "paid", _("paid")
     VOID = "void", _("void")
 
@@ -45,6 +50,7 @@ class Balance:
     net: Decimal
     due: Decimal | None  # None on a draft
     refund: Decimal
+    vouchers: Decimal = ZERO
 
     @property
     def credit_notes_total(self) -> Decimal:
@@ -62,14 +68,19 @@ class Balance:
             "net_total": str(self.net),
             "amount_due": None if self.due is None else str(self.due),
             "refund_due": str(self.refund),
+            "vouchers_applied": str(self.vouchers),
         }
 
 
-def balance(invoice: Invoice, notes: Iterable[CreditNote]) -> Balance:
-    """``notes``: the invoice's credit notes (the caller fetches them, once for a list)."""
+def balance(
+    invoice: Invoice, notes: Iterable[CreditNote], redemptions: Iterable[Any] = ()
+) -> Balance:
+    """``notes``: the invoice's credit notes; ``redemptions``: its voucher redemptions
+    (the caller fetches both, once for a list)."""
     notes = list(notes)
     credited = -sum((note.total for note in notes), ZERO)
     net = invoice.total - credited
+    used = sum((r.amount for r in redemptions), ZERO)
     if invoice.status == InvoiceStatus.DRAFT:
         return Balance(PaymentStatus.DRAFT, invoice.total, credited, net, None, ZERO)
     if invoice.status == InvoiceStatus.VOID:
@@ -78,11 +89,15 @@ def balance(invoice: Invoice, notes: Iterable[CreditNote]) -> Balance:
         paid_at = invoice.paid_at
         after = [note for note in notes if paid_at is None or note.issued_at > paid_at]
         refund = -sum((note.total for note in after), ZERO)
-        return Balance(PaymentStatus.PAID, invoice.total, credited, net, ZERO, refund)
-    if credited == ZERO:
+        return Balance(PaymentStatus.PAID, invoice.total, credited, net, ZERO, refund, used)
+    if credited == ZERO and used == ZERO:
         status = PaymentStatus.ISSUED
     elif net <= ZERO:
         status = PaymentStatus.CREDITED
+    elif net - used <= ZERO:
+        status = PaymentStatus.COVERED
+    elif credited == ZERO:
+        status = PaymentStatus.ISSUED
     else:
         status = PaymentStatus.PARTLY_CREDITED
-    return Balance(status, invoice.total, credited, net, max(net, ZERO), ZERO)
+    return Balance(status, invoice.total, credited, net, max(net - used, ZERO), ZERO, used)

@@ -33,7 +33,7 @@ from django.utils.translation import ngettext
 
 from benchmarks.choices import RunState
 from benchmarks.models import ProbeRun
-from billing import invoicing, metering_gaps
+from billing import invoicing, metering_gaps, vouchers
 from billing.choices import CreditNoteKind, InvoiceEventKind, InvoiceStatus
 from billing.ingest import pending_runs
 from billing.models import (
@@ -81,7 +81,7 @@ def next_number(*, series: str, seller_tax_id: str, year: int) -> str:
     counter.last += 1
     counter.save(update_fields=["last"])
     prefix = settings.INVOICE_NUMBER_PREFIX
-    middle = "" if series == INVOICE_SERIES else "CN-"
+    middle = {INVOICE_SERIES: "", vouchers.SERIES: "VC-"}.get(series, "CN-")
     return f"{prefix}-{middle}{year}-{counter.last:06d}"
 
 
@@ -234,7 +234,7 @@ def issue_invoice(
         )
     text = _reason(reason, _("issue an invoice by force")) if blockers else ""
     # Results that arrived since the draft was computed go on it, not on the next one.
-    locked = invoicing.draft_invoice(tenant=tenant, period=locked.period, now=now)
+    locked, computed = invoicing.drafted(tenant=tenant, period=locked.period, now=now)
     issued_on = issue_date_of(now, tenant.time_zone)
     seller = seller_identity()
     locked.number = next_number(
@@ -252,6 +252,16 @@ def issue_invoice(
         tenant_id=tenant.pk, start=locked.period_start, end=locked.period_end
     )
     locked.save()
+    # Vouchers of earlier months first (after tax), then the ones this month earned.
+    vouchers.redeem(invoice=locked, now=now)
+    vouchers.issue(
+        invoice=locked,
+        credits=computed.voucher_credits,
+        now=now,
+        number=lambda: next_number(
+            series=vouchers.SERIES, seller_tax_id=seller["tax_id"], year=issued_on.year
+        ),
+    )
     _record(
         locked,
         InvoiceEventKind.ISSUED,
@@ -314,8 +324,10 @@ def void_invoice(
     *, invoice: Invoice, reason: str, actor: Any = None, now: datetime | None = None
 ) -> Invoice:
     """issued → void, with a reason; it keeps its number, and the month may be drafted
-    and issued again. Refused once paid, once a credit note references it, and once
-    another invoice carries adjustments to it (voiding would count them twice)."""
+    and issued again. Refused once paid, once a credit note references it, once another
+    invoice carries adjustments to it (voiding would count them twice), and once a voucher
+    it issued is used. The vouchers it issued are voided with it; the vouchers it used are
+    released (``billing.vouchers``)."""
     text = _reason(reason, _("void an invoice"))
     locked = locking(Invoice.objects).select_related("tenant").get(pk=invoice.pk)
     if locked.status != InvoiceStatus.ISSUED:
@@ -342,8 +354,12 @@ def void_invoice(
             )
             % {"invoice": locked.label, "periods": ", ".join(sorted(carried))}
         )
+    used = vouchers.used_issued(locked)
+    if used:
+        raise LifecycleError(used)
     locked.status = InvoiceStatus.VOID
     locked.voided_at = now or timezone.now()
+    vouchers.void_issued(locked, locked.voided_at)
     locked.void_reason = text
     locked.save(update_fields=["status", "voided_at", "void_reason", "updated_at"])
     _record(

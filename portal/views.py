@@ -16,6 +16,7 @@ from django.utils import translation
 from django.utils.safestring import mark_safe
 from django.utils.translation import gettext as _
 
+from billing import vouchers
 from billing.balance import balance
 from billing.documents import csv_export, document_language, einvoice, pdf, xlsx
 from billing.documents.rows import credit_note_document, invoice_document
@@ -421,10 +422,14 @@ def invoice_list(request: HttpRequest) -> HttpResponse:
         .prefetch_related(
             Prefetch(
                 "credit_notes", queryset=CreditNote.objects.only("invoice_id", "total", "issued_at")
-            )
+            ),
+            "voucher_redemptions",
         )
     )
-    rows = [(invoice, balance(invoice, invoice.credit_notes.all())) for invoice in invoices]
+    rows = [
+        (invoice, balance(invoice, invoice.credit_notes.all(), invoice.voucher_redemptions.all()))
+        for invoice in invoices
+    ]
     return render(request, "portal/invoice_list.html", {"rows": rows})
 
 
@@ -452,6 +457,7 @@ def invoice_detail(request: HttpRequest, pk: int) -> HttpResponse:
         )
         .order_by("issued_at", "pk")
     )
+    redemptions = vouchers.applied(invoice)
     return render(
         request,
         "portal/invoice_detail.html",
@@ -459,7 +465,9 @@ def invoice_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "invoice": invoice,
             "lines": lines,
             "credit_notes": credit_notes,
-            "balance": balance(invoice, credit_notes),
+            "balance": balance(invoice, credit_notes, redemptions),
+            "redemptions": redemptions,
+            "vouchers_issued": list(invoice.vouchers_issued.select_related("lease")),
         },
     )
 

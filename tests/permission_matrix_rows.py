@@ -36,6 +36,7 @@ from tests.api.isolation_cases import (
     key_of,
     public_key_text,
     threshold_of,
+    voucher_of,
 )
 from tests.factories import NodeFactory, at, make_lease, make_run
 
@@ -415,6 +416,9 @@ API_ROWS: dict[tuple[str, str], Row] = {
                                             pk_of(credit_note_of)),
     ("api:creditnote-einvoice", "get"): Row("200 200 200 200 200 404 401 401 | 200 403 403 200",
                                             pk_of(credit_note_of)),
+    ("api:voucher-list", "get"):        Row("200 200 200 200 200 200 401 401 | 200 403 403 200"),
+    ("api:voucher-detail", "get"):      Row("200 200 200 200 200 404 401 401 | 200 403 403 200",
+                                            pk_of(voucher_of)),
     ("api:dispute-list", "get"):        Row("200 200 200 200 200 200 401 401 | 200 403 403 200"),
     # The two-tenant user passes the route (admin of beta) and is refused by the service:
     # on alpha's lease they are a viewer. Only the tenant opens a dispute: staff pass the

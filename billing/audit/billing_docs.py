@@ -10,8 +10,16 @@ from typing import Any
 
 from django.db.models import Prefetch, Q
 
-from billing import invoicing, sla
-from billing.models import CreditNote, CreditNoteLine, Dispute, Evidence, Invoice, InvoiceEvent
+from billing import invoicing, sla, vouchers
+from billing.models import (
+    CreditNote,
+    CreditNoteLine,
+    Dispute,
+    Evidence,
+    Invoice,
+    InvoiceEvent,
+    Voucher,
+)
 from gpulease_verify import credit_base
 from gpulease_verify.bundle import billed_lines
 from gpulease_verify.calculations import sla_credit
@@ -90,6 +98,22 @@ def _invoice_doc(lease: Lease, period: str) -> dict[str, Any]:
             "lines": [_line(line, line.position) for line in lines],
             "credit_notes": _credit_notes_doc(invoice),
             "events": _events_doc(invoice),
+            "vouchers_issued": [
+                _voucher_doc(voucher)
+                for voucher in vouchers.with_ledger(
+                    invoice.vouchers_issued.filter(lease=lease)
+                ).order_by("number")
+            ],
+            "vouchers_applied": [
+                {
+                    "amount": _plain(redemption.amount),
+                    "at": iso_utc(redemption.at),
+                    "voucher": _voucher_doc(redemption.voucher),
+                }
+                for redemption in invoice.voucher_redemptions.prefetch_related(
+                    Prefetch("voucher", queryset=vouchers.with_ledger(Voucher.objects.all()))
+                ).order_by("at", "pk")
+            ],
             "other_lines": [
                 {
                     "position": line.position,
@@ -114,6 +138,31 @@ def _invoice_doc(lease: Lease, period: str) -> dict[str, Any]:
         "currency": "CNY",
         "note": "no invoice drafted yet: the lease's lines as they would be drafted now",
         "lines": [_line(line, position) for position, line in enumerate(computed, start=1)],
+    }
+
+
+def _voucher_doc(voucher: Voucher) -> dict[str, Any]:
+    """A voucher with its whole ledger: every redemption, on any invoice, with that
+    invoice's status (a void one's is released)."""
+    return {
+        "number": voucher.number,
+        "lease": voucher.lease.reference,
+        "period": voucher.period,
+        "source_invoice_number": voucher.source_invoice.number,
+        "amount": _plain(voucher.amount),
+        "issued_at": iso_utc(voucher.issued_at),
+        "validity_months": voucher.validity_months,
+        "expires_at": iso_utc(voucher.expires_at),
+        "voided_at": iso_utc(voucher.voided_at),
+        "redemptions": [
+            {
+                "invoice_number": redemption.invoice.number,
+                "invoice_status": redemption.invoice.status,
+                "amount": _plain(redemption.amount),
+                "at": iso_utc(redemption.at),
+            }
+            for redemption in voucher.redemptions.all()
+        ],
     }
 
 

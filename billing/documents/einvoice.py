@@ -9,7 +9,9 @@ stored subtotal, tax and total to the fen; the payload is refused if they do not
 parties are the identities the document froze when it was issued; the invoice type
 (专票/普票) is the tenant's setting. Each line's 税收分类编码 comes from
 ``settings.EINVOICE_TAX_CODES`` by the line's kind. Every payload is validated against
-``schemas/einvoice-v1.json`` before it leaves.
+``schemas/einvoice-v1.json`` before it leaves. Vouchers (代金券) the invoice used are no
+line: they are listed as ``payment_deductions`` and named in the remarks, the amounts and
+tax unchanged.
 """
 
 from __future__ import annotations
@@ -49,6 +51,8 @@ RED_LETTER_REASONS = {
     "03": "服务中止",
     "04": "销售折让",
 }
+# A voucher (代金券, billing.vouchers) is paid with, after tax: it is no line and no 折扣.
+VOUCHER_NOTE = "代金券抵扣：付款时扣减，不属于发票金额，不减少计税依据"
 # What a 专票 needs of each party beyond name and tax ID, with the names the tax form uses.
 SPECIAL_FIELDS = {
     "address": "address (地址)",
@@ -220,7 +224,24 @@ def invoice_payload(invoice: Invoice) -> dict[str, Any]:
         )
     with override("zh-hans"):
         document = invoice_document(invoice)
-    return _payload(document, invoice.tenant.invoice_type, None, "")
+    used = [r for r in invoice.voucher_redemptions.select_related("voucher").order_by("at", "pk")]
+    head = "；".join(
+        f"代金券 {r.voucher.number} 抵扣 {_money(r.amount)} 元（付款抵扣，不减少计税金额）"
+        for r in used
+    )
+    payload = _payload(document, invoice.tenant.invoice_type, None, head)
+    if used:
+        payload["payment_deductions"] = [
+            {
+                "kind": "voucher",
+                "number": r.voucher.number,
+                "amount": _money(r.amount),
+                "note": VOUCHER_NOTE,
+            }
+            for r in used
+        ]
+        validate(payload)
+    return payload
 
 
 def red_letter_reason(note: CreditNote) -> str:

@@ -241,6 +241,8 @@ def _balance_rows(document: Document) -> list[list[Any]]:
             (_("credit notes (¥)"), owed.credit_notes_total),
             (_("total after credit notes (¥)"), owed.net),
         ]
+    if owed.vouchers:
+        rows.append((_("vouchers applied, after tax (¥)"), -owed.vouchers))
     if owed.due is not None:
         rows.append((_("amount due (¥)"), owed.due))
     if owed.refund:

@@ -214,7 +214,7 @@ def invoice_document(invoice: Invoice, lines: Sequence[Any] | None = None) -> Do
         currency=invoice.currency,
         network_cost_share=invoice.network_cost_share,
         notes=[] if frozen else [_("Draft: not an invoice until it is issued.")],
-        balance=balance(invoice, invoice.credit_notes.all()),
+        balance=balance(invoice, invoice.credit_notes.all(), invoice.voucher_redemptions.all()),
     )
 
 

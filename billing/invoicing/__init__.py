@@ -47,7 +47,9 @@ The rules, in the order an invoice is built:
      terms' ``credit_base`` names (``gpulease_verify.credit_base``): the network fee lines
      (default), the usage lines (per GB, 95th percentile), or the contracted monthly
      base fee (保底) prorated. No base, unknown compliance, or compliance at or above
-     every tier: no line.
+     every tier: no line. Where that version's ``credit_mode`` is ``voucher`` the credit
+     is no line either: issuing the invoice issues it as a voucher (``billing.vouchers``),
+     applied to the next invoices after tax.
 
 6. **Adjustments.** An issued (or paid) invoice never changes. Each of the tenant's
    billed months before this one whose next open draft this is (no other draft lies
@@ -94,7 +96,13 @@ from billing.invoicing.computed import (
     check_period,
     previous_period,
 )
-from billing.invoicing.drafting import compute_invoice, draft_invoice, draft_period, open_invoice
+from billing.invoicing.drafting import (
+    compute_invoice,
+    draft_invoice,
+    draft_period,
+    drafted,
+    open_invoice,
+)
 from billing.invoicing.lines import (
     LeaseCredit,
     LeaseFacts,
@@ -143,6 +151,7 @@ __all__ = [
     "dispute_credits",
     "draft_invoice",
     "draft_period",
+    "drafted",
     "invoice_summary",
     "issued_message",
     "lease_credit",

@@ -118,6 +118,9 @@ class ComputedInvoice:
     tax: Decimal = ZERO
     total: Decimal = ZERO
     network_cost_share: Decimal | None = None
+    # SLA credits the terms give as vouchers (billing.vouchers): the lines they would have
+    # been, on no invoice; issuing the invoice issues them.
+    voucher_credits: list[ComputedLine] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from django.utils.translation import gettext as _
 
 from billing.choices import BILLED_INVOICE_STATUSES, InvoiceStatus
 from billing.invoicing.adjustments import adjustments, dispute_credits
-from billing.invoicing.computed import ComputedInvoice, check_period
+from billing.invoicing.computed import ComputedInvoice, ComputedLine, check_period
 from billing.invoicing.lines import lease_part, lease_share
 from billing.invoicing.summary import issued_message
 from billing.invoicing.windows import BILLED_STATUSES, billed_leases
@@ -32,7 +32,8 @@ def compute_invoice(*, tenant: Tenant, period: str) -> ComputedInvoice:
     only; nothing is saved."""
     check_period(period)
     start, end = Period.parse(period).bounds(tenant.time_zone)
-    leases = lease_part(tenant, period)
+    vouchers: list[ComputedLine] = []
+    leases = lease_part(tenant, period, vouchers)
     lines = leases + adjustments(tenant, period) + dispute_credits(tenant, period)
     totals = invoice_totals_by_rate([(line.amount, line.tax_rate_percent) for line in lines])
     rates = {line.tax_rate_percent for line in lines}
@@ -48,6 +49,7 @@ def compute_invoice(*, tenant: Tenant, period: str) -> ComputedInvoice:
         tax=totals.tax,
         total=totals.total,
         network_cost_share=lease_share(leases),
+        voucher_credits=vouchers,
     )
 
 
@@ -60,12 +62,19 @@ def open_invoice(tenant: Tenant, period: str) -> Invoice | None:
     )
 
 
-@transaction.atomic
 def draft_invoice(*, tenant: Tenant, period: str, now: datetime | None = None) -> Invoice:
     """Create or recompute the tenant's draft invoice for the month: its lines are
     deleted and rebuilt from ``compute_invoice``. An issued or paid invoice is refused, and
     so is a month that has not started yet (``now``, default the current time). A void
     invoice stays as it is; the month gets a new draft."""
+    return drafted(tenant=tenant, period=period, now=now)[0]
+
+
+@transaction.atomic
+def drafted(
+    *, tenant: Tenant, period: str, now: datetime | None = None
+) -> tuple[Invoice, ComputedInvoice]:
+    """``draft_invoice`` with the computation it saved (issuing reads its voucher credits)."""
     check_period(period)
     now = now or timezone.now()
     # One drafter per tenant at a time: the tenant row is the lock.
@@ -105,7 +114,7 @@ def draft_invoice(*, tenant: Tenant, period: str, now: datetime | None = None) -
         )
         for position, line in enumerate(computed.lines, start=1)
     )
-    return invoice
+    return invoice, computed
 
 
 def _candidate_tenants(period: str, tenant: Tenant | None) -> list[Tenant]:

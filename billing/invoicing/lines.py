@@ -58,6 +58,7 @@ from gpulease_verify.money import ROUNDING, to_fen
 from leases.choices import BillingMode
 from leases.contract_rules import credit_tiers
 from leases.models import Lease, LeaseTerms, NodeAssignment, Tenant
+from leases.models.terms import CreditMode
 from leases.selectors import TermsTimeline
 
 
@@ -448,11 +449,17 @@ class LeaseFacts:
         )
 
 
-def lease_lines(*, lease: Lease, period: str, zone: str) -> list[ComputedLine]:
+def lease_lines(
+    *, lease: Lease, period: str, zone: str, vouchers: list[ComputedLine] | None = None
+) -> list[ComputedLine]:
     """The lines of one lease for one month, computed and not saved (see the package
     docstring for the rules). No lines while an acceptance the terms require has not
-    passed."""
-    return _lease_month(lease, period, zone, LeaseFacts.of(lease))[0]
+    passed. An SLA credit the terms give as a voucher (``credit_mode``) is no line: it is
+    appended to ``vouchers`` when given, as the line it would have been."""
+    lines, _outcome, given = _lease_month(lease, period, zone, LeaseFacts.of(lease))
+    if vouchers is not None:
+        vouchers += given
+    return lines
 
 
 def lease_credit(*, lease: Lease, period: str) -> LeaseCredit | None:
@@ -476,7 +483,7 @@ def month_credit(*, lease: Lease, period: str, facts: LeaseFacts) -> LeaseCredit
 
 def _lease_month(
     lease: Lease, period: str, zone: str, facts: LeaseFacts
-) -> tuple[list[ComputedLine], LeaseCredit | None]:
+) -> tuple[list[ComputedLine], LeaseCredit | None, list[ComputedLine]]:
     month = Month.of(period, zone)
     timeline = facts.timeline
     window = billed_window(
@@ -486,7 +493,7 @@ def _lease_month(
         acceptance=(facts.needs_acceptance, facts.accepted),
     )
     if window.start is None or window.end is None:
-        return [], None
+        return [], None, []
     acceptance: dict[str, Any] = {}
     if window.requires_acceptance:
         acceptance = {
@@ -515,10 +522,24 @@ def _lease_month(
     )
     fee = sum((line.amount for line in by_kind[LineKind.NETWORK_FEE]), ZERO)
     outcome = None
+    given: list[ComputedLine] = []
     if parts and base.amount > 0:
         outcome = _credit(lease, (parts[0].start, parts[-1].end), parts[-1].terms, base)
         credit = _credit_line(lease, outcome, month, fee)
-        if credit is not None:
+        if credit is not None and outcome.terms.credit_mode == CreditMode.VOUCHER:
+            # Given as a voucher when the invoice is issued (billing.vouchers): no line.
+            months = outcome.terms.voucher_validity_months
+            given.append(
+                replace(
+                    credit,
+                    detail={
+                        **credit.detail,
+                        "credit_mode": CreditMode.VOUCHER.value,
+                        "voucher_validity_months": months,
+                    },
+                )
+            )
+        elif credit is not None:
             by_kind[LineKind.SLA_CREDIT].append(credit)
     lines = [line for kind in KIND_ORDER for line in by_kind[kind]]
     share = lease_share(lines)
@@ -527,12 +548,16 @@ def _lease_month(
         "lease_network_cost_share": None if share is None else str(share),
         **acceptance,
     }
-    return [replace(line, detail={**line.detail, **common}) for line in lines], outcome
+    vouchers = [replace(line, detail={**line.detail, **common}) for line in given]
+    return [replace(line, detail={**line.detail, **common}) for line in lines], outcome, vouchers
 
 
-def lease_part(tenant: Tenant, period: str) -> list[ComputedLine]:
-    """The lines of every lease the month bills, in reference order."""
+def lease_part(
+    tenant: Tenant, period: str, vouchers: list[ComputedLine] | None = None
+) -> list[ComputedLine]:
+    """The lines of every lease the month bills, in reference order. A credit its terms
+    give as a voucher is no line: it goes into ``vouchers`` when given."""
     lines: list[ComputedLine] = []
     for lease in billed_leases(tenant=tenant, period=period):
-        lines += lease_lines(lease=lease, period=period, zone=tenant.time_zone)
+        lines += lease_lines(lease=lease, period=period, zone=tenant.time_zone, vouchers=vouchers)
     return lines

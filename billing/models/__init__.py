@@ -8,6 +8,8 @@ from billing.models.invoices import (
     InvoiceEvent,
     InvoiceImmutable,
     InvoiceLine,
+    Voucher,
+    VoucherRedemption,
 )
 from billing.models.rollups import HourlyRollup, IngestCursor, TrafficSample
 from billing.models.thresholds import Threshold, ThresholdCrossing
@@ -31,4 +33,6 @@ __all__ = [
     "Threshold",
     "ThresholdCrossing",
     "TrafficSample",
+    "Voucher",
+    "VoucherRedemption",
 ]

@@ -404,3 +404,111 @@ class InvoiceEvent(models.Model):
 
     def delete(self, *args, **kwargs):  # type: ignore[no-untyped-def]
         raise _immutable(gettext("Invoice %(invoice)s") % {"invoice": self.invoice.label})
+
+
+class Voucher(TimeStampedModel):
+    """A voucher (代金券): an SLA credit given, where the terms say ``credit_mode``
+    voucher, as an amount the tenant's next invoices use up after tax rather than as a
+    negative line (``billing.vouchers``). Issued with the invoice of the month that earned
+    it, in the same transaction, numbered in its own gap-free series; valid from its issue
+    until ``expires_at`` (excluded). Never edited: only ``voided_at`` is set, when the
+    invoice that issued it is voided before any of it was used. What is left is its amount
+    less its redemptions on invoices that are not void."""
+
+    tenant = models.ForeignKey(
+        Tenant, on_delete=models.PROTECT, related_name="vouchers", verbose_name=_("tenant")
+    )
+    lease = models.ForeignKey(
+        Lease, on_delete=models.PROTECT, related_name="vouchers", verbose_name=_("lease")
+    )
+    source_invoice = models.ForeignKey(
+        Invoice,
+        on_delete=models.PROTECT,
+        related_name="vouchers_issued",
+        verbose_name=_("issued with invoice"),
+    )
+    number = models.CharField(_("voucher number"), max_length=40, unique=True)
+    period = models.CharField(_("credit for period (YYYY-MM)"), max_length=7)
+    currency = models.CharField(_("currency"), max_length=3, default=CURRENCY)
+    amount = _money(_("amount (¥)"))
+    issued_at = models.DateTimeField(_("issued at"))
+    validity_months = models.PositiveSmallIntegerField(_("validity (months)"))
+    expires_at = models.DateTimeField(_("expires at"))
+    description = models.CharField(_("description"), max_length=500)
+    detail = models.JSONField(
+        _("how the credit was computed"),
+        default=dict,
+        help_text=_("The SLA credit's inputs and steps, as a credit line would carry them."),
+    )
+    voided_at = models.DateTimeField(_("voided at"), null=True, blank=True)
+
+    objects = TenantScopedQuerySet.as_manager()
+    tenant_path = "tenant"
+
+    class Meta:
+        verbose_name = _("voucher")
+        verbose_name_plural = _("vouchers")
+        ordering = ["-issued_at", "-id"]
+        constraints = [
+            models.CheckConstraint(condition=Q(amount__gt=0), name="voucher_amount_positive"),
+            models.CheckConstraint(
+                condition=Q(expires_at__gt=models.F("issued_at")),
+                name="voucher_expires_after_issue",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.number
+
+    def save(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if self.pk is not None:
+            fields = kwargs.get("update_fields")
+            if fields is None or not set(fields) <= {"voided_at", "updated_at"}:
+                raise _immutable(gettext("Voucher %(voucher)s") % {"voucher": self.number})
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        raise _immutable(gettext("Voucher %(voucher)s") % {"voucher": self.number})
+
+
+class VoucherRedemption(models.Model):
+    """What one invoice used of one voucher, written when that invoice is issued; its own
+    ledger with the voucher's issue. A redemption on an invoice voided since is released
+    (counts for nothing): the row stays, as the record of what happened."""
+
+    voucher = models.ForeignKey(
+        Voucher, on_delete=models.PROTECT, related_name="redemptions", verbose_name=_("voucher")
+    )
+    invoice = models.ForeignKey(
+        Invoice,
+        on_delete=models.PROTECT,
+        related_name="voucher_redemptions",
+        verbose_name=_("applied to invoice"),
+    )
+    amount = _money(_("amount (¥)"))
+    at = models.DateTimeField(_("at"))
+
+    objects = TenantScopedQuerySet.as_manager()
+    tenant_path = "voucher__tenant"
+
+    class Meta:
+        verbose_name = _("voucher redemption")
+        verbose_name_plural = _("voucher redemptions")
+        ordering = ["at", "id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["voucher", "invoice"], name="one_redemption_per_invoice"
+            ),
+            models.CheckConstraint(condition=Q(amount__gt=0), name="redemption_amount_positive"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.voucher} {self.amount} on {self.invoice}"
+
+    def save(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if self.pk is not None:
+            raise _immutable(gettext("Voucher %(voucher)s") % {"voucher": self.voucher.number})
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        raise _immutable(gettext("Voucher %(voucher)s") % {"voucher": self.voucher.number})

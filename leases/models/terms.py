@@ -16,6 +16,14 @@ from leases.choices import BillingMode, HeavyProbePolicy, P95Direction, P95Windo
 from leases.models.leases import Lease
 
 
+class CreditMode(models.TextChoices):
+    """How an SLA credit reaches the tenant (``billing.vouchers``): a negative line on the
+    month's invoice, or a voucher (代金券) applied to the next invoices' payable totals."""
+
+    LINE = "line", _("a negative line on the month's invoice")
+    VOUCHER = "voucher", _("a voucher (代金券) for the next invoices")
+
+
 class CreditBase(models.TextChoices):
     """What an SLA credit is a percentage of (each terms version says; see
     ``gpulease_verify.credit_base``)."""
@@ -159,6 +167,24 @@ class LeaseTerms(TimeStampedModel):
     contracted_base_per_month = _money(
         _("contracted monthly base fee for credits (保底, ¥)"),
         help_text=_("Only with credits on a contracted base fee; prorated like the network fee."),
+    )
+    # How the credit is given (billing.vouchers); the defaults are the only way there was
+    # before the fields existed (gpulease_verify.terms.DEFAULTED_FIELDS).
+    credit_mode = models.CharField(
+        _("credits are given as"),
+        max_length=16,
+        choices=CreditMode.choices,
+        default=CreditMode.LINE,
+        help_text=_(
+            "A negative line on the month's invoice (taxed, it lowers the VAT base), or a "
+            "voucher (代金券) that the next invoices' payable totals use up after tax."
+        ),
+    )
+    voucher_validity_months = models.PositiveSmallIntegerField(
+        _("voucher validity (months)"),
+        default=12,
+        validators=[MinValueValidator(1), MaxValueValidator(120)],
+        help_text=_("How long a voucher can be used from its issue (1 to 120 months)."),
     )
 
     # Money, CNY.

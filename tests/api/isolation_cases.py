@@ -182,6 +182,27 @@ def credit_note_of(side: Side) -> Any:
     return side.credit_note
 
 
+def voucher_of(side: Side) -> Any:
+    """A voucher of the tenant, issued with its November invoice (made once per side)."""
+    if getattr(side, "voucher", None) is None:
+        from billing.models import Voucher
+
+        invoice = issued_invoice_of(side)
+        side.voucher = Voucher.objects.create(
+            tenant=side.tenant,
+            lease=side.lease,
+            source_invoice=invoice,
+            number=f"GL-VC-2026-{side.tenant.pk:06d}",
+            period="2026-11",
+            amount="100.00",
+            issued_at=invoice.issued_at,
+            validity_months=12,
+            expires_at=at("2027-12-02 00:00"),
+            description="SLA credit",
+        )
+    return side.voucher
+
+
 CASES: dict[str, ListOf | DetailOf | NoRows] = {
     "api:api-root": NoRows("the router's index lists the collections' URLs"),
     "api:tenant-list": ListOf(lambda side: {side.tenant.pk}),
@@ -248,6 +269,15 @@ CASES: dict[str, ListOf | DetailOf | NoRows] = {
     ),
     "api:creditnote-detail": DetailOf(pk(credit_note_of)),
     "api:creditnote-einvoice": DetailOf(pk(credit_note_of)),
+    "api:voucher-list": ListOf(
+        lambda side: {voucher_of(side).pk},
+        filters=lambda side: [
+            {"tenant": side.tenant.slug},
+            {"lease": side.lease.pk},
+            {"source_invoice": issued_invoice_of(side).pk},
+        ],
+    ),
+    "api:voucher-detail": DetailOf(pk(voucher_of)),
     "api:apitoken-list": ListOf(
         lambda side: {side.token.pk}, filters=lambda side: [{"prefix": side.token.prefix}]
     ),

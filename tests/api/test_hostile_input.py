@@ -796,6 +796,7 @@ FILTERED_LISTS = {
     "api:incident-list",
     "api:invoice-list",
     "api:creditnote-list",
+    "api:voucher-list",
     "api:apitoken-list",
     "api:dispute-list",
 }

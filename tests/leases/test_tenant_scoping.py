@@ -13,7 +13,13 @@ from benchmarks import services as probe_services
 from benchmarks.models import Rejudgement
 from billing import checkpoints, evidence, invoicing, thresholds
 from billing import services as billing_services
-from billing.models import HourlyRollup, ThresholdCrossing, TrafficSample
+from billing.models import (
+    HourlyRollup,
+    ThresholdCrossing,
+    TrafficSample,
+    Voucher,
+    VoucherRedemption,
+)
 from incidents.models import Incident
 from leases import services, tenant_settings
 from leases.choices import LeaseStatus, Role
@@ -96,6 +102,22 @@ def world():
             invoice=november, force=True, reason="test world", now=at("2026-12-02 00:00")
         )
         billing_services.create_credit_note(invoice=issued, reason="Reversed.")
+        # A voucher (billing.vouchers) and its redemption on a later invoice.
+        voucher = Voucher.objects.create(
+            tenant=membership.tenant,
+            lease=lease,
+            source_invoice=issued,
+            number=f"GL-VC-2026-{membership.tenant.pk:06d}",
+            period="2026-11",
+            amount="100.00",
+            issued_at=issued.issued_at,
+            validity_months=12,
+            expires_at=at("2027-12-02 00:00"),
+            description="SLA credit",
+        )
+        VoucherRedemption.objects.create(
+            voucher=voucher, invoice=issued, amount="10.00", at=issued.issued_at
+        )
         checkpoints.create_checkpoint(lease=lease, period="2026-11", now=at("2026-12-01 00:00"))
         proof = evidence.submit_evidence(
             lease=lease,

@@ -2,8 +2,9 @@
 every run re-judged (``rejudge``), the billed window (``window``), the compliance
 recomputed from the runs, the hourly rollups, the traffic samples rebuilt from the counters
 and probe runs (``traffic``), the SLA credit and every invoice line derived again from
-terms, assignments and the rebuilt samples (``lines``), the invoice's credit notes and
-lifecycle events (``credit_notes``). Reads no database
+terms, assignments and the rebuilt samples (``lines``), a credit given as a voucher and the
+vouchers the invoice used (``vouchers``), the invoice's credit notes and lifecycle events
+(``credit_notes``). Reads no database
 and imports no Django; ``manage.py audit_verify`` and the ``gpulease-verify`` console
 script both call ``verify_report``."""
 
@@ -27,6 +28,7 @@ from gpulease_verify import (
     health,
     rejudge,
     traffic,
+    vouchers,
 )
 from gpulease_verify import compliance as sla
 from gpulease_verify import lines as invoice_lines
@@ -640,7 +642,9 @@ class _Checker:
         self.same("credit percent applied", stated.get("percent_applied"), result.percent_applied)
         self.same("credit amount", stated.get("amount"), result.amount)
         on_invoice = sum((Decimal(x["amount"]) for x in lines if x["kind"] == SLA_CREDIT), ZERO)
-        expected = result.amount if base.amount > 0 else ZERO
+        # Given as a voucher where the terms say so: no line (gpulease_verify.vouchers).
+        as_line = vouchers.credit_mode(terms) == vouchers.LINE
+        expected = result.amount if base.amount > 0 and as_line else ZERO
         self.same("SLA credit line(s) on the invoice", on_invoice, expected)
         self.notes.append(f"credit: {result.percent_applied}% of {base.name()} = {result.amount}")
         return result if base.amount > 0 else None
@@ -680,7 +684,8 @@ class _Checker:
             samples=self.samples,
             zone_name=period["time_zone"],
         )
-        if credit is not None and credit.amount != 0:
+        as_line = vouchers.credit_mode(self.terms_at_end()) == vouchers.LINE
+        if credit is not None and credit.amount != 0 and as_line:
             found.append(
                 invoice_lines.Expected(
                     SLA_CREDIT,
@@ -967,7 +972,13 @@ def verify_report(
         checker.window()
         compliance = checker.compliance()
         checker.traffic()
-        checker.lines(checker.credit(compliance))
+        credit = checker.credit(compliance)
+        checker.lines(credit)
+        given = vouchers.check(
+            bundle, None if credit is None else credit.amount, checker.terms_at_end()
+        )
+        checker.mismatches.extend(given[0])
+        checker.notes.extend(given[1])
         documents = credit_notes.check(bundle)
         checker.mismatches.extend(documents[0])
         checker.notes.extend(documents[1])

@@ -74,6 +74,8 @@ CONTRACT_FIELDS = (
     "p95_direction",
     "p95_window",
     "degraded_weight",
+    "credit_mode",
+    "voucher_validity_months",
 )
 # Contract fields added after versions were first hashed, each with the field whose value
 # it had implicitly before it existed: such a field is in the hashed content only when it
@@ -104,6 +106,10 @@ DEFAULTED_FIELDS: dict[str, Any] = {
     # How much of a degraded minute counts as down (gpulease_verify.compliance): 0, a
     # degraded minute is up, as every version written before degraded minutes existed.
     "degraded_weight": "0",
+    # How an SLA credit is given (gpulease_verify.vouchers): a negative invoice line, as
+    # every version before vouchers existed; a voucher is valid 12 months by default.
+    "credit_mode": "line",
+    "voucher_validity_months": 12,
 }
 ACKNOWLEDGEMENT_FIELDS = ("by", "role", "at", "reason")
 ACKNOWLEDGEMENT_STANDING = ("tenant", "staff", "proposed_at")

@@ -22,7 +22,7 @@ So each dispatcher cycle sends again the batches that have, with their deadline 
 - a run put back to wait longer ago than its retry can take (PROBE_RETRY_MAX_S, plus
   RESEND_GRACE); or, deadline or not,
 - a run whose claim is stale: the worker that took it is dead, since Celery's hard time
-  limit ends a live one's task first (``services.stale_claim_after``),
+  limit ends a live one's task first (``stale_claim_after``),
 
 but only to a probe queue that holds no message: a backlog is never sent into itself, and
 a task still waiting there is not doubled. A copy of a task that did survive somewhere is
@@ -38,12 +38,14 @@ import uuid
 from collections import defaultdict
 from datetime import datetime, timedelta
 
+from celery import current_app
 from django.conf import settings
 from django.db.models import Q
 from kombu.exceptions import KombuError
 
 from benchmarks.choices import RunState
 from benchmarks.models import PendingWitness, ProbeRun
+from benchmarks.task_names import EXECUTE_BATCH
 from leases.models import Site
 
 log = logging.getLogger(__name__)
@@ -54,10 +56,14 @@ RESEND_GRACE = timedelta(seconds=30)
 BROKER_TIMEOUT_S = 5
 
 
+def stale_claim_after() -> timedelta:
+    # A live worker's task is killed by Celery's hard time limit before this; so a run
+    # still "running" after it belongs to a worker that died, and may be taken over.
+    return timedelta(seconds=settings.PROBE_TASK_TIME_LIMIT_S + 10)
+
+
 def orphaned(now: datetime) -> dict[uuid.UUID, int]:
     """Batch -> its site, for the batches with a run that no task may be left for."""
-    from benchmarks.services import stale_claim_after
-
     never_taken = Q(state=RunState.SCHEDULED, attempts=0, slot_at__lt=now - RESEND_GRACE)
     retry_lost = Q(
         state=RunState.SCHEDULED,
@@ -76,9 +82,7 @@ def orphaned(now: datetime) -> dict[uuid.UUID, int]:
 def resend(*, now: datetime) -> int:
     """Send the orphaned batches' tasks again, to their sites' queues when those are
     empty. Returns how many were sent."""
-    from benchmarks.tasks import execute_batch
-
-    app = execute_batch.app  # the app that sends it (config.celery's)
+    app = current_app  # config.celery's
     found = orphaned(now)
     if not found:
         return 0
@@ -97,7 +101,9 @@ def resend(*, now: datetime) -> int:
                 if channel.queue_declare(queue=queue).message_count:
                     continue  # a backlog: these may be in it
                 for batch in sorted(batches):
-                    execute_batch.apply_async(args=[str(batch)], queue=queue, connection=connection)
+                    app.send_task(
+                        EXECUTE_BATCH, args=[str(batch)], queue=queue, connection=connection
+                    )
                     sent.append(batch)
     except errors as error:
         log.warning("could not send orphaned probe batches again (%s); next cycle", error)

@@ -15,7 +15,6 @@ the SLA excludes, instead of missed against the provider.
 
 import asyncio
 import concurrent.futures
-import functools
 import logging
 import math
 import time
@@ -45,9 +44,11 @@ from benchmarks.models import (
 from benchmarks.probes import runner
 from benchmarks.probes.plan import PlannedBatch, PlanNode, plan_batches
 from benchmarks.recording import terms_view
+from benchmarks.task_names import EXECUTE_BATCH
 from benchmarks.transports import AsyncTransport, LocalTransport, SSHTarget, SSHTransport, kept_open
 from billing.models import TrafficSample
 from common.locks import locking
+from common.tasks import send_after_commit
 from gpulease_verify.traffic import SLOT_EPOCH
 from leases.choices import HEAVY_PROBE_KINDS, HeavyProbePolicy, LeaseStatus, ProbeKind
 from leases.contract_rules import MAX_CADENCE_S, in_weekly_windows
@@ -209,24 +210,14 @@ def _save(batches: Sequence[NewBatch]) -> None:
 
 
 def _enqueue_after_commit(batches: Sequence[NewBatch]) -> None:
-    from benchmarks.tasks import execute_batch
-
     for batch in batches:
         if any(run.state == RunState.SCHEDULED for run in batch.runs):
-            transaction.on_commit(
-                lambda b=batch: execute_batch.apply_async(
-                    args=[str(b.batch)], queue=b.site.probe_queue
-                )
-            )
+            send_after_commit(EXECUTE_BATCH, str(batch.batch), queue=batch.site.probe_queue)
 
 
 def _enqueue_node_runs_after_commit(batches: Sequence[tuple[uuid.UUID, str]]) -> None:
-    from benchmarks.tasks import execute_batch
-
     for batch, queue in batches:
-        transaction.on_commit(
-            functools.partial(execute_batch.apply_async, args=[str(batch)], queue=queue)
-        )
+        send_after_commit(EXECUTE_BATCH, str(batch), queue=queue)
 
 
 @dataclass(frozen=True)
@@ -561,7 +552,7 @@ def run_now(
     with transaction.atomic():
         locking(Lease.objects).filter(pk=lease.pk).values_list("pk").first()
         pending = selectors.pending_on_demand_batches(
-            lease_id=lease.pk, now=now, live_claims_after=now - stale_claim_after()
+            lease_id=lease.pk, now=now, live_claims_after=now - orphans.stale_claim_after()
         )
         if pending:
             return RunNow(
@@ -606,7 +597,7 @@ def crowded_out_by_tenant(runs: QuerySet[ProbeRun]) -> QuerySet:
         Q(proberun__finished_at__gt=OuterRef("proberun__slot_at"))
         | Q(
             proberun__finished_at__isnull=True,
-            proberun__claimed_at__gt=OuterRef("proberun__slot_at") - stale_claim_after(),
+            proberun__claimed_at__gt=OuterRef("proberun__slot_at") - orphans.stale_claim_after(),
         )
     )
     return (
@@ -699,12 +690,6 @@ class TransportRetry(Exception):
     """Some runs could not reach their nodes; they are scheduled again for another try."""
 
 
-def stale_claim_after() -> timedelta:
-    # A live worker's task is killed by Celery's hard time limit before this; so a run
-    # still "running" after it belongs to a worker that died, and may be taken over.
-    return timedelta(seconds=settings.PROBE_TASK_TIME_LIMIT_S + 10)
-
-
 def _claim(batch: uuid.UUID, now: datetime) -> list[ProbeRun]:
     """Take the batch's runs that nobody is running. Raises StillRunning when a live
     worker holds some, so a redelivered task comes back instead of dropping them."""
@@ -720,10 +705,10 @@ def _claim(batch: uuid.UUID, now: datetime) -> list[ProbeRun]:
             if (
                 run.state == RunState.RUNNING
                 and run.claimed_at
-                and (now - run.claimed_at < stale_claim_after())
+                and (now - run.claimed_at < orphans.stale_claim_after())
             ):
                 # A live worker has it (or had it, until it died: then it goes stale).
-                held_until = run.claimed_at + stale_claim_after()
+                held_until = run.claimed_at + orphans.stale_claim_after()
                 continue
             if run.deadline_at < now:
                 late.append(run)
@@ -739,7 +724,7 @@ def _claim(batch: uuid.UUID, now: datetime) -> list[ProbeRun]:
 
 
 def _lock_nodes(batch: uuid.UUID, node_ids: list[int], now: datetime) -> None:
-    expires = now + stale_claim_after()
+    expires = now + orphans.stale_claim_after()
     with transaction.atomic():
         NodeLock.objects.filter(node_id__in=node_ids, expires_at__lt=now).delete()
         NodeLock.objects.filter(node_id__in=node_ids, batch=batch).delete()  # our own, retried

@@ -7,6 +7,7 @@ from celery import shared_task
 from django.conf import settings
 
 from benchmarks import services, witness_settle
+from benchmarks.task_names import EXECUTE_BATCH, SETTLE_WITNESS
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +31,7 @@ def soft_time_limit(hard_s: int) -> int:
 
 
 @shared_task(
-    name="benchmarks.execute_batch",
+    name=EXECUTE_BATCH,
     bind=True,
     acks_late=True,
     reject_on_worker_lost=True,
@@ -54,7 +55,7 @@ def execute_batch(self, batch: str) -> int:  # type: ignore[no-untyped-def]
 
 
 @shared_task(
-    name="benchmarks.settle_witness",
+    name=SETTLE_WITNESS,
     acks_late=True,
     reject_on_worker_lost=True,
     ignore_result=True,

@@ -35,7 +35,9 @@ from benchmarks.models import NodeLock, PendingWitness, ProbeRun
 from benchmarks.probes import runner
 from benchmarks.probes.plan import PlanNode
 from benchmarks.recording import record_execution
+from benchmarks.task_names import SETTLE_WITNESS
 from common.locks import locking
+from common.tasks import send
 from gpulease_verify.canonical import iso_utc, parse_instant
 from leases.models import Lease, LeaseTerms
 from telemetry import witness as telemetry_witness
@@ -154,9 +156,7 @@ def defer(
 
 
 def _ask_for_settle(batch: uuid.UUID, queue: str) -> None:
-    from benchmarks.tasks import settle_witness
-
-    settle_witness.apply_async(args=[str(batch)], countdown=settings.WITNESS_SETTLE_S, queue=queue)
+    send(SETTLE_WITNESS, str(batch), countdown=settings.WITNESS_SETTLE_S, queue=queue)
 
 
 def settle(batch: uuid.UUID, *, now: datetime | None = None) -> list[ProbeRun]:

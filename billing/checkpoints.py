@@ -18,6 +18,7 @@ from benchmarks.models import ProbeRun
 from billing import invoicing
 from billing.audit_keys import signing_key
 from billing.models import ChainCheckpoint
+from common.tasks import send
 from gpulease_verify import checkpoints as rules
 from gpulease_verify.chain import GENESIS
 from gpulease_verify.keys import public_key_info
@@ -81,9 +82,7 @@ def create_checkpoint(
 
 
 def _announce(checkpoint_id: int) -> None:
-    from billing.tasks import notify_checkpoint
-
-    notify_checkpoint.delay(checkpoint_id)
+    send("billing.notify_checkpoint", checkpoint_id)
 
 
 def close_period(

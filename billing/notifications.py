@@ -9,12 +9,14 @@ import uuid
 from typing import Any
 
 from django.core.mail import send_mail
+from django.db import transaction
 from django.template.loader import render_to_string
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from billing.models import ChainCheckpoint, ThresholdCrossing
 from billing.thresholds import UNITS, shown
+from common.locks import locking
 from incidents.notifications import DELIVERY_NAMESPACE, deliver, in_zone, utc_iso
 
 CHECKPOINT_EVENT = "chain.checkpoint"
@@ -117,3 +119,42 @@ def send_threshold_email(*, crossing: ThresholdCrossing) -> None:
         recipient_list=[tenant.contact_email],
         html_message=render_to_string("billing/threshold_email.html", context),
     )
+
+
+def notify_threshold(*, crossing_id: int) -> list[str]:
+    """Send the crossing's e-mail (to the tenant's contact e-mail) and then its signed
+    webhook, each channel the tenant has and that has not delivered yet; the row is locked
+    meanwhile, so two workers never send it twice. Returns the channels that delivered
+    now; re-raises the first failure once what delivered is marked."""
+    failure: Exception | None = None
+    delivered: list[str] = []
+    with transaction.atomic():
+        crossing = (
+            locking(
+                ThresholdCrossing.objects.select_related("threshold__tenant", "threshold__lease"),
+                of=("self",),
+            )
+            .filter(pk=crossing_id)
+            .first()
+        )
+        if crossing is None:  # the threshold was deleted since: nothing to tell
+            return []
+        tenant = crossing.threshold.tenant
+        if crossing.emailed_at is None and tenant.contact_email:
+            try:
+                send_threshold_email(crossing=crossing)
+                crossing.emailed_at = timezone.now()
+                delivered.append("email")
+            except Exception as error:
+                failure = error
+        if failure is None and crossing.webhook_sent_at is None and tenant.webhook_url:
+            try:
+                send_threshold_webhook(crossing=crossing)
+                crossing.webhook_sent_at = timezone.now()
+                delivered.append("webhook")
+            except Exception as error:
+                failure = error
+        crossing.save(update_fields=["emailed_at", "webhook_sent_at"])
+    if failure is not None:
+        raise failure
+    return delivered

@@ -91,6 +91,4 @@ def evaluate_thresholds(lease_id: int, periods: list[str]) -> list[int]:
 def notify_threshold(crossing_id: int) -> list[str]:
     """E-mail and webhook of a new threshold crossing; a retry sends only the channels
     that have not delivered yet."""
-    from billing import thresholds
-
-    return thresholds.notify(crossing_id=crossing_id)
+    return notifications.notify_threshold(crossing_id=crossing_id)

@@ -42,6 +42,7 @@ from django.utils.translation import gettext as _
 from billing import running
 from billing.choices import ThresholdKind
 from billing.models import Threshold, ThresholdCrossing
+from common.tasks import send_after_commit
 from gpulease_verify.money import to_fen
 from gpulease_verify.periods import Period
 from leases.choices import BillingMode
@@ -226,16 +227,10 @@ def watch_after_commit(windows: dict[int, tuple[Lease, datetime, datetime]]) -> 
             "tenant_id", "lease_id"
         )
     )
-    from billing.tasks import evaluate_thresholds
-
     for lease_id, (lease, start, end) in sorted(windows.items()):
         if (lease.tenant_id, None) in watched or (lease.tenant_id, lease_id) in watched:
             periods = periods_of(lease.tenant.time_zone, start, end)
-            transaction.on_commit(
-                lambda lease_id=lease_id, periods=periods: evaluate_thresholds.delay(
-                    lease_id, periods
-                )
-            )
+            send_after_commit("billing.evaluate_thresholds", lease_id, periods)
 
 
 def evaluate(*, lease_id: int, periods: list[str], now: datetime | None = None) -> list[int]:
@@ -297,52 +292,5 @@ def record(
             )
     except IntegrityError:
         return None
-    from billing.tasks import notify_threshold
-
-    transaction.on_commit(lambda: notify_threshold.delay(crossing.pk))
+    send_after_commit("billing.notify_threshold", crossing.pk)
     return crossing
-
-
-# --- telling the tenant -----------------------------------------------------------------
-
-
-def notify(*, crossing_id: int) -> list[str]:
-    """Send the crossing's e-mail (to the tenant's contact e-mail) and then its signed
-    webhook, each channel the tenant has and that has not delivered yet; the row is locked
-    meanwhile, so two workers never send it twice. Returns the channels that delivered
-    now; re-raises the first failure once what delivered is marked."""
-    from billing import notifications
-    from common.locks import locking
-
-    failure: Exception | None = None
-    delivered: list[str] = []
-    with transaction.atomic():
-        crossing = (
-            locking(
-                ThresholdCrossing.objects.select_related("threshold__tenant", "threshold__lease"),
-                of=("self",),
-            )
-            .filter(pk=crossing_id)
-            .first()
-        )
-        if crossing is None:  # the threshold was deleted since: nothing to tell
-            return []
-        tenant = crossing.threshold.tenant
-        if crossing.emailed_at is None and tenant.contact_email:
-            try:
-                notifications.send_threshold_email(crossing=crossing)
-                crossing.emailed_at = timezone.now()
-                delivered.append("email")
-            except Exception as error:
-                failure = error
-        if failure is None and crossing.webhook_sent_at is None and tenant.webhook_url:
-            try:
-                notifications.send_threshold_webhook(crossing=crossing)
-                crossing.webhook_sent_at = timezone.now()
-                delivered.append("webhook")
-            except Exception as error:
-                failure = error
-        crossing.save(update_fields=["emailed_at", "webhook_sent_at"])
-    if failure is not None:
-        raise failure
-    return delivered

@@ -1,8 +1,28 @@
-from celery import shared_task
+from typing import Any
+
+from celery import current_app, shared_task
 from django.conf import settings
+from django.db import transaction
 from django.utils import timezone
 
 from common.models import Heartbeat
+
+
+def send(name: str, *args: Any, **options: Any) -> Any:
+    """Send the Celery task ``name``. A service that enqueues its own app's task sends it
+    by name, so it never imports the tasks module that imports it (tasks -> services, one
+    way). Where the task is registered in this process it is applied as the task object
+    would be (its options, eager mode in tests); otherwise sent by name, with the same
+    routes."""
+    task = current_app.tasks.get(name)
+    if task is not None:
+        return task.apply_async(args=list(args), **options)
+    return current_app.send_task(name, args=list(args), **options)
+
+
+def send_after_commit(name: str, *args: Any, **options: Any) -> None:
+    """``send`` once the current transaction commits (never for a rolled-back one)."""
+    transaction.on_commit(lambda: send(name, *args, **options))
 
 
 @shared_task(name="common.ping")

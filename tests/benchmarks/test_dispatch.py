@@ -7,7 +7,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from benchmarks import services
+from benchmarks import orphans, services
 from benchmarks.choices import RunState, Trigger
 from benchmarks.models import NodeLock, ProbeRun, SiteAlert
 from leases import services as lease_services
@@ -136,9 +136,9 @@ def test_redelivered_batch_runs_nothing_twice():
     # twice; the second copy is told when to look again (once the first must be over).
     with pytest.raises(services.StillRunning) as still:
         services._claim(run.batch, NOW + timedelta(seconds=30))
-    assert still.value.seconds == (services.stale_claim_after() - timedelta(seconds=30)).seconds + 1
+    assert still.value.seconds == (orphans.stale_claim_after() - timedelta(seconds=30)).seconds + 1
     # Long after the task's hard time limit the first worker must be dead: take it over.
-    later = NOW + services.stale_claim_after() + timedelta(seconds=1)
+    later = NOW + orphans.stale_claim_after() + timedelta(seconds=1)
     ProbeRun.objects.filter(pk=run.pk).update(deadline_at=later + timedelta(minutes=5))
     retaken = services._claim(run.batch, later)
     assert [r.attempts for r in retaken] == [2]
@@ -158,7 +158,7 @@ def test_two_heavy_batches_never_share_a_node():
         services._lock_nodes(second, nodes, NOW)
     assert set(NodeLock.objects.values_list("batch", flat=True)) == {first}
     # A lock left by a dead worker expires and is taken over.
-    services._lock_nodes(second, nodes, NOW + services.stale_claim_after() + timedelta(seconds=1))
+    services._lock_nodes(second, nodes, NOW + orphans.stale_claim_after() + timedelta(seconds=1))
     assert set(NodeLock.objects.values_list("batch", flat=True)) == {second}
 
 

@@ -29,7 +29,7 @@ from decimal import Decimal
 from django.db.models import Q
 from django.urls import reverse
 from django.utils.translation import gettext as _
-from django.utils.translation import ngettext, pgettext
+from django.utils.translation import ngettext
 
 from billing.choices import IncidentState
 from billing.invoicing import BILLED_STATUSES
@@ -173,10 +173,8 @@ def for_leases(
     projections = [month.projected_total for month in shown]
     return MonthHeader(
         status=worst,
-        reason=(
-            f"{share}; {first.lease.reference}{pgettext('label separator', ': ')}"
-            f"{states[first.lease.pk][1]}"
-        ),
+        reason=_("%(share)s; %(lease)s: %(reason)s")
+        % {"share": share, "lease": first.lease.reference, "reason": states[first.lease.pk][1]},
         periods=tuple(sorted({month.period for month in shown})),
         open_incidents=open_incidents,
         incidents_url=incidents_url,

@@ -221,6 +221,8 @@ def test_the_overview_sums_its_leases_and_the_fleet_counts_them():
         "breached: 1 · degraded: 0 · no data: 1 · meeting the contract: 0"
     )
     assert header["open-incidents"] == "1"
+    chinese = header_of(client_for(member.user, "zh-hans").get("/").content.decode())
+    assert chinese["reason"].startswith("2 个租约中的 1 个；LX-2026-901：可用率 91.667 %")
 
     fleet = client_for(StaffFactory()).get(reverse("portal:fleet")).content.decode()
     provider = header_of(fleet)

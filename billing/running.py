@@ -73,11 +73,7 @@ class MonthToDate:
     def projected_amount(self) -> Decimal | None:
         """The month at the rate so far (module docstring); None before anything is billed."""
         elapsed = sum(part.segment.seconds for part in self.parts)
-        if not self.in_progress:
-            return self.amount
-        if elapsed <= 0:
-            return None
-        return to_fen(self.amount * self.full_usage_seconds / elapsed)
+        return projection(self.amount, elapsed, self.full_usage_seconds, self.in_progress)
 
     @property
     def elapsed_share(self) -> Decimal:
@@ -87,6 +83,20 @@ class MonthToDate:
     @property
     def mode(self) -> str:
         return self.parts[-1].segment.terms.billing_mode if self.parts else ""
+
+
+def projection(
+    amount: Decimal, elapsed_seconds: int, full_seconds: int, in_progress: bool
+) -> Decimal | None:
+    """The usage of the whole billed window at the rate so far: ``amount`` (the usage lines
+    of the ``elapsed_seconds`` billed so far) x ``full_seconds`` / ``elapsed_seconds``,
+    half-up to the fen; ``amount`` itself once the month is over; None before any usage
+    second is billed."""
+    if not in_progress:
+        return amount
+    if elapsed_seconds <= 0:
+        return None
+    return to_fen(amount * full_seconds / elapsed_seconds)
 
 
 def _rates(lease: Lease, start: datetime, end: datetime) -> list[TrafficRate]:

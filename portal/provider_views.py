@@ -8,10 +8,11 @@ from functools import wraps
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.urls import reverse
 from django.utils.translation import gettext as _
 
 from common.querysets import is_provider_staff
-from portal import provider_selectors, selectors
+from portal import month_header, provider_selectors, selectors
 
 
 def provider_staff_required(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
@@ -30,8 +31,16 @@ def provider_staff_required(view: Callable[..., HttpResponse]) -> Callable[..., 
 
 @provider_staff_required
 def fleet(request: HttpRequest) -> HttpResponse:
-    rows = provider_selectors.fleet_overview(user=request.user, instant=selectors.now())
-    return render(request, "portal/provider_fleet.html", {"rows": rows})
+    instant = selectors.now()
+    rows = provider_selectors.fleet_overview(user=request.user, instant=instant)
+    header = month_header.leases_header(
+        user=request.user,
+        leases=[row.lease for row in rows],
+        instant=instant,
+        open_incidents={row.lease.pk: row.open_incidents for row in rows},
+        incidents_url=reverse("portal:incidents"),
+    )
+    return render(request, "portal/provider_fleet.html", {"rows": rows, "header": header})
 
 
 @provider_staff_required

@@ -31,7 +31,7 @@ from leases.choices import ProbeKind
 from leases.contract_rules import DEFAULT_PROBE_CADENCE_S
 from leases.models import Lease, LeaseTerms, TermsAmendment
 from leases.selectors import TermsTimeline
-from portal import charts, months, selectors
+from portal import charts, month_header, months, selectors
 
 GIGA = 10**9
 MEGA = 10**6
@@ -46,7 +46,13 @@ def _lease(request: HttpRequest, pk: int) -> Lease:
 def overview(request: HttpRequest) -> HttpResponse:
     instant = selectors.now()
     rows = selectors.lease_overview(user=request.user, instant=instant)
-    return render(request, "portal/overview.html", {"rows": rows, "now": instant})
+    header = month_header.leases_header(
+        user=request.user,
+        leases=[row.lease for row in rows],
+        instant=instant,
+        open_incidents={row.lease.pk: row.open_incidents for row in rows},
+    )
+    return render(request, "portal/overview.html", {"rows": rows, "now": instant, "header": header})
 
 
 def _x_labels(instant, zone: str, days: int = selectors.CHART_DAYS) -> list[tuple[float, str]]:  # type: ignore[no-untyped-def]
@@ -391,6 +397,7 @@ def lease_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "portal/lease_detail.html",
         {
             "lease": lease,
+            "header": month_header.lease_header(user=request.user, month=read),
             "terms": terms,
             "zone": zone,
             **figures,

@@ -111,6 +111,7 @@ from billing.invoicing.lines import (
     lease_credits,
     lease_lines,
     month_credit,
+    month_lines,
 )
 from billing.invoicing.summary import invoice_summary, issued_message
 from billing.invoicing.windows import (
@@ -158,6 +159,7 @@ __all__ = [
     "lease_credits",
     "lease_lines",
     "month_credit",
+    "month_lines",
     "open_invoice",
     "previous_period",
     "requires_acceptance",

@@ -6,12 +6,10 @@ shows."""
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
-
-from django.db.models import Count, Max, Min, Sum
 
 from billing import metering, sla
 from billing.choices import LineKind
@@ -33,6 +31,7 @@ from billing.invoicing.windows import (
     billed_leases,
     billed_window,
     billing_start,
+    billing_starts,
     requires_acceptance,
     segments,
 )
@@ -156,16 +155,13 @@ def _fee_line(lease: Lease, segment: Segment, month: Month) -> ComputedLine | No
     )
 
 
-def _sample_facts(lease: Lease, segment: Segment) -> dict[str, Any]:
-    samples = metering.samples_in(lease_id=lease.pk, start=segment.start, end=segment.end)
-    facts = samples.aggregate(
-        count=Count("pk"),
-        first=Min("slot_at"),
-        last=Max("slot_at"),
-        node_slots=Sum("nodes"),
-        switch_slots=Sum("switch_nodes"),
-    )
-    at_switch, all_slots = facts["switch_slots"] or 0, facts["node_slots"] or 0
+def _sample_facts(
+    lease: Lease, segment: Segment, samples: metering.Samples | None = None
+) -> dict[str, Any]:
+    if samples is None:
+        samples = metering.Samples.read(lease_id=lease.pk, start=segment.start, end=segment.end)
+    facts = samples.facts(segment.start, segment.end)
+    at_switch, all_slots = facts["switch_slots"], facts["node_slots"]
     return {
         "samples": facts["count"],
         "first_slot": iso(facts["first"]),
@@ -201,13 +197,22 @@ def _p95_rule_note(figure: P95Figure) -> str:
     return f" ({', '.join(words)})" if words else ""
 
 
-def usage_line(lease: Lease, segment: Segment, month: Month) -> ComputedLine | None:
+def usage_line(
+    lease: Lease, segment: Segment, month: Month, samples: metering.Samples | None = None
+) -> ComputedLine | None:
+    """The segment's traffic or 95th percentile line; None for the fixed-fee modes. The
+    samples are read in one query unless the caller read them already (a page of leases,
+    ``metering.samples_of``)."""
     terms = segment.terms
+    if terms.billing_mode not in (BillingMode.PER_GB, BillingMode.P95):
+        return None
+    if samples is None:
+        samples = metering.Samples.read(lease_id=lease.pk, start=segment.start, end=segment.end)
     if terms.billing_mode == BillingMode.PER_GB:
         price = terms.price_per_gb
-        total = metering.traffic_bytes(lease_id=lease.pk, start=segment.start, end=segment.end)
+        total = samples.bytes(segment.start, segment.end)
         quantity = bytes_to_gb(total).quantize(QUANTITY, rounding=ROUNDING)
-        facts = _sample_facts(lease, segment)
+        facts = _sample_facts(lease, segment, samples)
         return ComputedLine(
             lease=lease,
             kind=LineKind.USAGE_GB,
@@ -231,10 +236,10 @@ def usage_line(lease: Lease, segment: Segment, month: Month) -> ComputedLine | N
         )
     if terms.billing_mode == BillingMode.P95:
         price = terms.price_per_mbps_p95
-        facts = _sample_facts(lease, segment)
+        facts = _sample_facts(lease, segment, samples)
         share = fraction(segment.seconds, month.seconds)
         priced = p95_line(
-            metering.traffic_rates(lease_id=lease.pk, start=segment.start, end=segment.end),
+            samples.rates(segment.start, segment.end),
             direction=terms.p95_direction,
             window=terms.p95_window,
             zone_name=month.zone,
@@ -319,9 +324,11 @@ def _credit(
     window: tuple[datetime, datetime],
     terms: LeaseTerms,
     base: credit_base.CreditBase,
+    summary: sla.SlaSummary | None = None,
 ) -> LeaseCredit:
     start, end = window
-    summary = sla.evaluate(lease=lease, start=start, end=end)
+    if summary is None:
+        summary = sla.evaluate(lease=lease, start=start, end=end)
     result = sla_credit(
         base=base.amount,
         compliance_percent=summary.credit_compliance_percent,
@@ -432,6 +439,10 @@ class LeaseFacts:
     assignments: list[NodeAssignment]
     needs_acceptance: bool
     accepted: datetime | None
+    # Read for a page of many leases (``billing.lease_month.current_months``), so a month
+    # adds no query: its traffic samples, and the SLA summary of its billed window.
+    samples: metering.Samples | None = None
+    summaries: dict[tuple[datetime, datetime], sla.SlaSummary] = field(default_factory=dict)
 
     @classmethod
     def of(cls, lease: Lease) -> LeaseFacts:
@@ -447,6 +458,33 @@ class LeaseFacts:
             needs_acceptance=needs,
             accepted=billing_start(lease) if needs else None,
         )
+
+    @classmethod
+    def many(cls, leases: list[Lease]) -> dict[int, LeaseFacts]:
+        """``of`` for many leases in three queries: terms, assignments, acceptances."""
+        ids = [lease.pk for lease in leases]
+        versions: dict[int, list[LeaseTerms]] = defaultdict(list)
+        for version in LeaseTerms.objects.filter(lease_id__in=ids):
+            versions[version.lease_id].append(version)
+        held: dict[int, list[NodeAssignment]] = defaultdict(list)
+        for assignment in (
+            NodeAssignment.objects.filter(lease_id__in=ids, void=False)
+            .select_related("node")
+            .order_by("assigned_from", "node__hostname", "pk")
+        ):
+            held[assignment.lease_id].append(assignment)
+        timelines = {lease_id: TermsTimeline(versions[lease_id]) for lease_id in ids}
+        needs = [lease_id for lease_id in ids if requires_acceptance(timelines[lease_id])]
+        accepted = billing_starts(needs) if needs else {}
+        return {
+            lease_id: cls(
+                timeline=timelines[lease_id],
+                assignments=held[lease_id],
+                needs_acceptance=lease_id in accepted,
+                accepted=accepted.get(lease_id),
+            )
+            for lease_id in ids
+        }
 
 
 def lease_lines(
@@ -481,8 +519,18 @@ def month_credit(*, lease: Lease, period: str, facts: LeaseFacts) -> LeaseCredit
     return _lease_month(lease, period, lease.tenant.time_zone, facts)[1]
 
 
+def month_lines(
+    *, lease: Lease, period: str, facts: LeaseFacts, until: datetime | None = None
+) -> tuple[list[ComputedLine], LeaseCredit | None]:
+    """The lease's lines of the month and its credit, from facts the caller has read
+    (``billing.lease_month``). With ``until``, the charges of the billed window cut there
+    (the month so far): rent, fee and usage by the same rules, and no credit."""
+    lines, credit, _given = _lease_month(lease, period, lease.tenant.time_zone, facts, until)
+    return lines, credit
+
+
 def _lease_month(
-    lease: Lease, period: str, zone: str, facts: LeaseFacts
+    lease: Lease, period: str, zone: str, facts: LeaseFacts, until: datetime | None = None
 ) -> tuple[list[ComputedLine], LeaseCredit | None, list[ComputedLine]]:
     month = Month.of(period, zone)
     timeline = facts.timeline
@@ -500,14 +548,15 @@ def _lease_month(
             "billing_start": iso(window.accepted),
             "billing_start_rule": "acceptance passed",
         }
-    parts = segments(timeline=timeline, start=window.start, end=window.end)
+    end = window.end if until is None else max(window.start, min(window.end, until))
+    parts = segments(timeline=timeline, start=window.start, end=end) if window.start < end else []
     assignments = facts.assignments
     by_kind: dict[str, list[ComputedLine]] = defaultdict(list)
     for segment in parts:
         for line in (
             _rent_line(lease, segment, month, assignments),
             _fee_line(lease, segment, month),
-            usage_line(lease, segment, month),
+            usage_line(lease, segment, month, facts.samples),
         ):
             if line is not None:
                 by_kind[line.kind].append(line)
@@ -523,8 +572,9 @@ def _lease_month(
     fee = sum((line.amount for line in by_kind[LineKind.NETWORK_FEE]), ZERO)
     outcome = None
     given: list[ComputedLine] = []
-    if parts and base.amount > 0:
-        outcome = _credit(lease, (parts[0].start, parts[-1].end), parts[-1].terms, base)
+    if parts and base.amount > 0 and until is None:
+        span = (parts[0].start, parts[-1].end)
+        outcome = _credit(lease, span, parts[-1].terms, base, facts.summaries.get(span))
         credit = _credit_line(lease, outcome, month, fee)
         if credit is not None and outcome.terms.credit_mode == CreditMode.VOUCHER:
             # Given as a voucher when the invoice is issued (billing.vouchers): no line.

@@ -26,17 +26,16 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
 
-from django.db.models import Q
 from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
-from billing.choices import IncidentState
 from billing.invoicing import BILLED_STATUSES
 from billing.lease_month import LeaseMonth, current_months
-from billing.models import HourlyRollup, Incident
+from billing.models import HourlyRollup
 from gpulease_verify.money import format_cny
 from gpulease_verify.units import plain
+from incidents import selectors as incident_selectors
 from leases.choices import LeaseStatus
 from leases.contract_rules import credit_tiers
 from leases.models import Lease
@@ -194,9 +193,7 @@ def lease_header(*, user, month: LeaseMonth) -> MonthHeader:  # type: ignore[no-
     """The lease page's header: its month (the one the page shows) and its open
     incidents, linked to the page's incident list."""
     lease = month.lease
-    open_incidents = (
-        Incident.objects.visible_to(user).filter(lease=lease, state=IncidentState.OPEN).count()
-    )
+    open_incidents = incident_selectors.open_for(user).filter(lease=lease).count()
     url = reverse("portal:lease", args=[lease.pk]) + "#incidents"
     return for_lease(month, open_incidents=open_incidents, incidents_url=url)
 
@@ -219,8 +216,8 @@ def leases_header(
     open_by_lease = Counter(open_incidents or {})
     if open_incidents is None:
         open_by_lease = Counter(
-            Incident.objects.visible_to(user)
-            .filter(Q(lease_id__in=[lease.pk for lease in leases]), state=IncidentState.OPEN)
+            incident_selectors.open_for(user)
+            .filter(lease_id__in=[lease.pk for lease in leases])
             .values_list("lease_id", flat=True)
         )
     if incidents_url is None:

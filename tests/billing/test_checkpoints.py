@@ -110,8 +110,9 @@ def test_the_tenant_webhook_gets_the_signed_checkpoint(
     # The task, run here instead of on a worker (it is sent by name, common.tasks.send).
     monkeypatch.setattr(
         "billing.checkpoints.send",
-        lambda name, pk: name == "billing.notify_checkpoint"
-        and notifications.send_checkpoint(checkpoint_id=pk),
+        lambda name, pk: (
+            name == "billing.notify_checkpoint" and notifications.send_checkpoint(checkpoint_id=pk)
+        ),
     )
     with django_capture_on_commit_callbacks(execute=True):
         checkpoint, _ = checkpoints.create_checkpoint(lease=lease, period=NOVEMBER, now=CLOSE)

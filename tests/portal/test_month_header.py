@@ -19,8 +19,9 @@ from django.urls import reverse
 
 from benchmarks.choices import Pattern, RunState, Tool, Trigger, Verdict
 from benchmarks.models import ProbeRun
-from billing.choices import IncidentState
-from billing.models import HourlyRollup, Incident, TrafficSample
+from billing.models import HourlyRollup, TrafficSample
+from incidents.choices import IncidentState
+from incidents.models import Incident
 from leases.choices import BillingMode, ProbeKind, Role
 from leases.models import Lease
 from portal.month_header import leases_header

@@ -33,7 +33,7 @@ from benchmarks.models import (
     with_confirmation,
     with_effective_judgement,
 )
-from billing import metering_gaps, thresholds
+from billing import metering_gaps, running, thresholds
 from billing.models import HourlyRollup, IngestCursor, TrafficSample
 from billing.probe_tax import record_sent, sent_of, taxed
 from common.locks import lock_in_key_order, locking
@@ -835,6 +835,8 @@ def ingest(*, limit: int = BATCH, notify: bool = True) -> IngestResult:
             windows[lease_id] = (lease, start, end)
         if notify:  # the tenants' thresholds, evaluated once this commits
             thresholds.watch_after_commit(windows)
+        # The running figures /metrics reads, of the months whose samples were rewritten.
+        running.refresh_running(windows, instant=timezone.now())
         # A pass where no incident is open changes nothing: most runs of a healthy fleet
         # skip track_incident's queries.
         open_keys = set(incident_selectors.open_keys(lease_ids=leases))

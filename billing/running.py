@@ -190,12 +190,19 @@ def running_p95(
 
 
 def month_to_date(
-    *, lease: Lease, period: str, instant: datetime, window: Window | None = None
+    *,
+    lease: Lease,
+    period: str,
+    instant: datetime,
+    window: Window | None = None,
+    series: bool = True,
 ) -> MonthToDate | None:
     """The month so far (up to ``instant``, the whole month once it is over) of a lease
     that terms in force during the month bill by usage; None for any other lease. The
     billed window is the invoice's (``invoicing.billed_window``; ``billing.lease_month``
-    passes the one it read), cut at ``instant``."""
+    passes the one it read), cut at ``instant``. ``series=False`` leaves out what only the
+    lease page's chart reads (``samples`` and each part's ``running_p95``): the figures
+    are the same, for one read of the samples fewer (``refresh_running``)."""
     zone = lease.tenant.time_zone
     month = Month.of(period, zone)
     timeline = TermsTimeline.for_lease(lease)
@@ -208,7 +215,7 @@ def month_to_date(
     start, end = window.so_far(instant) or (cut_at, cut_at)
     parts = segments(timeline=timeline, start=start, end=end) if start < end else []
     usage = [segment for segment in parts if segment.terms.billing_mode in USAGE_MODES]
-    rates = _rates(lease, start, end) if usage else []
+    rates = _rates(lease, start, end) if usage and series else []
     samples = [(rate.slot_at, rate.seconds, rate.tx_bps) for rate in rates]
     out: list[UsagePart] = []
     for segment in usage:
@@ -217,7 +224,7 @@ def month_to_date(
             continue
         p95 = line.detail.get("p95_bps")
         running: list[tuple[datetime, Decimal]] = []
-        if segment.terms.billing_mode == BillingMode.P95:
+        if series and segment.terms.billing_mode == BillingMode.P95:
             running = running_p95(
                 [s for s in rates if segment.start <= s.slot_at < segment.end],
                 direction=segment.terms.p95_direction,
@@ -313,8 +320,13 @@ def running_figure(*, lease: Lease, month: MonthToDate, instant: datetime) -> Ru
         unit, quantity = "Mbps", month.p95_mbps
     else:
         unit, quantity = "GB", month.usage_gb
+    assert quantity is not None  # the last part is a line of that unit
     through = max(
-        (slot + timedelta(seconds=seconds) for slot, seconds, _bps in month.samples),
+        (
+            datetime.fromisoformat(part.line.detail["last_slot"])
+            for part in month.parts
+            if part.line.detail.get("last_slot")
+        ),
         default=None,
     )
     return RunningFigure(
@@ -355,7 +367,7 @@ def refresh_running(
         if end <= start:
             continue
         for period in periods_of(lease.tenant.time_zone, start, end):
-            month = month_to_date(lease=lease, period=period, instant=instant)
+            month = month_to_date(lease=lease, period=period, instant=instant, series=False)
             row = (
                 None if month is None else running_figure(lease=lease, month=month, instant=instant)
             )

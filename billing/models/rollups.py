@@ -140,7 +140,8 @@ class RunningFigure(models.Model):
     projected_amount = models.DecimalField(
         _("projected amount"), max_digits=14, decimal_places=2, null=True, blank=True
     )
-    samples_through = models.DateTimeField(_("samples through"), null=True, blank=True)
+    # The slot (start) of the newest sample counted.
+    samples_through = models.DateTimeField(_("newest sample"), null=True, blank=True)
     computed_at = models.DateTimeField(_("computed at"))
 
     objects = TenantScopedQuerySet.as_manager()

@@ -15,6 +15,7 @@ from billing.models import (
     Invoice,
     InvoiceEvent,
     InvoiceLine,
+    RunningFigure,
     TrafficSample,
     Voucher,
     VoucherRedemption,
@@ -449,6 +450,24 @@ class TrafficSampleAdmin(ReadOnlyAdmin):
         if not sample.seconds:
             return "-"
         return format_bps(sample.tx_bytes * 8 / sample.seconds)
+
+
+@admin.register(RunningFigure)
+class RunningFigureAdmin(ReadOnlyAdmin):
+    list_display = [
+        "period",
+        "lease",
+        "billing_mode",
+        "quantity",
+        "unit",
+        "amount",
+        "projected_amount",
+        "samples_through",
+        "computed_at",
+    ]
+    list_filter = ["billing_mode", "period"]
+    search_fields = ["lease__reference"]
+    list_select_related = ["lease"]
 
 
 @admin.register(Incident)

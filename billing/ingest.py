@@ -33,7 +33,7 @@ from benchmarks.models import (
     with_confirmation,
     with_effective_judgement,
 )
-from billing import metering_gaps, thresholds
+from billing import metering_gaps, running, thresholds
 from billing.models import HourlyRollup, IngestCursor, TrafficSample
 from billing.probe_tax import record_sent, sent_of, taxed
 from common.locks import lock_in_key_order, locking
@@ -775,6 +775,7 @@ def pending_runs() -> QuerySet[ProbeRun]:
 def ingest(*, limit: int = BATCH, notify: bool = True) -> IngestResult:
     """Process the next runs that finished since the cursor. Returns what it touched."""
     result = IngestResult()
+    windows: dict[int, tuple[Lease, datetime, datetime]] = {}
     with transaction.atomic():
         # One ingest at a time: the cursor row is the lock (and says how far it read).
         cursor, _ = locking(IngestCursor.objects).get_or_create(name=CURSOR)
@@ -825,7 +826,6 @@ def ingest(*, limit: int = BATCH, notify: bool = True) -> IngestResult:
             hours_of[(lease_id, kind)].append(hour)
         for (lease_id, kind), its_hours in sorted(hours_of.items()):
             recompute_hours(lease=leases[lease_id], kind=kind, hours=its_hours)
-        windows: dict[int, tuple[Lease, datetime, datetime]] = {}
         for lease_id in sorted(first_new):
             lease = leases[lease_id]
             start, end = traffic_window(
@@ -855,7 +855,20 @@ def ingest(*, limit: int = BATCH, notify: bool = True) -> IngestResult:
         cursor.finished_at, cursor.run_id = last.finished_at, last.pk
         cursor.save()
         result.runs, result.hours = len(batch), len(hours)
+    _refresh_running(windows)
     return result
+
+
+def _refresh_running(windows: dict[int, tuple[Lease, datetime, datetime]]) -> None:
+    """The running figures /metrics reads (``billing.running.refresh_running``) of the
+    months whose samples the batch rewrote, once it has committed: the runs and the cursor
+    are not held meanwhile. One that fails is logged; the lease's next samples refresh
+    its month again."""
+    try:
+        with transaction.atomic():
+            running.refresh_running(windows, instant=timezone.now())
+    except Exception:
+        log.exception("running figures of leases %s not refreshed", sorted(windows))
 
 
 def pending_since() -> datetime | None:

@@ -13,19 +13,35 @@ The projection is the month at the rate so far: the estimate x the usage seconds
 whole month's billed window / those billed so far, half-up to the fen. Per GB, the traffic
 so far extrapolated linearly; 95th percentile, the 95th so far for the whole month (its
 line is prorated by time, so the ratio undoes exactly that). Once the month is over the
-projection is the estimate. ``document`` is what the API answers."""
+projection is the estimate. ``document`` is what the API answers.
+
+``refresh_running`` stores the same figures per lease and month (``RunningFigure``) for
+``/metrics``, which reads them in one query instead of a month of samples per lease per
+scrape: ingest calls it once per batch for the leases whose traffic samples it rewrote,
+for the months (the tenant's calendar) of the slots rewritten. So the samples of 30 Nov
+23:55 +08:00, ingested on 1 December, refresh November's row; December's row starts with
+the first December sample. A lease with no sample ingested in a month has no row for it
+(the API answers zeros meanwhile); one that nothing bills by usage that month, or whose
+billed window has not begun (awaiting acceptance), has none either. An ingest that finds
+no new run refreshes nothing; refreshing again at the same instant writes the same row.
+Anything else that changes the month (an amendment, an acceptance) shows at the lease's
+next ingested sample."""
 
 from bisect import insort
+from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import ROUND_HALF_EVEN, Context, Decimal, localcontext
 from typing import Any
 from zoneinfo import ZoneInfo
+
+from django.db.models import Q
 
 from billing import metering
 from billing.invoicing.computed import ComputedLine, Month, fraction
 from billing.invoicing.lines import usage_line
 from billing.invoicing.windows import Segment, Window, billed_window, segments
+from billing.models import RunningFigure
 from gpulease_verify.calculations import (
     P95_DROP_PERCENT,
     P95Direction,
@@ -33,10 +49,12 @@ from gpulease_verify.calculations import (
     TrafficRate,
 )
 from gpulease_verify.money import to_fen
+from gpulease_verify.periods import Period
 from leases.choices import BillingMode
 from leases.models import Lease
 from leases.selectors import TermsTimeline
 
+PER_GB = BillingMode.PER_GB
 USAGE_MODES = (BillingMode.PER_GB, BillingMode.P95)
 # The daily average's context, as ``calculations.p95_bandwidth`` takes it (50 digits).
 AVERAGE_CONTEXT = Context(prec=50, rounding=ROUND_HALF_EVEN)
@@ -83,6 +101,30 @@ class MonthToDate:
     @property
     def mode(self) -> str:
         return self.parts[-1].segment.terms.billing_mode if self.parts else ""
+
+    @property
+    def usage_gb(self) -> Decimal | None:
+        """GB sent so far: the per-GB lines' quantity, summed (None: no per-GB line)."""
+        gb = [p.line.quantity for p in self.parts if p.segment.terms.billing_mode == PER_GB]
+        return sum(gb, Decimal(0)) if gb else None
+
+    @property
+    def p95_part(self) -> UsagePart | None:
+        """The 95th-percentile part billing the most Mbit/s (the last of equals); None:
+        no 95th-percentile line."""
+        found = None
+        for part in self.parts:
+            if part.segment.terms.billing_mode == BillingMode.P95 and (
+                found is None or part.line.quantity >= found.line.quantity
+            ):
+                found = part
+        return found
+
+    @property
+    def p95_mbps(self) -> Decimal | None:
+        """The 95th so far as billed, Mbit/s: the highest when the terms changed."""
+        part = self.p95_part
+        return None if part is None else part.line.quantity
 
 
 def projection(
@@ -158,12 +200,19 @@ def running_p95(
 
 
 def month_to_date(
-    *, lease: Lease, period: str, instant: datetime, window: Window | None = None
+    *,
+    lease: Lease,
+    period: str,
+    instant: datetime,
+    window: Window | None = None,
+    series: bool = True,
 ) -> MonthToDate | None:
     """The month so far (up to ``instant``, the whole month once it is over) of a lease
     that terms in force during the month bill by usage; None for any other lease. The
     billed window is the invoice's (``invoicing.billed_window``; ``billing.lease_month``
-    passes the one it read), cut at ``instant``."""
+    passes the one it read), cut at ``instant``. ``series=False`` leaves out what only the
+    lease page's chart reads (``samples`` and each part's ``running_p95``): the figures
+    are the same, for one read of the samples fewer (``refresh_running``)."""
     zone = lease.tenant.time_zone
     month = Month.of(period, zone)
     timeline = TermsTimeline.for_lease(lease)
@@ -176,7 +225,7 @@ def month_to_date(
     start, end = window.so_far(instant) or (cut_at, cut_at)
     parts = segments(timeline=timeline, start=start, end=end) if start < end else []
     usage = [segment for segment in parts if segment.terms.billing_mode in USAGE_MODES]
-    rates = _rates(lease, start, end) if usage else []
+    rates = _rates(lease, start, end) if usage and series else []
     samples = [(rate.slot_at, rate.seconds, rate.tx_bps) for rate in rates]
     out: list[UsagePart] = []
     for segment in usage:
@@ -185,7 +234,7 @@ def month_to_date(
             continue
         p95 = line.detail.get("p95_bps")
         running: list[tuple[datetime, Decimal]] = []
-        if segment.terms.billing_mode == BillingMode.P95:
+        if series and segment.terms.billing_mode == BillingMode.P95:
             running = running_p95(
                 [s for s in rates if segment.start <= s.slot_at < segment.end],
                 direction=segment.terms.p95_direction,
@@ -249,3 +298,98 @@ def document(*, lease: Lease, month: MonthToDate | None, period: str) -> dict[st
         ],
     }
     return body
+
+
+# --- the stored row, for /metrics ------------------------------------------------------
+
+MILLI = Decimal("0.001")
+FIGURES = [
+    "billing_mode",
+    "quantity",
+    "unit",
+    "p95_bps",
+    "slots_above_p95",
+    "samples",
+    "amount",
+    "projected_amount",
+    "samples_through",
+    "computed_at",
+]
+
+
+def running_figure(*, lease: Lease, month: MonthToDate, instant: datetime) -> RunningFigure | None:
+    """The row ``/metrics`` reads for a month so far (None: nothing billed yet). Its mode
+    and unit are those of the terms version in force last; the quantity is the month's
+    in that unit, as the thresholds read it too: GB sent (every per-GB line), or the 95th
+    so far as billed in Mbit/s (the highest line when the terms changed), with that
+    line's 95th and the samples above it. The amounts are the month's."""
+    if not month.parts:
+        return None
+    p95 = month.p95_part
+    if month.mode == BillingMode.P95:
+        unit, quantity = "Mbps", month.p95_mbps
+    else:
+        unit, quantity = "GB", month.usage_gb
+    assert quantity is not None  # the last part is a line of that unit
+    through = max(
+        (
+            datetime.fromisoformat(part.line.detail["last_slot"])
+            for part in month.parts
+            if part.line.detail.get("last_slot")
+        ),
+        default=None,
+    )
+    return RunningFigure(
+        lease=lease,
+        period=month.period,
+        billing_mode=month.mode,
+        quantity=quantity,
+        unit=unit,
+        p95_bps=None if p95 is None or p95.p95_bps is None else p95.p95_bps.quantize(MILLI),
+        slots_above_p95=None if p95 is None else p95.line.detail.get("dropped_samples"),
+        samples=sum(part.line.detail.get("samples") or 0 for part in month.parts),
+        amount=month.amount,
+        projected_amount=month.projected_amount,
+        samples_through=through,
+        computed_at=instant,
+    )
+
+
+def periods_of(zone: str, start: datetime, end: datetime) -> list[str]:
+    """The tenant's months that the samples of [start, end) fall in."""
+    first = Period.containing(start, zone)
+    last = Period.containing(max(start, end - timedelta(microseconds=1)), zone)
+    return [str(period) for period in Period.span(first, last)]
+
+
+def refresh_running(
+    windows: Mapping[int, tuple[Lease, datetime, datetime]], *, instant: datetime
+) -> int:
+    """Store the running figures (``RunningFigure``) of each lease in ``windows`` (lease id
+    -> (lease, start, end): the traffic slots of [start, end) ingest just rewrote; the
+    lease with its tenant) for every month that window reaches, as of ``instant``:
+    ``month_to_date`` per lease and month, then one upsert for all the rows and one
+    delete for the months that no longer have figures. An empty window (a first reading,
+    no sample written) refreshes nothing. Returns the rows written."""
+    rows: list[RunningFigure] = []
+    gone = Q(pk__in=[])
+    for _lease_id, (lease, start, end) in sorted(windows.items()):
+        if end <= start:
+            continue
+        for period in periods_of(lease.tenant.time_zone, start, end):
+            month = month_to_date(lease=lease, period=period, instant=instant, series=False)
+            row = (
+                None if month is None else running_figure(lease=lease, month=month, instant=instant)
+            )
+            if row is None:
+                gone |= Q(lease_id=lease.pk, period=period)
+            else:
+                rows.append(row)
+    RunningFigure.objects.filter(gone).delete()
+    RunningFigure.objects.bulk_create(
+        rows,
+        update_conflicts=True,
+        unique_fields=["lease", "period"],
+        update_fields=FIGURES,
+    )
+    return len(rows)

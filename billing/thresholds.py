@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
@@ -44,7 +44,6 @@ from billing.choices import ThresholdKind
 from billing.models import Threshold, ThresholdCrossing
 from common.tasks import send_after_commit
 from gpulease_verify.money import to_fen
-from gpulease_verify.periods import Period
 from leases.choices import BillingMode
 from leases.models import Lease, Tenant
 from leases.standing import require_tenant_admin
@@ -184,9 +183,10 @@ def figures(*, leases: Iterable[Lease], period: str, instant: datetime) -> Figur
             continue
         documents.append(running.document(lease=lease, month=month, period=period))
         spend += month.amount
-        for part in month.parts:
-            mode = part.segment.terms.billing_mode
-            (gb if mode == BillingMode.PER_GB else p95).append(part.line.quantity)
+        if month.usage_gb is not None:
+            gb.append(month.usage_gb)
+        if month.p95_mbps is not None:
+            p95.append(month.p95_mbps)
         if month.samples:
             last = month.samples[-1][0]
             newest = last if newest is None else max(newest, last)
@@ -209,11 +209,7 @@ def shown(kind: str, figure: Decimal) -> str:
 # --- evaluation -------------------------------------------------------------------------
 
 
-def periods_of(zone: str, start: datetime, end: datetime) -> list[str]:
-    """The tenant's months that the samples of [start, end) fall in."""
-    first = Period.containing(start, zone)
-    last = Period.containing(max(start, end - timedelta(microseconds=1)), zone)
-    return [str(period) for period in Period.span(first, last)]
+periods_of = running.periods_of  # the tenant's months of a window of samples
 
 
 def watch_after_commit(windows: dict[int, tuple[Lease, datetime, datetime]]) -> None:

@@ -13,6 +13,13 @@ Every per-lease figure comes from the one home it already has; nothing is recomp
   over a few scrapes instead of one scrape timing out. Set ``CACHE_URL`` so that every
   gunicorn worker shares the one cached figure.
 
+- the running figures of a usage-billed lease (per GB, 95th percentile): the billed
+  quantity, 95th and slots above it so far, the amount so far and the projection, as the
+  API's usage endpoint computes them (``billing.running``); ingest stores them per lease
+  and month (``RunningFigure``), and a scrape reads every lease's in one query. Each
+  lease shows its newest month of this month and the one before (the tenant's calendar):
+  last month's final figures stay until this month's first sample is ingested.
+
 Everything else is a fixed number of grouped queries whatever the number of leases, sites
 and nodes (``tests/monitoring/test_metrics.py`` pins it): the seconds since each kind's last
 good sample, the site figures (queue depth, runs by state, missed runs, ingest lag) and
@@ -55,7 +62,9 @@ from benchmarks.choices import Pattern, RunState
 from benchmarks.models import SLOT_REACH, MissedRunCount, ProbeRun
 from billing.ingest import pending_runs
 from billing.lease_month import lease_month
+from billing.models import RunningFigure
 from gpulease_verify import health, sweep
+from gpulease_verify.periods import Period
 from incidents import selectors as incident_selectors
 from incidents.choices import FabricIncidentKind
 from leases.choices import LeaseStatus, ProbeKind
@@ -229,6 +238,21 @@ def credits_at_risk(leases: list[tuple[Lease, str]]) -> dict[int, Decimal | None
     return found
 
 
+def _running_figures(rows: list[selectors.LeaseRow]) -> dict[int, RunningFigure]:
+    """lease id -> its stored running figures (``billing.running.refresh_running``) of the
+    newest of its current month and the one before, by the tenant's calendar: one query."""
+    current = {row.lease.pk: row.period for row in rows}
+    periods = set(current.values())
+    periods |= {str(Period.parse(period).previous) for period in periods}
+    newest: dict[int, RunningFigure] = {}
+    for figure in RunningFigure.objects.filter(
+        lease_id__in=list(current), period__in=sorted(periods)
+    ).order_by("lease_id", "period"):
+        if figure.period <= current[figure.lease_id]:
+            newest[figure.lease_id] = figure  # the later month wins
+    return newest
+
+
 def _lease_metrics(instant: datetime) -> Iterator[Metric]:
     rows = provider_selectors.fleet_overview(user=PROVIDER, instant=instant)
     leases = [row.lease for row in rows]
@@ -298,6 +322,42 @@ def _lease_metrics(instant: datetime) -> Iterator[Metric]:
         "Fabric health rules firing now on the lease's ports (open telemetry incidents)",
         labels=[*LEASE_LABELS, "rule"],
     )
+    running_labels = [*LEASE_LABELS, "period"]
+    usage = GaugeMetricFamily(
+        "gpulease_lease_usage_month_to_date",
+        "Usage-billed leases: the invoice line's quantity so far, in its unit (GB sent, or "
+        "the 95th percentile so far in Mbps) (billing.running)",
+        labels=[*running_labels, "unit"],
+    )
+    p95 = GaugeMetricFamily(
+        "gpulease_lease_usage_p95_bytes_per_second",
+        "95th percentile billing: the 95th percentile of the month's 5-minute samples so far "
+        "(bit/s / 8)",
+        labels=running_labels,
+    )
+    above = GaugeMetricFamily(
+        "gpulease_lease_slots_above_p95",
+        "95th percentile billing: the month's samples so far above the billed 95th (the top "
+        "5 % left out)",
+        labels=running_labels,
+    )
+    so_far = GaugeMetricFamily(
+        "gpulease_lease_amount_month_to_date_cny",
+        "Usage-billed leases: the month's usage lines so far in CNY, before tax and credit",
+        labels=running_labels,
+    )
+    projected = GaugeMetricFamily(
+        "gpulease_lease_amount_projected_cny",
+        "Usage-billed leases: the month's usage lines at the rate so far in CNY (the invoice's "
+        "figure once the month is over)",
+        labels=running_labels,
+    )
+    running_age = GaugeMetricFamily(
+        "gpulease_lease_running_age_seconds",
+        "Seconds since ingest last stored the lease's running figures",
+        labels=running_labels,
+    )
+    figures = _running_figures(rows) if rows else {}
     fabric_open = _fabric_incidents(leases) if leases else {}
     at_risk = credits_at_risk([(row.lease, row.period) for row in rows])
     for row in rows:
@@ -330,6 +390,18 @@ def _lease_metrics(instant: datetime) -> Iterator[Metric]:
         for kind, finished_at in last_good.get(lease.pk, {}).items():
             seconds = NEVER if finished_at is None else (instant - finished_at).total_seconds()
             age.add_metric([*labels, kind], max(seconds, 0.0))
+        figure = figures.get(lease.pk)
+        if figure is not None:
+            month = [*labels, figure.period]
+            usage.add_metric([*month, figure.unit], float(figure.quantity))
+            if figure.p95_bps is not None:
+                p95.add_metric(month, float(figure.p95_bps) / 8)
+            if figure.slots_above_p95 is not None:
+                above.add_metric(month, figure.slots_above_p95)
+            so_far.add_metric(month, float(figure.amount))
+            if figure.projected_amount is not None:
+                projected.add_metric(month, float(figure.projected_amount))
+            running_age.add_metric(month, max((instant - figure.computed_at).total_seconds(), 0.0))
     yield from (
         status,
         contracted,
@@ -343,6 +415,12 @@ def _lease_metrics(instant: datetime) -> Iterator[Metric]:
         age,
         disputes,
         findings,
+        usage,
+        p95,
+        above,
+        so_far,
+        projected,
+        running_age,
     )
 
 

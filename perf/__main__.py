@@ -11,11 +11,13 @@ from perf import (
     bench_history,
     bench_lab_fidelity,
     bench_probe_overhead,
+    bench_running,
     bench_telemetry,
 )
 
 bench_dispatcher.main()
 bench_billing.main()
+bench_running.main()
 bench_audit.main()
 bench_history.main()
 # Part 2 (the lab over real SSH) runs only as root, like probe_overhead.

@@ -11,7 +11,7 @@ from billing.models.invoices import (
     Voucher,
     VoucherRedemption,
 )
-from billing.models.rollups import HourlyRollup, IngestCursor, TrafficSample
+from billing.models.rollups import HourlyRollup, IngestCursor, RunningFigure, TrafficSample
 from billing.models.thresholds import Threshold, ThresholdCrossing
 
 __all__ = [
@@ -30,6 +30,7 @@ __all__ = [
     "InvoiceEvent",
     "InvoiceImmutable",
     "InvoiceLine",
+    "RunningFigure",
     "Threshold",
     "ThresholdCrossing",
     "TrafficSample",

@@ -4,7 +4,7 @@ from django.db import models
 from django.utils.translation import gettext_lazy as _
 
 from common.querysets import TenantScopedQuerySet
-from leases.choices import ProbeKind
+from leases.choices import BillingMode, ProbeKind
 from leases.models import Lease
 
 
@@ -106,6 +106,56 @@ class TrafficSample(models.Model):
 
     def __str__(self) -> str:
         return f"{self.lease} {self.slot_at:%Y-%m-%d %H:%M} {self.tx_bytes} B"
+
+
+class RunningFigure(models.Model):
+    """A usage-billed lease's month so far, stored for ``/metrics``: what
+    ``billing.running.month_to_date`` answers (the figures the API's usage endpoint and the
+    lease page compute live), written by ``billing.running.refresh_running`` after ingest
+    rewrote the lease's traffic samples of that month (a month of the tenant's calendar,
+    by the slot a sample starts in). As of ``computed_at``: a 95th-percentile line is
+    prorated by the elapsed share of the month, so its amount grows between refreshes."""
+
+    lease = models.ForeignKey(
+        Lease, on_delete=models.CASCADE, related_name="running_figures", verbose_name=_("lease")
+    )
+    period = models.CharField(_("period"), max_length=7)  # YYYY-MM, the tenant's calendar
+    billing_mode = models.CharField(_("billing mode"), max_length=16, choices=BillingMode.choices)
+    # The invoice line's quantity so far: GB sent (every per-GB part of the month), or the
+    # 95th percentile so far in Mbit/s (the part of the terms version in force last).
+    quantity = models.DecimalField(_("quantity"), max_digits=24, decimal_places=6)
+    unit = models.CharField(_("unit"), max_length=8)
+    p95_bps = models.DecimalField(
+        _("95th percentile so far (bit/s)"),
+        max_digits=30,
+        decimal_places=3,
+        null=True,
+        blank=True,
+    )
+    slots_above_p95 = models.PositiveIntegerField(
+        _("slots above the 95th percentile"), null=True, blank=True
+    )
+    samples = models.PositiveIntegerField(_("samples"), default=0)
+    amount = models.DecimalField(_("amount so far"), max_digits=14, decimal_places=2)
+    projected_amount = models.DecimalField(
+        _("projected amount"), max_digits=14, decimal_places=2, null=True, blank=True
+    )
+    # The slot (start) of the newest sample counted.
+    samples_through = models.DateTimeField(_("newest sample"), null=True, blank=True)
+    computed_at = models.DateTimeField(_("computed at"))
+
+    objects = TenantScopedQuerySet.as_manager()
+    tenant_path = "lease__tenant"
+
+    class Meta:
+        verbose_name = _("running figure")
+        verbose_name_plural = _("running figures")
+        constraints = [
+            models.UniqueConstraint(fields=["lease", "period"], name="one_running_figure_per_month")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.lease} {self.period} {self.amount}"
 
 
 class IngestCursor(models.Model):

@@ -15,6 +15,7 @@ from billing import checkpoints, evidence, invoicing, thresholds
 from billing import services as billing_services
 from billing.models import (
     HourlyRollup,
+    RunningFigure,
     ThresholdCrossing,
     TrafficSample,
     Voucher,
@@ -78,6 +79,15 @@ def world():
         HourlyRollup.objects.create(lease=lease, kind="throughput", hour=run.slot_at, failed=1)
         TrafficSample.objects.create(
             lease=lease, slot_at=run.slot_at, seconds=300, tx_bytes=1, nodes=1
+        )
+        RunningFigure.objects.create(
+            lease=lease,
+            period="2026-11",
+            billing_mode="per_gb",
+            quantity=0,
+            unit="GB",
+            amount=0,
+            computed_at=run.slot_at,
         )
         batch = TelemetryBatch.objects.create(lease=lease, at=run.slot_at)
         PortSample.objects.create(

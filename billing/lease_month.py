@@ -14,8 +14,9 @@ cannot disagree about which stretch of the month was billed or how it went.
   versions in force, one per segment, in order); an amendment mid-month gives two;
 - ``summary``: compliance per probe kind and availability (pass, degraded, down and
   no-evidence minutes) over the window, from the hourly rollups (``billing.sla``);
-- ``credit``: the SLA credit the invoice carries (``billing.invoicing.lease_credit``);
-  None when nothing is billed or there is no credit base;
+- ``credit``: the SLA credit the invoice carries (``billing.invoicing.lease_credit``),
+  with the repair-time objective's credit (``credit.repair``; ``credit.amount`` is the
+  two together); None when nothing is billed or there is no credit base;
 - ``usage`` (asked for with ``usage=True``): a usage-billed lease's month so far: the
   quantity, amount, running 95th percentile and projection (``billing.running``);
 - ``impact`` (asked for with ``impact=True``): the training impact of the elapsed part of

@@ -81,6 +81,11 @@ def sla_report(
             "capped": result.capped,
             "amount": str(result.amount),
             "reason": str(result.reason),
+            # The repair-time objective's credit (gpulease_verify.repair), and the month's
+            # whole credit: what the invoice line (or voucher) carries.
+            "repair": month_credit.repair.as_dict(),
+            "total_percent_applied": str(month_credit.percent_applied),
+            "total_amount": str(month_credit.amount),
         }
     # Training impact counts elapsed time only: never the rest of a month in progress.
     elapsed_end = (month.elapsed or (window_start, window_end))[1]
@@ -95,6 +100,10 @@ def sla_report(
         if month.billed
         else []
     )
+    missed = (
+        {fault.id for fault in month_credit.repair.misses} if month_credit is not None else set()
+    )
+    objective = month_credit.terms.repair_objective_minutes if month_credit is not None else None
     for incident in overlapping:
         duration_end = incident.closed_at or elapsed_end
         incidents.append(
@@ -109,6 +118,16 @@ def sla_report(
                 "acknowledged_at": _iso(incident.acknowledged_at),
                 "mitigated_at": _iso(incident.mitigated_at),
                 "repair_minutes": _text(repair.repair_minutes(incident)),
+                # Counted against the month's repair-time objective and over it (null:
+                # the terms set none, or the fault is no network fault resolved this month).
+                "missed_repair_objective": (
+                    incident.pk in missed
+                    if objective is not None
+                    and incident.kind in repair.REPAIR_KINDS
+                    and incident.closed_at is not None
+                    and window_start <= incident.closed_at < window_end
+                    else None
+                ),
                 "violations": incident.violations,
                 "worst_bps": incident.worst_bps,
                 "worst_latency_us": incident.worst_latency_us,
@@ -168,6 +187,13 @@ def sla_report(
         "time_to_repair": repair.time_to_repair(
             overlapping, start=window_start, end=window_end
         ).as_dict(),
+        # The terms' repair-time objective, the faults over it and their credit (null:
+        # no objective, or no credit base this month).
+        "repair_objective": (
+            month_credit.repair.as_dict()
+            if month_credit is not None and objective is not None
+            else None
+        ),
         "training_impact": (
             impact.window_impact(lease=lease, start=window_start, end=elapsed_end, model=model)
             if month.billed

@@ -27,11 +27,12 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from common.locks import locking
-from incidents.choices import FabricIncidentKind, IncidentState
+from gpulease_verify import repair as rules
+from incidents.choices import IncidentState
 from incidents.models import Incident
-from leases.choices import ProbeKind
 
-REPAIR_KINDS = frozenset({*ProbeKind.values, FabricIncidentKind.TELEMETRY})
+# The SLA probe kinds and fabric health (the verifier's list: it reads no choices).
+REPAIR_KINDS = rules.REPAIR_KINDS
 NOTE_MAX = 2000
 TENTH = Decimal("0.1")
 
@@ -40,16 +41,12 @@ class RepairError(ValidationError):
     """A statement the incident's state does not allow (the API answers 409)."""
 
 
-def _minutes(start: datetime, end: datetime) -> Decimal:
-    seconds = Decimal(str((end - start).total_seconds()))
-    return (seconds / 60).quantize(TENTH, rounding=ROUND_HALF_UP)
-
-
 def repair_minutes(incident: Incident) -> Decimal | None:
-    """Resolved minus fault, in minutes; None while the incident is open."""
+    """Resolved minus fault, in minutes half-up to 0.1 (``gpulease_verify.repair.minutes``);
+    None while the incident is open."""
     if incident.closed_at is None:
         return None
-    return _minutes(incident.opened_at, incident.closed_at)
+    return rules.minutes(incident.opened_at, incident.closed_at)
 
 
 def _statement(incident_id: int, at: datetime | None, note: str) -> tuple[Incident, datetime]:
@@ -172,10 +169,9 @@ def time_to_repair(
         closed = incident.closed_at
         if incident.kind not in REPAIR_KINDS or closed is None or not start <= closed < end:
             continue
-        exact.append(Decimal(str((closed - incident.opened_at).total_seconds())) / 60)
+        exact.append(rules.exact_minutes(incident.opened_at, closed))
         if incident.acknowledged_at is not None:
-            waited = incident.acknowledged_at - incident.opened_at
-            acknowledge.append(Decimal(str(waited.total_seconds())) / 60)
+            acknowledge.append(rules.exact_minutes(incident.opened_at, incident.acknowledged_at))
     longest = max(exact) if exact else None
     return TimeToRepair(
         resolved=len(exact),

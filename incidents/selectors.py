@@ -85,3 +85,24 @@ def resolved_repairs(*, user: Any, lease: Any) -> list[Incident]:
         .filter(lease=lease, kind__in=REPAIR_KINDS, closed_at__gte=lease.starts_at)
         .only("kind", "opened_at", "closed_at", "acknowledged_at")
     )
+
+
+def repairs_resolved(*, lease_id: int, start: datetime, end: datetime) -> list[Incident]:
+    """The lease's network faults resolved in [start, end), in order of resolution: what
+    the repair-time objective counts (``gpulease_verify.repair.repair_credit``)."""
+    return list(
+        Incident.objects.filter(
+            lease_id=lease_id, kind__in=REPAIR_KINDS, closed_at__gte=start, closed_at__lt=end
+        ).order_by("closed_at", "pk")
+    )
+
+
+def repairs_overlapping(*, lease_id: int, start: datetime, end: datetime) -> list[Incident]:
+    """The lease's network faults open at some instant of [start, end) or resolved in it,
+    with the runs that opened them (an audit bundle's ``incidents``)."""
+    return list(
+        Incident.objects.filter(lease_id=lease_id, kind__in=REPAIR_KINDS, opened_at__lt=end)
+        .exclude(closed_at__lt=start)
+        .prefetch_related("runs")
+        .order_by("opened_at", "pk")
+    )

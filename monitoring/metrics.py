@@ -232,7 +232,7 @@ def credits_at_risk(leases: list[tuple[Lease, str]]) -> dict[int, Decimal | None
                 continue
             budget -= 1
             credit = lease_month(lease, period).credit
-            text = "" if credit is None else str(abs(credit.result.amount))
+            text = "" if credit is None else str(abs(credit.amount))
             cache.set(keys[lease.pk], text, settings.METRICS_CREDIT_CACHE_S)
         found[lease.pk] = Decimal(text) if text else None
     return found

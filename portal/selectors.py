@@ -17,6 +17,7 @@ from benchmarks.choices import RunState, Verdict
 from benchmarks.models import NOT_PASSED, ProbeRun
 from billing import invoicing, sla
 from billing.choices import InvoiceStatus
+from billing.invoicing import LeaseCredit
 from billing.invoicing import Window as BilledWindow
 from billing.lease_month import lease_months
 from billing.models import HourlyRollup, Invoice
@@ -24,7 +25,6 @@ from billing.probe_tax import ProbeTax, probe_tax_of
 from common.dbfunctions import EpochHour
 from common.instants import WRITE_YEARS
 from gpulease_verify import calculations, sweep
-from gpulease_verify.calculations import CreditResult
 from gpulease_verify.periods import Period, PeriodError
 from incidents import selectors as incident_selectors
 from incidents.choices import IncidentState
@@ -543,7 +543,7 @@ def link_timeline(
 class MonthRow:
     period: str
     summary: sla.SlaSummary
-    credit: CreditResult | None
+    credit: LeaseCredit | None  # SLA plus repair credit: ``amount`` is what the invoice carries
     invoice: Invoice | None = None  # the tenant's invoice of the month, if the user sees one
     repair: TimeToRepair | None = None  # the month's network faults resolved, incidents.repair
     window: BilledWindow | None = None  # the billed window (billing.lease_month); start None: none
@@ -592,8 +592,9 @@ def sla_history(*, user, lease: Lease, instant: datetime) -> list[MonthRow]:  # 
         window = month.window
         start = window.start or window.month_start
         repair = time_to_repair(resolved, start=start, end=window.end or start)
-        credit = month.credit.result if month.credit is not None else None
-        rows.append(MonthRow(period, month.summary, credit, invoices.get(period), repair, window))
+        rows.append(
+            MonthRow(period, month.summary, month.credit, invoices.get(period), repair, window)
+        )
     return rows
 
 

@@ -10,6 +10,8 @@ from typing import Any
 
 from django.db.models import Prefetch, Q
 
+from benchmarks.choices import Trigger
+from benchmarks.models import ProbeRun
 from billing import invoicing, sla, vouchers
 from billing.models import (
     CreditNote,
@@ -21,10 +23,13 @@ from billing.models import (
     Voucher,
 )
 from gpulease_verify import credit_base
+from gpulease_verify import repair as repair_rules
 from gpulease_verify.bundle import billed_lines
 from gpulease_verify.calculations import sla_credit
 from gpulease_verify.canonical import canonical_json, iso_utc, number_text
 from gpulease_verify.samples import OUTCOMES
+from incidents import selectors as incident_selectors
+from incidents.models import Incident
 from leases.contract_rules import credit_tiers
 from leases.models import Lease, LeaseTerms
 
@@ -249,12 +254,66 @@ def _base_doc(base: credit_base.CreditBase) -> dict[str, Any]:
     }
 
 
+def _closing_run(incident: Incident) -> int | None:
+    """The run whose passing sample resolved an incident ingest closed (it closes at that
+    run's finish): a scheduled run of the incident's lease, kind, pattern and target."""
+    if incident.closed_source != "ingest" or incident.closed_at is None:
+        return None
+    runs = ProbeRun.objects.filter(
+        lease_id=incident.lease_id,
+        kind=incident.kind,
+        pattern=incident.pattern,
+        trigger=Trigger.SCHEDULE,
+        slot_at__gte=incident.opened_at,
+        slot_at__lte=incident.closed_at,
+        finished_at=incident.closed_at,
+    )
+    if incident.pattern != "sweep":
+        runs = runs.filter(target=incident.target)
+    return runs.order_by("chain_index").values_list("pk", flat=True).first()
+
+
+def _incidents_doc(
+    lease: Lease, window: tuple[datetime | None, datetime | None]
+) -> tuple[list[dict[str, Any]], list[Incident]]:
+    """The lease's network faults open at some instant of the billed window or resolved in
+    it (``gpulease_verify.repair``): their four instants, the runs that opened them and the
+    run that resolved them; and the incidents themselves."""
+    start, end = window
+    if start is None or end is None:
+        return [], []
+    found = incident_selectors.repairs_overlapping(lease_id=lease.pk, start=start, end=end)
+    return [
+        {
+            "id": incident.pk,
+            "kind": incident.kind,
+            "pattern": incident.pattern,
+            "target": incident.target,
+            "state": incident.state,
+            "opened_at": iso_utc(incident.opened_at),
+            "acknowledged_at": iso_utc(incident.acknowledged_at),
+            "mitigated_at": iso_utc(incident.mitigated_at),
+            "closed_at": iso_utc(incident.closed_at),
+            "closed_source": incident.closed_source or None,
+            "repair_minutes": (
+                None
+                if incident.closed_at is None
+                else str(repair_rules.minutes(incident.opened_at, incident.closed_at))
+            ),
+            "opened_by_runs": sorted(run.pk for run in incident.runs.all()),
+            "closed_by_run": _closing_run(incident),
+        }
+        for incident in found
+    ], found
+
+
 def _credit_doc(
     terms: LeaseTerms | None,
     compliance: Decimal | None,
     lines: list[dict[str, Any]],
     spans: list[credit_base.Span],
     month_seconds: int,
+    repairs: tuple[list[Incident], datetime, datetime] | None = None,
 ) -> dict[str, Any] | None:
     if terms is None:
         return None
@@ -269,7 +328,7 @@ def _credit_doc(
         tiers=tiers,
         cap_percent=terms.credit_cap_percent,
     )
-    return {
+    doc = {
         "terms_version": terms.version,
         "credit_base": _base_doc(base),
         "network_fee": _plain(fee),
@@ -282,6 +341,21 @@ def _credit_doc(
         "reason": str(result.reason),
         "amount": _plain(result.amount),
     }
+    if repairs is not None and terms.repair_objective_minutes is not None:
+        incidents, start, end = repairs
+        repair = repair_rules.repair_credit(
+            incidents=incidents,
+            start=start,
+            end=end,
+            objective_minutes=terms.repair_objective_minutes,
+            credit_percent=terms.repair_credit_percent,
+            base=base.amount,
+            sla_percent=result.percent_applied,
+            sla_amount=result.amount,
+        )
+        doc["repair"] = repair.as_dict()
+        doc["total_amount"] = _plain(result.amount + repair.amount)
+    return doc
 
 
 def _evidence_doc(lease: Lease, start: datetime, end: datetime) -> list[dict[str, Any]]:

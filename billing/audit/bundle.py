@@ -40,6 +40,7 @@ from .billing_docs import (
     _credit_doc,
     _disputes_doc,
     _evidence_doc,
+    _incidents_doc,
     _invoice_doc,
 )
 from .cosign_docs import amended_versions, tenant_keys_doc, tenant_links_doc
@@ -90,6 +91,16 @@ FORMULAS = {
         "count under; percent = (available - degraded_weighted) / all x 100, half-up to 0.001"
     ),
     "credit_compliance_percent": "the lower of throughput compliance_percent and availability",
+    "repair": (
+        "network faults (incidents of kind link, counters, throughput, latency, collective or "
+        "telemetry) resolved in the window (window_start <= closed_at < window_end); "
+        "repair_minutes = closed_at - opened_at in minutes, half-up to 0.1; missed if "
+        "repair_minutes > repair_objective_minutes of the terms version in force at the end "
+        "of the window; percent_applied = min(misses x repair_credit_percent, 100 - the SLA "
+        "credit's percent_applied); amount = -(credit base x percent_applied / 100), half-up "
+        "to 0.01, never more than the base less the SLA credit; the credit line (or voucher) "
+        "carries the SLA credit plus this"
+    ),
     "credit": (
         "min(largest credit_percent of the tiers whose below_percent > compliance, cap) % of "
         "the credit base, half-up to 0.01, negative; tiers and cap of the terms version in "
@@ -233,6 +244,7 @@ def _bundle(*, lease: Lease, period: str, now: datetime, include_raw: bool) -> d
     invoice_doc = _invoice_doc(lease, period)
     compliance_doc = None
     credit_doc = None
+    incidents_doc, incidents = _incidents_doc(lease, (window_start, window_end))
     if window_start is not None and window_end is not None:
         summary = month.summary
         compliance_doc = {
@@ -247,6 +259,7 @@ def _bundle(*, lease: Lease, period: str, now: datetime, include_raw: bool) -> d
             invoice_doc["lines"],
             invoicing.credit_spans(list(month.segments)),
             Period.parse(period).seconds(zone),
+            (incidents, window_start, window_end),
         )
     telemetry = telemetry_doc(lease, start, end, bounds["lo"], bounds["hi"])
     as_of = min(end, now)
@@ -329,6 +342,7 @@ def _bundle(*, lease: Lease, period: str, now: datetime, include_raw: bool) -> d
             for sample in samples.order_by("slot_at")
         ],
         "compliance": compliance_doc,
+        "incidents": incidents_doc,
         "credit": credit_doc,
         "invoice": invoice_doc,
         "evidence": _evidence_doc(lease, start, end),

@@ -96,6 +96,32 @@ def line_text(line: Any) -> str:
         }
         if detail.get("capped"):
             text += gettext(" (tier %(tier)s%% capped)") % {"tier": detail.get("tier_percent")}
+        repair = detail.get("repair")
+        if repair:
+            # As billing.invoicing.lines.repair_text words the repair-time objective.
+            misses = [row for row in repair.get("incidents", []) if row.get("missed")]
+            text += gettext(
+                "; repair-time objective %(objective)s min: %(misses)s of %(faults)s fault(s) "
+                "over it"
+            ) % {
+                "objective": repair.get("objective_minutes"),
+                "misses": len(misses),
+                "faults": len(repair.get("incidents", [])),
+            }
+            if misses:
+                listed = gettext(", ").join(
+                    gettext("#%(id)s %(minutes)s min")
+                    % {"id": row["id"], "minutes": row["repair_minutes"]}
+                    for row in misses
+                )
+                text += gettext(" (faults over it: %(faults)s)") % {"faults": listed}
+            text += gettext(", %(percent)s%% of %(base)s %(amount)s") % {
+                "percent": repair.get("percent_applied"),
+                "base": CREDIT_BASES.get(basis, basis),
+                "amount": detail.get("credit_base_amount", ""),
+            }
+            if repair.get("capped"):
+                text += gettext(" (capped at the whole base)")
         return text
     text = gettext(
         "%(kind)s, %(lease)s (terms v%(version)s), %(start)s to %(end)s: "

@@ -36,6 +36,7 @@ from billing.invoicing.windows import (
     segments,
 )
 from gpulease_verify import credit_base
+from gpulease_verify import repair as repair_rules
 from gpulease_verify import window as window_rules
 from gpulease_verify.calculations import (
     P95_DROP_PERCENT,
@@ -54,6 +55,7 @@ from gpulease_verify.calculations import (
     traffic_charge,
 )
 from gpulease_verify.money import ROUNDING, to_fen
+from incidents import selectors as incident_selectors
 from leases.choices import BillingMode
 from leases.contract_rules import credit_tiers
 from leases.models import Lease, LeaseTerms, NodeAssignment, Tenant
@@ -293,11 +295,28 @@ class LeaseCredit:
     summary: sla.SlaSummary
     terms: LeaseTerms  # the version in force at the window's end: tiers and cap
     base: credit_base.CreditBase  # from the lines actually billed, as each version says
-    result: CreditResult
+    result: CreditResult  # the SLA credit (tiers and cap)
+    # The repair-time objective's credit (gpulease_verify.repair): the faults resolved in
+    # the window, those that missed the objective, and what they add (0.00 without one).
+    repair: repair_rules.RepairCredit
 
     @property
     def compliance(self) -> Decimal | None:
         return self.summary.credit_compliance_percent
+
+    @property
+    def amount(self) -> Decimal:
+        """The month's whole credit: the SLA credit plus the repair credit (negative)."""
+        return repair_rules.credit_line(
+            self.result.percent_applied, self.result.amount, self.repair
+        )[1]
+
+    @property
+    def percent_applied(self) -> Decimal:
+        """The two credits' percents of the base, added (the credit line's quantity)."""
+        return repair_rules.credit_line(
+            self.result.percent_applied, self.result.amount, self.repair
+        )[0]
 
     @property
     def network_fee(self) -> Decimal:
@@ -335,7 +354,17 @@ def _credit(
         tiers=credit_tiers(terms.credit_tiers),
         cap_percent=terms.credit_cap_percent,
     )
-    return LeaseCredit(start, end, summary, terms, base, result)
+    repair = repair_rules.repair_credit(
+        incidents=incident_selectors.repairs_resolved(lease_id=lease.pk, start=start, end=end),
+        start=start,
+        end=end,
+        objective_minutes=terms.repair_objective_minutes,
+        credit_percent=terms.repair_credit_percent,
+        base=base.amount,
+        sla_percent=result.percent_applied,
+        sla_amount=result.amount,
+    )
+    return LeaseCredit(start, end, summary, terms, base, result, repair)
 
 
 def _credit_line(
@@ -344,9 +373,12 @@ def _credit_line(
     start, end, terms, base = outcome.start, outcome.end, outcome.terms, outcome.base
     summary, compliance, credit = outcome.summary, outcome.compliance, outcome.result
     tiers = credit_tiers(terms.credit_tiers)
-    if credit.amount == 0:
+    repair = outcome.repair
+    if outcome.amount == 0:
         return None
     throughput, availability = summary.throughput, summary.availability
+    # Terms without a repair-time objective keep the line as it was, text and detail.
+    repaired = {} if repair.objective_minutes is None else {"repair": repair.as_dict()}
     return ComputedLine(
         lease=lease,
         kind=LineKind.SLA_CREDIT,
@@ -355,12 +387,14 @@ def _credit_line(
             f"{local(start, month.zone)} to {local(end, month.zone)}, "
             f"{credit.percent_applied}% of {base.name()}"
             + (f" (tier {credit.tier_percent}% capped)" if credit.capped else "")
+            + (repair_text(repair, base.name()) if repaired else "")
         ),
-        quantity=credit.percent_applied,
+        quantity=outcome.percent_applied,
         unit="percent",
         unit_price=base.amount,
-        amount=credit.amount,
+        amount=outcome.amount,
         detail={
+            **repaired,
             **month.describe(),
             "terms_version": terms.version,
             "window_start": iso(start),
@@ -415,6 +449,18 @@ def _credit_line(
         # A credit reduces the network service: the service rate of the version whose
         # tiers and cap it applies (in force at the window's end).
         tax_rate_percent=terms.tax_rate_percent,
+    )
+
+
+def repair_text(repair: repair_rules.RepairCredit, base_name: str) -> str:
+    """The credit line's words for the repair-time objective (English, as stored)."""
+    misses = ", ".join(f"#{fault.id} {fault.minutes} min" for fault in repair.misses)
+    return (
+        f"; repair-time objective {repair.objective_minutes} min: {len(repair.misses)} of "
+        f"{len(repair.repairs)} fault(s) over it"
+        + (f" ({misses})" if misses else "")
+        + f", {repair.percent_applied}% of {base_name}"
+        + (" (capped at the whole base)" if repair.capped else "")
     )
 
 

@@ -187,6 +187,36 @@ class LeaseTerms(TimeStampedModel):
         help_text=_("How long a voucher can be used from its issue (1 to 120 months)."),
     )
 
+    # A repair-time objective (gpulease_verify.repair): each network fault resolved in the
+    # billed window whose repair time (resolved minus fault) exceeds it adds
+    # ``repair_credit_percent`` of the credit base to the month's credit; the SLA credit
+    # and the repair credit together never exceed the base. Null: no objective, as every
+    # version before the fields existed.
+    repair_objective_minutes = models.PositiveIntegerField(
+        _("repair-time objective (minutes)"),
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1)],
+        help_text=_(
+            "A network fault repaired in more than this many minutes (its first violating "
+            "sample to its first passing one) earns the repair credit. Empty: no objective."
+        ),
+    )
+    repair_credit_percent = models.DecimalField(
+        _("repair credit per missed objective (percent of the credit base)"),
+        max_digits=5,
+        decimal_places=2,
+        default=Decimal("0"),
+        # In the database too: a web process still on the previous release adds versions
+        # without it during a deploy.
+        db_default=Decimal("0"),
+        validators=[MinValueValidator(Decimal("0")), MaxValueValidator(Decimal("100"))],
+        help_text=_(
+            "Added to the month's credit for each fault that missed the repair-time "
+            "objective; with the SLA credit, never more than the whole credit base."
+        ),
+    )
+
     # Money, CNY.
     billing_mode = models.CharField(_("billing mode"), max_length=16, choices=BillingMode.choices)
     node_rent_per_month = _money(_("node rent per node-month (¥)"))
@@ -437,6 +467,13 @@ class LeaseTerms(TimeStampedModel):
                 violation_error_message=_(
                     "Credits on the usage charge need a pay-per-use billing mode (per GB or "
                     "95th percentile); a monthly or yearly plan has no usage charge."
+                ),
+            ),
+            models.CheckConstraint(
+                condition=models.Q(repair_credit_percent__gte=0, repair_credit_percent__lte=100),
+                name="terms_repair_credit_is_a_percentage",
+                violation_error_message=_(
+                    "The repair credit is a percentage of the credit base from 0 to 100."
                 ),
             ),
             models.CheckConstraint(

@@ -32,6 +32,7 @@ from gpulease_verify import (
 )
 from gpulease_verify import compliance as sla
 from gpulease_verify import lines as invoice_lines
+from gpulease_verify import repair as repair_rules
 from gpulease_verify import terms as terms_chain
 from gpulease_verify import window as billed_window
 from gpulease_verify.calculations import (
@@ -122,6 +123,7 @@ class _Checker:
         self.notes: list[str] = []
         self.billed: tuple[datetime, datetime] | None = None
         self.base = credit_base.CreditBase(parts=())
+        self.repair: repair_rules.RepairCredit | None = None
         self.samples: list[TrafficRate] = []
 
     def bad(self, text: str) -> None:
@@ -632,6 +634,12 @@ class _Checker:
             cap_percent=Decimal(terms["credit_cap_percent"]),
         )
         self.base = base
+        repair, problems, notes = repair_rules.check(
+            self.b, self.billed, terms, base.amount, result.percent_applied, result.amount
+        )
+        self.repair = repair
+        self.mismatches.extend(problems)
+        self.notes.extend(notes)
         stated = self.b.get("credit")
         if stated is None:
             return result if base.amount > 0 else None
@@ -644,10 +652,15 @@ class _Checker:
         on_invoice = sum((Decimal(x["amount"]) for x in lines if x["kind"] == SLA_CREDIT), ZERO)
         # Given as a voucher where the terms say so: no line (gpulease_verify.vouchers).
         as_line = vouchers.credit_mode(terms) == vouchers.LINE
-        expected = result.amount if base.amount > 0 and as_line else ZERO
+        whole = self.credit_line(result)[1]
+        expected = whole if base.amount > 0 and as_line else ZERO
         self.same("SLA credit line(s) on the invoice", on_invoice, expected)
         self.notes.append(f"credit: {result.percent_applied}% of {base.name()} = {result.amount}")
         return result if base.amount > 0 else None
+
+    def credit_line(self, credit: CreditResult) -> tuple[Decimal, Decimal]:
+        """(quantity, amount) of the credit line: the SLA credit plus the repair credit."""
+        return repair_rules.credit_line(credit.percent_applied, credit.amount, self.repair)
 
     def recomputed_base(self) -> credit_base.CreditBase:
         """The base from the bundle's terms versions over the window and its lines (a
@@ -685,16 +698,17 @@ class _Checker:
             zone_name=period["time_zone"],
         )
         as_line = vouchers.credit_mode(self.terms_at_end()) == vouchers.LINE
-        if credit is not None and credit.amount != 0 and as_line:
+        quantity, amount = self.credit_line(credit) if credit is not None else (None, ZERO)
+        if credit is not None and amount != 0 and as_line:
             found.append(
                 invoice_lines.Expected(
                     SLA_CREDIT,
                     None,
                     None,
                     None,
-                    credit.percent_applied,
+                    quantity,
                     self.base.amount,
-                    credit.amount,
+                    amount,
                     {},
                     self._credit_rate(),
                 )
@@ -975,7 +989,9 @@ def verify_report(
         credit = checker.credit(compliance)
         checker.lines(credit)
         given = vouchers.check(
-            bundle, None if credit is None else credit.amount, checker.terms_at_end()
+            bundle,
+            None if credit is None else checker.credit_line(credit)[1],
+            checker.terms_at_end(),
         )
         checker.mismatches.extend(given[0])
         checker.notes.extend(given[1])

@@ -76,6 +76,8 @@ CONTRACT_FIELDS = (
     "degraded_weight",
     "credit_mode",
     "voucher_validity_months",
+    "repair_objective_minutes",
+    "repair_credit_percent",
 )
 # Contract fields added after versions were first hashed, each with the field whose value
 # it had implicitly before it existed: such a field is in the hashed content only when it
@@ -110,6 +112,10 @@ DEFAULTED_FIELDS: dict[str, Any] = {
     # every version before vouchers existed; a voucher is valid 12 months by default.
     "credit_mode": "line",
     "voucher_validity_months": 12,
+    # The repair-time objective and its credit (gpulease_verify.repair): none, as every
+    # version before they existed.
+    "repair_objective_minutes": None,
+    "repair_credit_percent": "0",
 }
 ACKNOWLEDGEMENT_FIELDS = ("by", "role", "at", "reason")
 ACKNOWLEDGEMENT_STANDING = ("tenant", "staff", "proposed_at")

@@ -12,6 +12,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from benchmarks import selectors
+from benchmarks import witness as switch_witness
 from benchmarks.choices import Pattern, RunState, Tool, Verdict
 from benchmarks.links import link_pending
 from benchmarks.models import ProbeRun
@@ -25,7 +26,6 @@ from gpulease_verify.parsers import ParseError, RunFailed
 from gpulease_verify.verdicts import Judgement, TermsView
 from leases.choices import ProbeKind
 from leases.models import LeaseTerms
-from telemetry import witness as telemetry_witness
 
 
 def terms_view(terms: LeaseTerms) -> TermsView:
@@ -50,7 +50,7 @@ def witnessed_pair(
     run: ProbeRun,
     result: Interpretation,
     terms: LeaseTerms,
-    witnessed: telemetry_witness.Witnessed | None,
+    witnessed: switch_witness.Witnessed | None,
 ) -> tuple[dict[str, Any] | None, Judgement]:
     """A pair run's parsed result and judgement with its client's switch-side witness
     block (``gpulease_verify.witness``), where its switch port was read around it: a
@@ -98,7 +98,7 @@ def record_execution(
     terms: LeaseTerms | None,
     plan: dict[str, PlanNode],
     hostnames: list[str],
-    witnessed: telemetry_witness.Witnessed | None = None,
+    witnessed: switch_witness.Witnessed | None = None,
 ) -> ProbeRun:
     """Store what the tool printed (always), then what it parsed to and the verdict; for
     a throughput pair whose client's switch port was read around it, the switch-side
@@ -139,7 +139,7 @@ def record_execution(
                 if switch is not None:
                     parsed = {
                         **(parsed or {}),
-                        witness.KEY: telemetry_witness.counters_block(
+                        witness.KEY: switch_witness.counters_block(
                             witnessed.ports[run.target], switch
                         ),
                     }
@@ -153,7 +153,7 @@ def record_execution(
         run.verdict = Verdict.NONE
     run.save()
     if run.rule.startswith(witness.RULE) and run.terms_id is not None:
-        telemetry_witness.open_dispute(
+        switch_witness.open_dispute(
             lease_id=run.lease_id,
             node=run.target.split(">")[0],
             terms_id=run.terms_id,
@@ -179,7 +179,7 @@ def _judge_sweep(
     execution: runner.Execution,
     terms: LeaseTerms | None,
     plan: dict[str, PlanNode],
-    witnessed: telemetry_witness.Witnessed | None,
+    witnessed: switch_witness.Witnessed | None,
 ) -> None:
     """A sweep's nodes read one by one (``gpulease_verify.sweep``), each with its own
     previous link-down counts and, for counters, its switch port's witness; the sweep's
@@ -202,7 +202,7 @@ def _judge_sweep(
         )
         switch = read.get(output.node)
         if result.ok and switch is not None and run.kind == ProbeKind.COUNTERS:
-            block = telemetry_witness.counters_block(ports[output.node], switch)
+            block = switch_witness.counters_block(ports[output.node], switch)
             result = dataclasses.replace(result, parsed={**result.parsed, witness.KEY: block})
         results.append(result)
     judged = sweep.judge(tool=run.tool, results=results, terms=view)

@@ -31,7 +31,8 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import Exists, OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
 
-from benchmarks import confirmation, node_runs, orphans, selectors, witness_settle
+from benchmarks import confirmation, hooks, node_runs, orphans, selectors, witness_settle
+from benchmarks import witness as switch_witness
 from benchmarks.choices import FINAL_STATES, Pattern, RunState, Trigger
 from benchmarks.models import (
     SLOT_REACH,
@@ -46,7 +47,6 @@ from benchmarks.probes.plan import PlannedBatch, PlanNode, plan_batches
 from benchmarks.recording import terms_view
 from benchmarks.task_names import EXECUTE_BATCH
 from benchmarks.transports import AsyncTransport, LocalTransport, SSHTarget, SSHTransport, kept_open
-from billing.models import TrafficSample
 from common.locks import locking
 from common.tasks import send_after_commit
 from gpulease_verify.traffic import SLOT_EPOCH
@@ -54,7 +54,6 @@ from leases.choices import HEAVY_PROBE_KINDS, HeavyProbePolicy, LeaseStatus, Pro
 from leases.contract_rules import MAX_CADENCE_S, in_weekly_windows
 from leases.models import Lease, LeaseTerms, Node, Site
 from leases.selectors import TermsTimeline
-from telemetry import witness as telemetry_witness
 
 log = logging.getLogger(__name__)
 
@@ -333,9 +332,7 @@ def dispatch_due(*, now: datetime | None = None, enqueue: bool = True) -> Dispat
 
     # The leases with another kind due: with their tenant and latest recent traffic sample
     # (whether they are busy), and their terms in force, in two queries.
-    latest_sample = TrafficSample.objects.filter(
-        lease=OuterRef("pk"), slot_at__gte=now - BUSY_SAMPLE_AGE, seconds__gt=0
-    ).order_by("-slot_at")
+    latest_sample = hooks.recent_traffic(now - BUSY_SAMPLE_AGE)  # billing's, newest first
     by_pk = (
         {
             lease.pk: lease
@@ -819,7 +816,7 @@ def execute_batch(
         planned = [_planned(run, hostnames[run.pk], plan) for run in runs]
         by_name = {node.hostname: node for node in nodes.values()}
         witness_ports = (
-            telemetry_witness.witness_ports(nodes.values())
+            switch_witness.witness_ports(nodes.values())
             if runs[0].kind in (ProbeKind.THROUGHPUT, ProbeKind.COUNTERS)
             else {}
         )
@@ -866,7 +863,7 @@ def execute_batch(
         readings: list = []
         if throughput:
             with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="witness") as pool:
-                before = pool.submit(telemetry_witness.read, witness_ports)
+                before = pool.submit(switch_witness.read, witness_ports)
                 measured = [measure(runs, before)]
                 readings.append(before.result())
         else:
@@ -876,7 +873,7 @@ def execute_batch(
             assert terms is not None
             time.sleep(confirmation.pause_s(terms, witnessed=throughput))
             if throughput:
-                readings.append(telemetry_witness.read(witness_ports))
+                readings.append(switch_witness.read(witness_ports))
             again = confirmation.create(runs, node_ids, now=timezone.now())
             if again:
                 for run, repeat in zip(runs, again, strict=True):
@@ -907,7 +904,7 @@ def execute_batch(
             )
             return runs
         if throughput:
-            readings.append(telemetry_witness.read_settled(witness_ports))
+            readings.append(switch_witness.read_settled(witness_ports))
         witness_settle.record(
             measured=measured,
             terms=terms,
@@ -915,7 +912,7 @@ def execute_batch(
             hostnames=hostnames,
             witnesses=witness_settle.witnesses(
                 witness_ports,
-                readings if throughput else [{}, telemetry_witness.read(witness_ports)],
+                readings if throughput else [{}, switch_witness.read(witness_ports)],
             )
             if witness_ports
             else None,

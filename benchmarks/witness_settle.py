@@ -31,17 +31,17 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from benchmarks import witness as switch_witness
 from benchmarks.models import NodeLock, PendingWitness, ProbeRun
 from benchmarks.probes import runner
 from benchmarks.probes.plan import PlanNode
 from benchmarks.recording import record_execution
+from benchmarks.switch_snmp import SwitchPortReading
 from benchmarks.task_names import SETTLE_WITNESS
 from common.locks import locking
 from common.tasks import send
 from gpulease_verify.canonical import iso_utc, parse_instant
 from leases.models import Lease, LeaseTerms
-from telemetry import witness as telemetry_witness
-from telemetry.switch_snmp import SwitchPortReading
 
 log = logging.getLogger(__name__)
 
@@ -65,12 +65,12 @@ def fence_until(due_at: datetime) -> datetime:
 
 
 def witnesses(
-    ports: Mapping[str, telemetry_witness.WitnessPort],
+    ports: Mapping[str, switch_witness.WitnessPort],
     readings: Sequence[Mapping[str, SwitchPortReading]],
-) -> list[telemetry_witness.Witnessed]:
+) -> list[switch_witness.Witnessed]:
     """The witness of each measurement: the readings on either side of it."""
     return [
-        telemetry_witness.Witnessed(ports=ports, before=readings[k], after=readings[k + 1])
+        switch_witness.Witnessed(ports=ports, before=readings[k], after=readings[k + 1])
         for k in range(len(readings) - 1)
     ]
 
@@ -81,7 +81,7 @@ def record(
     terms: LeaseTerms | None,
     plan: dict[str, PlanNode],
     hostnames: Mapping[int, list[str]],
-    witnesses: Sequence[telemetry_witness.Witnessed] | None,
+    witnesses: Sequence[switch_witness.Witnessed] | None,
 ) -> None:
     """Record every measurement of a batch in one transaction, so that a run and its
     confirmation are read (ingested, linked) together."""
@@ -103,7 +103,7 @@ def defer(
     batch: uuid.UUID,
     lease: Lease,
     queue: str,
-    ports: Mapping[str, telemetry_witness.WitnessPort],
+    ports: Mapping[str, switch_witness.WitnessPort],
     readings: Sequence[Mapping[str, SwitchPortReading]],
     measured: Sequence[Measured],
     clients: set[int],
@@ -168,9 +168,7 @@ def settle(batch: uuid.UUID, *, now: datetime | None = None) -> list[ProbeRun]:
         pending = locking(PendingWitness.objects).filter(batch=batch).first()
         if pending is None:
             return []
-        ports = {
-            name: telemetry_witness.WitnessPort(**port) for name, port in pending.ports.items()
-        }
+        ports = {name: switch_witness.WitnessPort(**port) for name, port in pending.ports.items()}
         if now > fence_until(pending.due_at):
             log.warning(
                 "batch %s: its switch reading came too late to be trusted; recorded without "
@@ -179,7 +177,7 @@ def settle(batch: uuid.UUID, *, now: datetime | None = None) -> list[ProbeRun]:
             )
             after: Mapping[str, SwitchPortReading] = {}
         else:
-            after = telemetry_witness.read(ports)
+            after = switch_witness.read(ports)
         readings = [_readings(reading) for reading in pending.readings] + [after]
         ids = [int(pk) for measurement in pending.measurements for pk in measurement]
         by_pk = {

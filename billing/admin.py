@@ -7,6 +7,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
+from benchmarks.witness import resolve_integrity_incidents
 from billing import services
 from billing.models import (
     CreditNote,
@@ -27,7 +28,6 @@ from incidents import repair
 from incidents.models import Incident
 from leases import admin as leases_admin
 from leases.models import LeaseTerms, TermsAmendment
-from telemetry.witness import resolve_integrity_incidents
 
 LINE_FIELDS = (
     "position",

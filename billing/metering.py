@@ -15,7 +15,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import Q, QuerySet, Sum
+from django.db.models import OuterRef, Q, QuerySet, Sum
 
 from billing.models import TrafficSample
 from gpulease_verify.calculations import P95Direction, P95Window, TrafficRate, p95_bandwidth
@@ -24,6 +24,15 @@ from gpulease_verify.calculations import P95Direction, P95Window, TrafficRate, p
 def samples_in(*, lease_id: int, start: datetime, end: datetime) -> QuerySet[TrafficSample]:
     """The lease's samples whose slot starts in [start, end)."""
     return TrafficSample.objects.filter(lease_id=lease_id, slot_at__gte=start, slot_at__lt=end)
+
+
+def recent_samples(since: datetime) -> QuerySet[TrafficSample]:
+    """The samples of the outer query's lease (``OuterRef("pk")``) whose slot starts at or
+    after ``since`` and that span time, newest first: the dispatcher reads the latest one's
+    rate to tell whether the lease is busy (``benchmarks.hooks.recent_traffic``)."""
+    return TrafficSample.objects.filter(
+        lease=OuterRef("pk"), slot_at__gte=since, seconds__gt=0
+    ).order_by("-slot_at")
 
 
 def traffic_bytes(*, lease_id: int, start: datetime, end: datetime) -> int:

@@ -50,6 +50,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from benchmarks import selectors
+from benchmarks import witness as switch_witness
 from benchmarks.choices import Pattern, Tool, Trigger
 from benchmarks.demo_traffic import WOBBLE, PortTimeline, ProbeBytes, Steady
 from benchmarks.links import link_pending
@@ -79,7 +80,6 @@ from leases.choices import LeaseStatus, ProbeKind, Technology
 from leases.models import Lease, LeaseTerms, NicPort, Node
 from leases.selectors import TermsTimeline
 from telemetry import demo as telemetry_demo
-from telemetry import witness as telemetry_witness
 
 DAYS = 21
 
@@ -348,7 +348,7 @@ def build(lease: Lease, now: datetime, days: int) -> LeaseDemo | None:
         timeline=TermsTimeline.for_lease(lease),
         site_id=nodes[0].leaf_switch.fabric.site_id,
         rng=random.Random(f"{lease.reference}/outputs"),
-        witness=telemetry_witness.witness_ports(nodes),
+        witness=switch_witness.witness_ports(nodes),
     )
     _acceptance(demo, now)
     _history(demo, now, days)

@@ -16,12 +16,14 @@ from typing import Any
 from django.conf import settings
 
 from benchmarks import demo_outputs
+from benchmarks import witness as switch_witness
 from benchmarks.choices import Pattern, RunState, Tool, Trigger
 from benchmarks.demo_traffic import PortTimeline
 from benchmarks.models import ProbeRun
 from benchmarks.probes import commands, runner
 from benchmarks.probes.plan import PlannedRun, PlanNode
 from benchmarks.recording import terms_view, witnessed_pair
+from benchmarks.switch_snmp import SwitchPortReading
 from gpulease_verify import probe_tax, sweep, verdicts
 from gpulease_verify.interpret import Interpretation, interpret
 from gpulease_verify.probe_tax import ProbeSend
@@ -29,8 +31,6 @@ from leases.choices import LinkLayer, ProbeKind
 from leases.models import Lease, LeaseTerms, Node
 from leases.selectors import TermsTimeline
 from telemetry import demo as telemetry_demo
-from telemetry import witness as telemetry_witness
-from telemetry.switch_snmp import SwitchPortReading
 
 CADENCE = timedelta(hours=2)
 
@@ -98,7 +98,7 @@ class LeaseDemo:
     heavy: list[Heavy] = field(default_factory=list)
     sweeps: list[SweepSpec] = field(default_factory=list)
     ports: dict[str, list[PortTimeline]] = field(default_factory=dict)
-    witness: dict[str, telemetry_witness.WitnessPort] = field(default_factory=dict)
+    witness: dict[str, switch_witness.WitnessPort] = field(default_factory=dict)
     reboots: dict[str, datetime] = field(default_factory=dict)
     # The leaf switches' port counters were cleared a day before the history begins.
     switch_cleared: datetime | None = None
@@ -434,7 +434,7 @@ def witnessed(demo: LeaseDemo, heavy: Heavy) -> None:
     if run.kind != ProbeKind.THROUGHPUT or client not in demo.witness:
         return
     assert run.started_at is not None and run.finished_at is not None and run.terms
-    witnessed = telemetry_witness.Witnessed(
+    witnessed = switch_witness.Witnessed(
         ports={client: demo.witness[client]},
         before={client: _switch_reading(demo, client, run.started_at - timedelta(seconds=1))},
         after={

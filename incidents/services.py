@@ -9,7 +9,7 @@ with it; only the writing is here:
   metering gaps (``billing.metering_gaps``) are recorded whole, already closed;
 - **telemetry** (``telemetry.services``): a fabric health rule's finding opens one, its end
   closes it;
-- **witness** (``telemetry.witness``): a switch contradicting a host's report opens (or
+- **witness** (``benchmarks.witness``): a switch contradicting a host's report opens (or
   extends) the node's measurement-integrity incident;
 - **alertmanager** (``monitoring.alertmanager``): a firing alert opens (or joins) one per
   lease it touches, its resolution closes those no other firing alert holds open;

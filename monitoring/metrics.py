@@ -314,7 +314,7 @@ def _lease_metrics(instant: datetime) -> Iterator[Metric]:
     disputes = GaugeMetricFamily(
         "gpulease_witness_disagreements",
         "Samples the switch-side witness contradicted, in measurement-integrity incidents "
-        "still waiting for a person (telemetry.witness)",
+        "still waiting for a person (benchmarks.witness)",
         labels=LEASE_LABELS,
     )
     findings = GaugeMetricFamily(

@@ -23,11 +23,11 @@ from datetime import datetime, timedelta
 
 from benchmarks.demo_traffic import Outage, PortTimeline, switch_octets
 from benchmarks.probes.plan import PlanNode, PlanPort
+from benchmarks.switch_snmp import SwitchPortReading
+from benchmarks.witness import WitnessPort
 from leases.choices import LinkLayer
 from leases.models import Lease, LeaseTerms, Node
 from telemetry import services
-from telemetry.switch_snmp import SwitchPortReading
-from telemetry.witness import WitnessPort
 
 
 @dataclass(frozen=True)

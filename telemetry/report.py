@@ -1,7 +1,8 @@
 """A lease's fabric health over a window, per node and port: what ``manage.py
-fabric_health`` prints. Every figure comes from its one home: the verdicts from
+fabric_health`` prints (billing's command, which adds the month's probe tax from
+``billing.probe_tax``). Every figure comes from its one home: the verdicts from
 ``gpulease_verify.health`` over the stored samples, the disputes from the runs and
-incidents, the probe tax from ``billing.probe_tax``."""
+incidents."""
 
 from __future__ import annotations
 
@@ -11,17 +12,14 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from benchmarks import selectors
+from benchmarks import selectors, witness
 from benchmarks.models import ProbeRun
-from billing import probe_tax
 from gpulease_verify import health
 from gpulease_verify import witness as witness_rules
 from gpulease_verify.canonical import iso_utc
-from gpulease_verify.periods import Period
 from gpulease_verify.telemetry import PortSample as Sample
 from incidents import selectors as incident_selectors
 from leases.models import Lease, LeaseTerms
-from telemetry import witness
 from telemetry.links import as_sample
 from telemetry.models import NodeReading, PortSample, SwitchReading
 from telemetry.services import Judged, clearances_of
@@ -127,7 +125,6 @@ def fabric_health(lease: Lease, *, since: datetime, until: datetime) -> dict[str
             }
             for incident in incidents.order_by("opened_at", "pk")
         ],
-        "probe_tax": _probe_tax(lease, until),
     }
 
 
@@ -168,9 +165,3 @@ def _witness(node_id, port, node_samples, since, until, terms) -> dict[str, Any]
         "difference_percent": round(check.difference_percent, 3),
         "agrees": check.agrees,
     }
-
-
-def _probe_tax(lease: Lease, until: datetime) -> dict[str, Any]:
-    """The probe-tax ledger of the month the window ends in (tenant's clock)."""
-    period = Period.containing(until, lease.tenant.time_zone)
-    return probe_tax.document(probe_tax.probe_tax_of(lease=lease, period=str(period)))

@@ -26,14 +26,15 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from benchmarks import selectors
+from benchmarks import selectors, witness
 from benchmarks.probes import commands
+from benchmarks.switch_snmp import SwitchPortReading
 from benchmarks.transports import AsyncTransport, TransportError
 from benchmarks.transports.kept_open import kept_open
-from billing.ingest import hour_of, recompute_hours
 from common.locks import locking
 from gpulease_verify import health
 from gpulease_verify import witness as witness_rules
+from gpulease_verify.bundle import hour_start
 from gpulease_verify.canonical import iso_utc
 from gpulease_verify.chain import clearance_entry, telemetry_content
 from gpulease_verify.telemetry import (
@@ -54,7 +55,7 @@ from incidents.models import Incident
 from leases.choices import LeaseStatus, ProbeKind
 from leases.models import Lease, LeaseTerms, Node, NodeAssignment
 from leases.selectors import TermsTimeline
-from telemetry import witness
+from telemetry import hooks
 from telemetry.links import as_sample, link_telemetry
 from telemetry.models import (
     NodeReading,
@@ -63,7 +64,6 @@ from telemetry.models import (
     SwitchReading,
     TelemetryBatch,
 )
-from telemetry.switch_snmp import SwitchPortReading
 
 log = logging.getLogger(__name__)
 
@@ -328,20 +328,21 @@ def _store(
 
 
 def _recount_availability(due: Sequence[Held], rows: Sequence[PortSample]) -> None:
-    """Recompute the link rollups of the hours a new unavailable interval touches: their
+    """Tell the apps above the hours a new unavailable interval touches
+    (``telemetry.hooks.unavailable_hours``): billing recomputes their link rollups, whose
     availability minutes hear telemetry (``billing.ingest.recompute_hours``)."""
     lease_of = {h.node.pk: h.lease for h in due}
     touched: dict[tuple[int, datetime], Lease] = {}
     for row in rows:
         if row.up is False or row.down_cycles > 0:
-            hour = hour_of(row.at - timedelta(seconds=row.seconds))
+            hour = hour_start(row.at - timedelta(seconds=row.seconds))
             while hour < row.at:
                 touched[(lease_of[row.node_id].pk, hour)] = lease_of[row.node_id]
                 hour += timedelta(hours=1)
     leases = {lease.pk: lease for lease in touched.values()}
     for lease_id, lease in sorted(leases.items()):
         hours = [hour for (its_id, hour) in touched if its_id == lease_id]
-        recompute_hours(lease=lease, kind=ProbeKind.LINK, hours=hours)
+        hooks.unavailable_hours(lease=lease, kind=ProbeKind.LINK, hours=hours)
 
 
 def _to_store(

@@ -37,7 +37,7 @@ class PendingWitness(models.Model):
         Lease, on_delete=models.CASCADE, related_name="+", verbose_name=_("lease")
     )
     due_at = models.DateTimeField(_("settled reading due at"), db_index=True)
-    # hostname -> the witness port read (telemetry.witness.WitnessPort's fields)
+    # hostname -> the witness port read (benchmarks.witness.WitnessPort's fields)
     ports = models.JSONField(_("switch ports"))
     # the readings so far, in order: before the first measurement, and between it and its
     # confirmation when there is one (hostname -> SwitchPortReading's fields)

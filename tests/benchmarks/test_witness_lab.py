@@ -1,5 +1,5 @@
 """The switch-side witness in the network lab: a real snmpd answers for the lab's switches,
-``telemetry.switch_snmp`` reads it, and the two faults it must see through: a flapping link
+``benchmarks.switch_snmp`` reads it, and the two faults it must see through: a flapping link
 and a tenant whose iperf3 lies (``netlab flap`` / ``netlab forge``).
 
 net-snmp refreshes its interface counters every few seconds (snmpd.COUNTER_CACHE_S), as
@@ -27,7 +27,7 @@ from benchmarks.netlab.__main__ import main as netlab_cli
 from benchmarks.netlab.network import destroy
 from benchmarks.netlab.shell import in_netns
 from benchmarks.netlab.shell import run as run_tool
-from telemetry.switch_snmp import SwitchPortReading, SwitchUnreachable, read_ports
+from benchmarks.switch_snmp import SwitchPortReading, SwitchUnreachable, read_ports
 from tests.benchmarks.conftest import Lab, private_lab_spec, require_lab_prerequisites
 
 pytestmark = pytest.mark.lab
@@ -140,7 +140,7 @@ def test_hosts_cannot_read_the_switch(lab: Lab) -> None:
     """The agent answers the poller (the root namespace) only, even with the community."""
     state = lab.state
     script = (
-        "from telemetry.switch_snmp import read_ports, SwitchUnreachable\n"
+        "from benchmarks.switch_snmp import read_ports, SwitchUnreachable\n"
         "try:\n"
         f"    read_ports(address={state.snmp_address!r}, port={state.snmp_port},"
         f" community={state.snmp_community!r}, timeout_s=0.5, retries=0)\n"

@@ -6,10 +6,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from benchmarks import witness
 from incidents import services
 from incidents.choices import FabricIncidentKind, IncidentState
 from incidents.models import Incident
-from telemetry import witness
 from tests.factories import make_lease, make_run
 
 pytestmark = pytest.mark.django_db

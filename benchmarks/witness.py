@@ -1,5 +1,5 @@
 """Reading the switch-side witness: which switch port each node's data port plugs into,
-and what those ports count, read over SNMP by gpulease (``telemetry.switch_snmp``)."""
+and what those ports count, read over SNMP by gpulease (``benchmarks.switch_snmp``)."""
 
 from __future__ import annotations
 
@@ -16,12 +16,12 @@ from django.conf import settings
 from django.utils import timezone
 
 from benchmarks.models import ProbeRun
+from benchmarks.switch_snmp import SwitchPortReading, SwitchUnreachable, read_ports
 from gpulease_verify import witness
 from incidents import services as incident_services
 from incidents.choices import FabricIncidentKind, IncidentState
 from incidents.models import Incident
 from leases.models import NicPort, Node
-from telemetry.switch_snmp import SwitchPortReading, SwitchUnreachable, read_ports
 
 log = logging.getLogger(__name__)
 

@@ -1,12 +1,24 @@
+"""``manage.py fabric_health``: telemetry's fabric report of a lease (``telemetry.report``)
+with the probe tax of the month the window ends in (``billing.probe_tax``). It lives in
+billing, the layer above both, so telemetry does not import billing."""
+
 import json
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
+from billing import probe_tax
+from gpulease_verify.periods import Period
 from leases.models import Lease
 from telemetry.report import fabric_health
+
+
+def _probe_tax(lease: Lease, until: datetime) -> dict[str, Any]:
+    """The probe-tax ledger of the month the window ends in (tenant's clock)."""
+    period = Period.containing(until, lease.tenant.time_zone)
+    return probe_tax.document(probe_tax.probe_tax_of(lease=lease, period=str(period)))
 
 
 class Command(BaseCommand):
@@ -36,9 +48,10 @@ class Command(BaseCommand):
         except Lease.DoesNotExist:
             raise CommandError(f"no lease {options['lease']!r}") from None
         until = timezone.now()
-        report = fabric_health(
-            lease, since=until - timedelta(minutes=options["since"]), until=until
-        )
+        report = {
+            **fabric_health(lease, since=until - timedelta(minutes=options["since"]), until=until),
+            "probe_tax": _probe_tax(lease, until),
+        }
         if options["json"]:
             self.stdout.write(json.dumps(report, indent=2, ensure_ascii=False))
             return

@@ -11,6 +11,8 @@ BILLING_TASKS = [
     "billing.close_chain_checkpoints",
     "billing.notify_incident",
     "billing.notify_checkpoint",
+    "billing.evaluate_thresholds",
+    "billing.notify_threshold",
 ]
 
 

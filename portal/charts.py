@@ -24,6 +24,20 @@ GAP_FACTOR = 2.5
 
 Point = tuple[float, float]
 Step = tuple[float, float | None]
+# An incident drawn behind the lines: translucent, so the lines stay readable on it.
+BAND_FILL = "#c62828"
+BAND_OPACITY = 0.12
+
+
+@dataclass(frozen=True)
+class Span:
+    """A shaded band across the plot from ``start`` to ``end`` (x), e.g. an incident from
+    its opening to its closing (or now); ``label`` names it on hover, ``href`` its page."""
+
+    start: float
+    end: float
+    label: str
+    href: str = ""
 
 
 @dataclass(frozen=True)
@@ -212,6 +226,7 @@ def line_chart(
     width: int = 860,
     height: int = 260,
     max_points: int = MAX_POINTS,
+    bands: Sequence[Span] = (),
 ) -> str:
     """An inline <svg> document fragment: one line per series, broken wherever two
     consecutive points lie more than ``max_gap`` apart, on a y axis of nice ticks in
@@ -235,6 +250,15 @@ def line_chart(
         f'<rect x="{left}" y="{top_margin}" width="{plot_w}" height="{plot_h}" '
         'fill="none" stroke="#999"/>',
     ]
+    for band in bands:
+        a, b = max(band.start, x_min), min(band.end, x_max)
+        if a >= b:
+            continue
+        parts.append(
+            f'<rect class="incident-band" x="{px(a):.1f}" y="{top_margin}" '
+            f'width="{max(px(b) - px(a), 1):.1f}" height="{plot_h}" fill="{BAND_FILL}" '
+            f'fill-opacity="{BAND_OPACITY}"><title>{escape(band.label)}</title></rect>'
+        )
     for tick in axis.ticks:
         y = py(tick)
         parts.append(
@@ -313,6 +337,8 @@ def chart_data(
     title: str = "",
     zone: str = "UTC",
     max_points: int = MAX_POINTS,
+    bands: Sequence[Span] = (),
+    bands_label: str = "",
 ) -> dict[str, Any]:
     """The chart ``line_chart`` draws, as data for the interactive chart (json_script):
     x in milliseconds since the epoch; a null point where a series or a line breaks;
@@ -362,6 +388,17 @@ def chart_data(
         "x_max": ms(layout.x_max),
         "from_zero": layout.axis.from_zero,
         "series": out,
+        "bands_label": bands_label,
+        "bands": [
+            {
+                "from": ms(max(band.start, layout.x_min)),
+                "to": ms(min(band.end, layout.x_max)),
+                "name": band.label,
+                "href": band.href,
+            }
+            for band in bands
+            if max(band.start, layout.x_min) < min(band.end, layout.x_max)
+        ],
     }
 
 

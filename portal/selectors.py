@@ -316,7 +316,7 @@ def lease_overview(*, user, instant: datetime) -> list[LeaseRow]:  # type: ignor
 
 
 def _extremes(
-    *, user, lease: Lease, kind: str, instant: datetime, days: int, everyone: str
+    *, user, lease: Lease, kind: str, instant: datetime, days: float, everyone: str
 ) -> dict[str, list[tuple[datetime, int]]]:  # type: ignore[no-untyped-def]
     """Lowest and highest measured bandwidth per time bucket, aggregated in the database.
 
@@ -366,7 +366,7 @@ def _extremes(
 
 
 def throughput_series(
-    *, user, lease: Lease, instant: datetime, days: int = CHART_DAYS
+    *, user, lease: Lease, instant: datetime, days: float = CHART_DAYS
 ) -> dict[str, list[tuple[datetime, int]]]:  # type: ignore[no-untyped-def]
     """Measured throughput over the last ``days`` days (``_extremes``): per node pair up
     to a month, all pairs together beyond."""
@@ -381,7 +381,7 @@ def throughput_series(
 
 
 def nccl_series(
-    *, user, lease: Lease, instant: datetime, days: int = CHART_DAYS
+    *, user, lease: Lease, instant: datetime, days: float = CHART_DAYS
 ) -> dict[str, list[tuple[datetime, int]]]:  # type: ignore[no-untyped-def]
     """NCCL bus bandwidth (all_reduce_perf busbw, bit/s) over the last ``days`` days
     (``_extremes``)."""
@@ -450,7 +450,7 @@ class NodeLinks:
 
 
 def link_timeline(
-    *, user, lease: Lease, instant: datetime, days: int = CHART_DAYS
+    *, user, lease: Lease, instant: datetime, days: float = CHART_DAYS
 ) -> list[NodeLinks]:  # type: ignore[no-untyped-def]
     """Link state per node and port over the last ``days`` days, in three small queries
     whatever the history (a year of 5-minute checks on 8 nodes is 840,000 runs):

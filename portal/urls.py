@@ -4,6 +4,7 @@ from django.urls import path, reverse_lazy
 from portal import (
     audit_views,
     customer_views,
+    incident_views,
     provider_views,
     settings_views,
     signing_views,
@@ -28,6 +29,12 @@ urlpatterns = [
     path("", views.overview, name="overview"),
     path("leases/<int:pk>/", views.lease_detail, name="lease"),
     path("leases/<int:pk>/sla/", audit_views.lease_sla, name="lease-sla"),
+    path(
+        "leases/<int:pk>/incidents/<int:incident_pk>/",
+        incident_views.incident_detail,
+        name="incident",
+    ),
+    path("leases/<int:pk>/charts/<slug:chart>.csv", views.chart_csv, name="chart-csv"),
     path("leases/<int:pk>/audit/<str:period>.json", audit_views.audit_bundle, name="lease-audit"),
     path("leases/<int:pk>/checkpoint.json", audit_views.checkpoint, name="lease-checkpoint"),
     path(

@@ -5,13 +5,15 @@ import io
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from typing import Any
 from zoneinfo import ZoneInfo
 
 from django.contrib.auth.decorators import login_required
-from django.db.models import Prefetch
-from django.http import HttpRequest, HttpResponse
+from django.db.models import Count, Prefetch
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
+from django.urls import reverse
 from django.utils import translation
 from django.utils.safestring import mark_safe
 from django.utils.translation import gettext as _
@@ -19,6 +21,7 @@ from django.utils.translation import gettext as _
 from billing import vouchers
 from billing.balance import balance
 from billing.documents import csv_export, document_language, einvoice, pdf, xlsx
+from billing.documents.cells import CsvWriter
 from billing.documents.rows import credit_note_document, invoice_document
 from billing.evidence import can_write_for
 from billing.lease_month import LeaseMonth, lease_month
@@ -26,16 +29,19 @@ from billing.models import CreditNote, CreditNoteLine, Evidence, Invoice, Invoic
 from billing.reports import sla_report
 from common.attachments import attachment
 from gpulease_verify.units import plain
+from incidents import selectors as incident_selectors
 from incidents.models import Incident
 from leases.choices import ProbeKind
 from leases.contract_rules import DEFAULT_PROBE_CADENCE_S
 from leases.models import Lease, LeaseTerms, TermsAmendment
 from leases.selectors import TermsTimeline
-from portal import charts, month_header, months, selectors
+from portal import chart_ranges, charts, month_header, months, selectors
+from portal.chart_ranges import ChartRange
 
 GIGA = 10**9
 MEGA = 10**6
 EVIDENCE_ON_DETAIL = 20
+BANDS_MAX = 200  # incidents drawn on one chart; a year of a bad lease stays readable
 
 
 def _lease(request: HttpRequest, pk: int) -> Lease:
@@ -55,22 +61,23 @@ def overview(request: HttpRequest) -> HttpResponse:
     return render(request, "portal/overview.html", {"rows": rows, "now": instant, "header": header})
 
 
-def _x_labels(instant, zone: str, days: int = selectors.CHART_DAYS) -> list[tuple[float, str]]:  # type: ignore[no-untyped-def]
-    start = instant - timedelta(days=days)
+def _x_labels(start: datetime, end: datetime, zone: str) -> list[tuple[float, str]]:
+    """About six ticks over [start, end]: dates, or hours within two days."""
     local = ZoneInfo(zone)
-    step = max(1, days // 6)
-    ticks = [start + timedelta(days=day) for day in range(0, days + 1, step)]
-    label = "%m-%d" if days <= 90 else "%Y-%m-%d"
+    span = end - start
+    if span <= timedelta(days=2):
+        step = timedelta(hours=max(1, round(span / timedelta(hours=1) / 6)))
+        label = "%m-%d %H:%M"
+    else:
+        days = span / timedelta(days=1)
+        step = timedelta(days=max(1, int(days // 6)))
+        label = "%m-%d" if days <= 92 else "%Y-%m-%d"
+    ticks = []
+    tick = start
+    while tick <= end:
+        ticks.append(tick)
+        tick += step
     return [(t.timestamp(), t.astimezone(local).strftime(label)) for t in ticks]
-
-
-def _days(request: HttpRequest) -> int:
-    """The charts' window (?days=), one of CHART_WINDOWS; anything else is the default."""
-    try:
-        days = int(request.GET.get("days", selectors.CHART_DAYS))
-    except ValueError:
-        return selectors.CHART_DAYS
-    return days if days in selectors.CHART_WINDOWS else selectors.CHART_DAYS
 
 
 GBIT = "Gbit/s"  # the portal's one spelling, as portal_units' gbps and bps filters write
@@ -87,6 +94,9 @@ class Figure:
 
     svg: str
     data: dict[str, Any]
+    series: list[charts.Series]
+    lines: list[charts.Line]
+    unit: str
 
     @property
     def html(self) -> str:
@@ -103,11 +113,21 @@ def _figure(  # type: ignore[no-untyped-def]
     max_gap: float,
     title: str,
     unit: str = GBIT,
+    bands: list[charts.Span] | None = None,
 ) -> Figure:
-    shape = {"lines": lines, "x_range": x_range, "max_gap": max_gap, "y_unit": unit}
+    shape = {
+        "lines": lines,
+        "x_range": x_range,
+        "max_gap": max_gap,
+        "y_unit": unit,
+        "bands": bands or [],
+    }
     return Figure(
         charts.line_chart(series, x_labels=x_labels, title=title, **shape),
-        charts.chart_data(series, title=title, zone=zone, **shape),
+        charts.chart_data(series, title=title, zone=zone, bands_label=_("incidents"), **shape),
+        series,
+        lines,
+        unit,
     )
 
 
@@ -128,7 +148,7 @@ def _term_steps(  # type: ignore[no-untyped-def]
 
 
 def _max_gap(
-    timeline: TermsTimeline, start: datetime, end: datetime, kind: str, days: int
+    timeline: TermsTimeline, start: datetime, end: datetime, kind: str, days: float
 ) -> float:
     """How far apart two points may lie before the line breaks: GAP_FACTOR x the larger of
     the chart's bucket (an hour, a day beyond CHART_DAYS) and the slowest cadence the
@@ -189,23 +209,56 @@ def _busbw_lines(timeline: TermsTimeline, start: datetime, end: datetime) -> lis
     return [charts.Line(_("contracted floor"), steps)]
 
 
+def _titled(chart_range: ChartRange, by_days: str, by_range: str) -> str:
+    """A chart's title or caption: the wording of ?days=N since issue 17, else the range's."""
+    if chart_range.preset_days is not None:
+        return by_days % {"days": chart_range.preset_days}
+    return by_range % {"range": chart_range.title}
+
+
+def _incident_bands(lease: Lease, chart_range: ChartRange) -> list[charts.Span]:
+    """The lease's incidents in the range (one query) as bands from opening to closing, or
+    to the range's end while open, each named by its kind and linking to its page."""
+    rows = (
+        incident_selectors.overlapping(lease=lease, start=chart_range.start, end=chart_range.end)
+        .only("pk", "kind", "target", "opened_at", "closed_at")
+        .order_by("opened_at", "pk")[:BANDS_MAX]
+    )
+    return [
+        charts.Span(
+            incident.opened_at.timestamp(),
+            (incident.closed_at or chart_range.end).timestamp(),
+            _("incident: %(kind)s, %(target)s")
+            % {"kind": incident.get_kind_display(), "target": incident.target},
+            reverse("portal:incident", args=[lease.pk, incident.pk]),
+        )
+        for incident in rows
+    ]
+
+
 def _figures(  # type: ignore[no-untyped-def]
-    user, lease: Lease, timeline: TermsTimeline, terms: LeaseTerms | None, instant, days: int
-) -> dict[str, Any]:
-    """The throughput and NCCL bus bandwidth charts over the last ``days`` days."""
+    user, lease: Lease, timeline: TermsTimeline, terms: LeaseTerms | None, chart_range: ChartRange
+) -> dict[str, Figure]:
+    """The throughput chart (with the incidents' bands) and the NCCL bus bandwidth chart
+    over the range."""
     zone = lease.tenant.time_zone
-    start = instant - timedelta(days=days)
+    start, instant, days = chart_range.start, chart_range.end, chart_range.days
     shape = {
         "zone": zone,
         "x_range": (start.timestamp(), instant.timestamp()),
-        "x_labels": _x_labels(instant, zone, days),
+        "x_labels": _x_labels(start, instant, zone),
     }
     series = selectors.throughput_series(user=user, lease=lease, instant=instant, days=days)
     throughput = _figure(
         _series(series),
         _throughput_lines(timeline, terms, start, instant),
         max_gap=_max_gap(timeline, start, instant, ProbeKind.THROUGHPUT, days),
-        title=_("Measured throughput per node pair, last %(days)s days") % {"days": days},
+        title=_titled(
+            chart_range,
+            _("Measured throughput per node pair, last %(days)s days"),
+            _("Measured throughput per node pair, %(range)s"),
+        ),
+        bands=_incident_bands(lease, chart_range),
         **shape,
     )
     busbw = selectors.nccl_series(user=user, lease=lease, instant=instant, days=days)
@@ -216,16 +269,25 @@ def _figures(  # type: ignore[no-untyped-def]
         _series(busbw, lambda t: name if t == "all" or days > selectors.CHART_DAYS else t),
         _busbw_lines(timeline, start, instant),
         max_gap=_max_gap(timeline, start, instant, ProbeKind.COLLECTIVE, days),
-        title=_("NCCL all_reduce bus bandwidth, last %(days)s days") % {"days": days},
+        title=_titled(
+            chart_range,
+            _("NCCL all_reduce bus bandwidth, last %(days)s days"),
+            _("NCCL all_reduce bus bandwidth, %(range)s"),
+        ),
         **shape,
     )
+    return {"throughput": throughput, "busbw": nccl}
+
+
+def _figure_context(figures: dict[str, Figure]) -> dict[str, Any]:
+    throughput, nccl = figures["throughput"], figures["busbw"]
     return {
         "chart": throughput.html,
         "chart_data": throughput.data,
-        "has_data": bool(series),
+        "has_data": bool(throughput.series),
         "busbw_chart": nccl.html,
         "busbw_data": nccl.data,
-        "has_busbw": bool(busbw),
+        "has_busbw": bool(nccl.series),
     }
 
 
@@ -257,8 +319,17 @@ def _usage(lease: Lease, lease_month: LeaseMonth) -> dict[str, Any]:
         for part in month.parts
     ]
     context: dict[str, Any] = {"usage": month, "usage_rows": rows, "usage_chart": None}
-    if not month.samples:
-        return context
+    figure = _traffic_figure(lease, lease_month)
+    if figure is not None:
+        context.update(usage_chart=figure.html, usage_data=figure.data)
+    return context
+
+
+def _traffic_figure(lease: Lease, lease_month: LeaseMonth) -> Figure | None:
+    """The month's traffic sent and its running 95th percentile; None without a sample."""
+    month = lease_month.usage
+    if month is None or not month.samples:
+        return None
     zone = lease.tenant.time_zone
     peak = max(rate for _slot, _seconds, rate in month.samples)
     factor, unit = (GIGA, GBIT) if peak >= 10 * GIGA else (MEGA, MBIT)  # 1-4 digits
@@ -288,7 +359,7 @@ def _usage(lease: Lease, lease_month: LeaseMonth) -> dict[str, Any]:
                 _("95th percentile so far"), steps, dashed=False, colour=charts.THRESHOLD_COLOUR
             )
         )
-    figure = _figure(
+    return _figure(
         [traffic],
         lines,
         zone=zone,
@@ -298,8 +369,6 @@ def _usage(lease: Lease, lease_month: LeaseMonth) -> dict[str, Any]:
         title=_("Traffic sent in %(period)s") % {"period": lease_month.period},
         unit=unit,
     )
-    context.update(usage_chart=figure.html, usage_data=figure.data)
-    return context
 
 
 # The timeline's slices: about this many over any window (30 days: 4-hour slices; a down
@@ -308,13 +377,14 @@ TIMELINE_SLICES = 180
 
 
 def _timeline(  # type: ignore[no-untyped-def]
-    nodes: list[selectors.NodeLinks], zone: str, instant, days: int = selectors.CHART_DAYS
+    nodes: list[selectors.NodeLinks], zone: str, chart_range: ChartRange
 ) -> tuple[str, list[dict]]:  # type: ignore[type-arg]
-    """The link timeline's SVG over the last ``days`` days and, for reading without the
-    picture, hours down per row."""
-    start = instant - timedelta(days=days)
-    slice_hours = max(1, days * 24 // TIMELINE_SLICES)
-    buckets = days * 24 // slice_hours
+    """The link timeline's SVG over the range and, for reading without the picture, hours
+    down per row."""
+    start, instant = chart_range.start, chart_range.end
+    hours = max(1, round((instant - start) / timedelta(hours=1)))
+    slice_hours = max(1, hours // TIMELINE_SLICES)
+    buckets = max(1, hours // slice_hours)
     x0, x1 = start.timestamp(), instant.timestamp()
     local = ZoneInfo(zone)
     bands: list[charts.Band] = []
@@ -353,14 +423,18 @@ def _timeline(  # type: ignore[no-untyped-def]
         bands,
         start=x0,
         end=x1,
-        x_labels=_x_labels(instant, zone, days),
+        x_labels=_x_labels(start, instant, zone),
         state_labels={
             charts.UP: _("link check passed, port up"),
             charts.DOWN: _("link check failed, port down"),
             charts.NO_DATA: _("no link check"),
         },
         span_text=span_text,
-        title=_("Link state per node and port, last %(days)s days") % {"days": days},
+        title=_titled(
+            chart_range,
+            _("Link state per node and port, last %(days)s days"),
+            _("Link state per node and port, %(range)s"),
+        ),
     )
     return svg, summary
 
@@ -376,14 +450,16 @@ def lease_detail(request: HttpRequest, pk: int) -> HttpResponse:
         return months.refused(request, lease, refusal)
     versions = TermsTimeline(LeaseTerms.objects.visible_to(request.user).filter(lease=lease))
     terms = versions.at(instant)
-    days = _days(request)
-    figures = _figures(request.user, lease, versions, terms, instant, days)
-    links = selectors.link_timeline(user=request.user, lease=lease, instant=instant, days=days)
-    timeline, link_summary = _timeline(links, zone, instant, days)
+    chart_range = chart_ranges.chart_range(request, zone, instant)
+    figures = _figure_context(_figures(request.user, lease, versions, terms, chart_range))
+    links = selectors.link_timeline(
+        user=request.user, lease=lease, instant=chart_range.end, days=chart_range.days
+    )
+    timeline, link_summary = _timeline(links, zone, chart_range)
     incidents = Incident.objects.visible_to(request.user).filter(lease=lease)
     if month.chosen:  # that month's, as its SLA report counts them
         incidents = selectors.incidents_in(incidents, month.start, month.end)
-    incidents = incidents.prefetch_related("runs").order_by("-opened_at")[:50]
+    incidents = incidents.annotate(run_count=Count("runs")).order_by("-opened_at")[:50]
     evidence = list(
         Evidence.objects.visible_to(request.user)
         .filter(lease=lease)
@@ -415,8 +491,10 @@ def lease_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "incidents": incidents,
             "report": report,
             "month": month,
-            "days": days,
+            "days": chart_range.preset_days,
+            "range": chart_range,
             "windows": selectors.CHART_WINDOWS,
+            "presets": chart_ranges.PRESETS,
         },
     )
 
@@ -541,3 +619,58 @@ def invoice_xlsx(request: HttpRequest, pk: int) -> HttpResponse:
         document = invoice_document(invoice)
         body = xlsx.render(document)
     return attachment(body, xlsx.CONTENT_TYPE, document.filename("xlsx"))
+
+
+def _csv_number(value: float | None) -> str:
+    """A figure as a plain number: 97.5, 40 (never 4E+1 or 40.0); empty where none."""
+    if value is None:
+        return ""
+    text = format(Decimal(repr(value)).normalize(), "f")
+    return text
+
+
+def _csv_time(x: float) -> str:
+    return datetime.fromtimestamp(x, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+CSV_CHARTS = ("throughput", "busbw", "traffic")
+
+
+@login_required
+def chart_csv(request: HttpRequest, pk: int, chart: str) -> HttpResponse:
+    """A chart's data as CSV: the series it draws over the same range (the picker's, or the
+    month's for the traffic chart), each measured point and each step of a reference line,
+    one row each: time (ISO 8601, UTC), series, value (a plain number), unit."""
+    if chart not in CSV_CHARTS:
+        raise Http404
+    lease = _lease(request, pk)
+    instant = selectors.now()
+    zone = lease.tenant.time_zone
+    if chart == "traffic":
+        try:
+            month = months.month_of(request, lease, instant)
+        except selectors.PeriodRefused as refusal:
+            return months.refused(request, lease, refusal)
+        read = lease_month(lease, month.period, instant=instant, usage=True)
+        figure = _traffic_figure(lease, read)
+        name = f"{lease.reference}-traffic-{month.period}.csv"
+    else:
+        chart_range = chart_ranges.chart_range(request, zone, instant)
+        versions = TermsTimeline(LeaseTerms.objects.visible_to(request.user).filter(lease=lease))
+        figure = _figures(request.user, lease, versions, versions.at(instant), chart_range)[chart]
+        name = (
+            f"{lease.reference}-{chart}-{chart_range.start:%Y%m%dT%H%MZ}"
+            f"-{chart_range.end:%Y%m%dT%H%MZ}.csv"
+        )
+    body = io.StringIO()
+    writer = CsvWriter(body)
+    writer.writerow(["time", "series", "value", "unit"])
+    if figure is not None:
+        x_min = figure.data["x_min"] / 1000
+        for one in figure.series:
+            for x, y in one.points:
+                writer.writerow([_csv_time(x), one.label, _csv_number(y), figure.unit])
+        for line in figure.lines:
+            for x, y in sorted(line.steps, key=lambda step: step[0]):
+                writer.writerow([_csv_time(max(x, x_min)), line.label, _csv_number(y), figure.unit])
+    return attachment(body.getvalue(), "text/csv; charset=utf-8", name)

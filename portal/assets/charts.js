@@ -5,6 +5,11 @@
 // values with their unit on hover, zoom and range selection, legend entries that toggle
 // their line, steps where the terms changed and gaps where nothing was measured.
 //
+// Incidents are shaded bands behind the lines (the data's "bands", from the server), named
+// in the tooltip. Charts of the same range (the lease page's shared time picker gives the
+// throughput and bus bandwidth charts the same x_min and x_max) move together: a
+// crosshair follows the mouse on each of them at once, and zooming one zooms the others.
+//
 // `make assets` bundles this file with only the ECharts parts it imports (esbuild, tree
 // shaken) into portal/static/portal/vendor/charts.min.js.
 import * as echarts from "echarts/core";
@@ -14,6 +19,7 @@ import {
   DataZoomSliderComponent,
   GridComponent,
   LegendScrollComponent,
+  MarkAreaComponent,
   TooltipComponent,
 } from "echarts/components";
 import { CanvasRenderer } from "echarts/renderers";
@@ -23,12 +29,14 @@ echarts.use([
   GridComponent,
   TooltipComponent,
   LegendScrollComponent,
+  MarkAreaComponent,
   DataZoomInsideComponent,
   DataZoomSliderComponent,
   CanvasRenderer,
 ]);
 
 const TEXT = "#333333"; // 12.6:1 on white
+const BAND = "rgba(198, 40, 40, 0.12)"; // portal.charts.BAND_FILL at BAND_OPACITY
 
 function formats(language, zone) {
   const number = new Intl.NumberFormat(language, { maximumFractionDigits: 2 });
@@ -51,6 +59,29 @@ function formats(language, zone) {
     day: (ms) => day.format(new Date(ms)),
     instant: (ms) => instant.format(new Date(ms)),
   };
+}
+
+function bandsAt(data, ms) {
+  return (data.bands || []).filter((band) => band.from <= ms && ms <= band.to);
+}
+
+function bandSeries(data) {
+  const bands = data.bands || [];
+  if (!bands.length) return [];
+  return [
+    {
+      name: data.bands_label || "incidents",
+      type: "line",
+      data: [],
+      color: "#c62828",
+      markArea: {
+        silent: true,
+        itemStyle: { color: BAND },
+        data: bands.map((band) => [{ xAxis: band.from }, { xAxis: band.to }]),
+      },
+      z: 1,
+    },
+  ];
 }
 
 function option(data, format) {
@@ -78,9 +109,17 @@ function option(data, format) {
         const rows = params.filter(
           (p) => p.value && p.value[1] !== null && p.value[1] !== undefined,
         );
-        if (!rows.length) return "";
+        const at = params.length ? params[0].axisValue : null;
+        const bands = at === null ? [] : bandsAt(data, at);
+        if (!rows.length && !bands.length) return "";
         const box = document.createElement("div");
-        box.append(format.instant(params[0].value[0]));
+        box.append(format.instant(rows.length ? rows[0].value[0] : at));
+        bands.forEach((band) => {
+          const line = document.createElement("b");
+          line.className = "echart-incident";
+          line.textContent = band.name;
+          box.append(document.createElement("br"), line);
+        });
         rows.forEach((p) => {
           const marker = document.createElement("span");
           marker.className = "echart-marker";
@@ -110,7 +149,7 @@ function option(data, format) {
       { type: "inside", filterMode: "none" },
       { type: "slider", filterMode: "none", height: 24, bottom: 8, labelFormatter: (ms) => format.day(ms) },
     ],
-    series: data.series.map((one) => ({
+    series: bandSeries(data).concat(data.series.map((one) => ({
       name: one.name,
       type: "line",
       data: one.points,
@@ -123,7 +162,7 @@ function option(data, format) {
       lineStyle: { width: one.step ? 2 : 1.5, type: one.dashed ? "dashed" : "solid" },
       emphasis: { focus: "none" },
       z: one.step ? 3 : 2,
-    })),
+    }))),
   };
 }
 
@@ -148,16 +187,66 @@ function enhance(figure) {
   return chart;
 }
 
+// The crosshair across a group: the mouse's time on one chart shows the tooltip and the
+// axis pointer at the same time on every other (each converts the time to its own pixels,
+// as their y axes differ in width); leaving the chart hides them all.
+function crosshair(charts) {
+  charts.forEach((chart) => {
+    const zr = chart.getZr();
+    zr.on("mousemove", (event) => {
+      const point = [event.offsetX, event.offsetY];
+      if (!chart.containPixel({ gridIndex: 0 }, point)) return;
+      const ms = chart.convertFromPixel({ xAxisIndex: 0 }, event.offsetX);
+      charts.forEach((other) => {
+        if (other === chart) return;
+        const x = other.convertToPixel({ xAxisIndex: 0 }, ms);
+        other.dispatchAction({ type: "showTip", x, y: other.getHeight() / 2 });
+      });
+    });
+    zr.on("globalout", () =>
+      charts.forEach((other) => other !== chart && other.dispatchAction({ type: "hideTip" })),
+    );
+  });
+}
+
+// Zooming one chart of a group zooms the others to the same times.
+function zoomTogether(charts) {
+  let moving = false;
+  charts.forEach((chart) => {
+    chart.on("datazoom", () => {
+      if (moving) return;
+      // The charts of a group span the same range (the server's x_min and x_max), so
+      // the same share of it is the same times.
+      const { start, end } = chart.getOption().dataZoom[0];
+      moving = true;
+      charts.forEach(
+        (other) => other !== chart && other.dispatchAction({ type: "dataZoom", start, end }),
+      );
+      moving = false;
+    });
+  });
+}
+
 function start() {
   const made = [];
+  const groups = {};
   document.querySelectorAll("figure[data-chart]").forEach((figure) => {
     try {
       const chart = enhance(figure);
-      if (chart) made.push(chart);
+      if (!chart) return;
+      made.push(chart);
+      const data = JSON.parse(document.getElementById(figure.dataset.chart).textContent);
+      const group = `${data.x_min}-${data.x_max}`;
+      (groups[group] = groups[group] || []).push(chart);
     } catch (error) {
       // The server's SVG stays where the interactive chart cannot be drawn.
       console.error(error);
     }
+  });
+  Object.values(groups).forEach((charts) => {
+    if (charts.length < 2) return;
+    crosshair(charts);
+    zoomTogether(charts);
   });
   window.addEventListener("resize", () => made.forEach((chart) => chart.resize()));
 }

@@ -202,6 +202,8 @@ def world():  # type: ignore[no-untyped-def]
     customer = [
         reverse("portal:overview"),
         reverse("portal:lease", args=[lease.pk]),
+        reverse("portal:lease", args=[lease.pk]) + "?range=24h",
+        reverse("portal:incident", args=[lease.pk, lease.incidents.get().pk]),
         reverse("portal:lease-sla", args=[lease.pk]),
         reverse("portal:evidence-upload", args=[lease.pk]),
         reverse("portal:tokens"),

@@ -19,6 +19,7 @@ from django.utils.html import escape
 from api import tokens
 from api.models import ApiToken
 from billing.models import Evidence
+from incidents.services import INGEST, open_incident
 from leases.choices import Role
 from tests.benchmarks.parsers import fixture_text
 from tests.factories import MembershipFactory, NodeFactory, StaffFactory, at, make_lease
@@ -95,11 +96,23 @@ def page_ids(admin, lease) -> dict[str, Any]:
         reason="Signed on the 10th, recorded late.",
     )
     _, key = register_tenant_key(admin.user, admin.tenant)
+    incident = open_incident(
+        actor=INGEST,
+        lease_id=lease.pk,
+        terms_id=lease.terms.latest("version").pk,
+        kind="throughput",
+        pattern="pairwise",
+        target="gz-a100-01>gz-a100-02",
+        opened_at=at("2026-11-10 00:00"),
+        rule="below 95 %",
+    )
     return {
         "portal:amendment": {"pk": amendment.pk},
         "portal:signing-key-revoke": {"pk": key.pk},
         "portal:lease": {"pk": lease.pk},
         "portal:lease-sla": {"pk": lease.pk},
+        "portal:incident": {"pk": lease.pk, "incident_pk": incident.pk},
+        "portal:chart-csv": {"pk": lease.pk, "chart": "throughput"},
         "portal:lease-audit": {"pk": lease.pk, "period": "2026-11"},
         "portal:lease-checkpoint": {"pk": lease.pk},
         "portal:evidence-upload": {"pk": lease.pk},
@@ -170,6 +183,29 @@ def test_a_garbage_chart_window_falls_back_to_thirty_days(admin, lease, days):
     response = client_for(admin.user).get(f"/leases/{lease.pk}/", {"days": days})
     assert response.status_code == 200
     assert "Measured throughput per node pair, last 30 days" in response.content.decode()
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        {"from": "\x00", "to": "2026-11-05"},
+        {"from": "2026-11-05", "to": "2026-11-01"},
+        {"from": "0001-01-01", "to": "9999-12-31"},
+        {"from": "2026-02-30", "to": "2026-03-01"},
+        {"from": "2026-11-05"},
+        {"from": "2099-01-01", "to": "2099-01-02"},
+        {"range": "\x00"},
+        {"range": HUGE_ID},
+    ],
+)
+def test_a_garbage_chart_range_falls_back_to_thirty_days(admin, lease, query):
+    client = client_for(admin.user)
+    response = client.get(f"/leases/{lease.pk}/", query)
+    assert response.status_code == 200
+    assert "Measured throughput per node pair, last 30 days" in response.content.decode()
+    csv_response = client.get(f"/leases/{lease.pk}/charts/throughput.csv", query)
+    assert csv_response.status_code == 200
+    assert csv_response.content.decode().splitlines()[0] == "time,series,value,unit"
 
 
 @pytest.mark.parametrize("period", ["\x00", "2026-11\x00", "9999-12", "0000-01", HUGE_ID])

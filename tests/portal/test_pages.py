@@ -97,10 +97,14 @@ def test_lease_detail_has_the_chart_incidents_with_evidence_and_the_sla_report(m
     assert "threshold 95% 95 Gbit/s" in html
     assert "80.000 %" not in html
     assert "85.000 %" in html  # throughput compliance
-    run_ids = sorted(lease.incidents.get().runs.values_list("pk", flat=True))
+    incident = lease.incidents.get()
+    run_ids = sorted(incident.runs.values_list("pk", flat=True))
     assert len(run_ids) == 3
+    # The list links to the incident's page, which links to each run's raw output.
+    assert f'href="/leases/{lease.pk}/incidents/{incident.pk}/"' in html
+    incident_page = client_for(member.user).get(f"/leases/{lease.pk}/incidents/{incident.pk}/")
     for run_id in run_ids:
-        assert f'href="/api/v1/probe-runs/{run_id}/raw/"' in html
+        assert f'href="/api/v1/probe-runs/{run_id}/raw/"' in incident_page.content.decode()
     assert "40 Gbit/s" in html  # worst bandwidth of the incident
     assert "GPU-hours" in html and "¥" in html
     # 85% is below every default tier: 50% of ¥22,000.00, capped at 50%.

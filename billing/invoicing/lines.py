@@ -354,8 +354,15 @@ def _credit(
         tiers=credit_tiers(terms.credit_tiers),
         cap_percent=terms.credit_cap_percent,
     )
+    # Without a repair-time objective no fault earns a credit: no query (the month header
+    # reads many leases' months at once).
+    objective = terms.repair_objective_minutes
     repair = repair_rules.repair_credit(
-        incidents=incident_selectors.repairs_resolved(lease_id=lease.pk, start=start, end=end),
+        incidents=(
+            incident_selectors.repairs_resolved(lease_id=lease.pk, start=start, end=end)
+            if objective is not None
+            else []
+        ),
         start=start,
         end=end,
         objective_minutes=terms.repair_objective_minutes,

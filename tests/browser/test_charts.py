@@ -43,6 +43,7 @@ def test_the_throughput_chart_is_interactive_and_the_page_stays_light(
     chart = page.locator("#throughput .echart canvas").first
     chart.wait_for(state="visible")
     assert not page.locator("#throughput svg").first.is_visible()  # the SVG gave way
+    chart.scroll_into_view_if_needed()  # below the month header on a 900 px screen
     box = chart.bounding_box()
     assert box is not None and box["width"] > 600
     # Sweep across the plot until the tooltip shows a figure: 98 or 40 Gbit/s.

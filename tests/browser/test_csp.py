@@ -60,6 +60,7 @@ def test_lease_and_sla_pages_draw_their_charts_under_the_policy(
     chart.wait_for(state="visible")
     assert page.locator(".echart canvas").count() >= 1
     # The tooltip is HTML that ECharts writes into the page: hover until it shows a figure.
+    chart.scroll_into_view_if_needed()  # below the month header on a 900 px screen
     box = chart.bounding_box()
     assert box is not None
     tooltip = ""

@@ -67,6 +67,7 @@ def test_the_breached_lease_shows_its_incident_as_a_band(page, live_server, log_
         }""",
         [opened],
     )
+    page.locator("#throughput .echart").scroll_into_view_if_needed()
     box = page.locator("#throughput .echart").bounding_box()
     assert box is not None
     tooltip = ""
@@ -118,6 +119,7 @@ def test_the_range_picker_and_the_crosshair_move_both_charts(page, live_server, 
     assert x_ranges(page) == {"throughput": week, "busbw": week}
 
     # The crosshair: the mouse on the throughput chart shows the bus bandwidth's tooltip.
+    page.locator("#throughput .echart").scroll_into_view_if_needed()
     box = page.locator("#throughput .echart").bounding_box()
     assert box is not None
     shown = ""

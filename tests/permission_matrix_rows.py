@@ -80,6 +80,14 @@ def lease(world: World) -> dict[str, Any]:
     return {"pk": world.alpha.lease.pk}
 
 
+def lease_incident(world: World) -> dict[str, Any]:
+    return {"pk": world.alpha.lease.pk, "incident_pk": world.alpha.incident.pk}
+
+
+def throughput_csv(world: World) -> dict[str, Any]:
+    return {"pk": world.alpha.lease.pk, "chart": "throughput"}
+
+
 def site(world: World) -> dict[str, Any]:
     return {"pk": world.alpha.nodes[0].leaf_switch.fabric.site_id}
 
@@ -503,6 +511,11 @@ PAGE_ROWS: dict[tuple[str, str], Row] = {
     ("portal:overview", "post"):        Row("200 200 200 200 200 200 login login"),
     ("portal:lease", "get"):            Row("200 200 200 200 200 404 login login", lease),
     ("portal:lease", "post"):           Row("200 200 200 200 200 404 login login", lease),
+    # An incident of the lease, and a chart's data as CSV: whoever sees the lease.
+    ("portal:incident", "get"):         Row("200 200 200 200 200 404 login login", lease_incident),
+    ("portal:incident", "post"):        Row("200 200 200 200 200 404 login login", lease_incident),
+    ("portal:chart-csv", "get"):        Row("200 200 200 200 200 404 login login", throughput_csv),
+    ("portal:chart-csv", "post"):       Row("200 200 200 200 200 404 login login", throughput_csv),
     ("portal:lease-sla", "get"):        Row("200 200 200 200 200 404 login login", lease),
     ("portal:lease-sla", "post"):       Row("200 200 200 200 200 404 login login", lease),
     # The month's signed audit bundle and the chain checkpoint: as the API's audit routes,

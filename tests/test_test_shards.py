@@ -37,6 +37,7 @@ def test_every_file_runs_once_on_postgresql_and_the_sqlite_files_again(shards):
     assert serial.files == [
         "tests/benchmarks/test_confirmation_lab.py",
         "tests/benchmarks/test_confirmation_load_lab.py",
+        "tests/common/test_beat_lock.py",
     ]
     jobs = [job for lane in lanes for job in shards.grouped(lane)]
     (sqlite_job,) = [job for job in jobs if job.name.endswith("sqlite")]

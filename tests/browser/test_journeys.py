@@ -194,7 +194,12 @@ def test_the_overview_names_the_worst_pair_and_marks_stale_data(page, log_in, sc
         make_run(old, target="sz-03>sz-04", slot=NOW - timedelta(hours=5), measured_bps=98 * 10**9)
         make_lease(tenant=member.tenant, reference="ZY-2026-805", nodes=[NodeFactory()])  # draft
     log_in(member.user)
-    rows = {ref: page.locator("tr.lease-row", has_text=ref) for ref in ("803", "804", "805")}
+    # The full reference: the tenant's name ("Tenant 804" from the factory's sequence) is on
+    # every row.
+    rows = {
+        ref: page.locator("tr.lease-row", has_text=f"ZY-2026-{ref}")
+        for ref in ("803", "804", "805")
+    }
     worst = rows["803"].locator("td.latest").inner_text()
     assert "41.5 Gbit/s" in worst and "97.9" not in worst
     assert "sz-02 → sz-01" in worst and words["worst"] in worst

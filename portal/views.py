@@ -693,10 +693,8 @@ def chart_csv(request: HttpRequest, pk: int, chart: str) -> HttpResponse:
             figure = _figures(request.user, lease, versions, versions.at(instant), chart_range, [])[
                 chart
             ]
-        name = (
-            f"{lease.reference}-{chart}-{chart_range.start:%Y%m%dT%H%MZ}"
-            f"-{chart_range.end:%Y%m%dT%H%MZ}.csv"
-        )
+        start, end = (instant.astimezone(UTC) for instant in (chart_range.start, chart_range.end))
+        name = f"{lease.reference}-{chart}-{start:%Y%m%dT%H%MZ}-{end:%Y%m%dT%H%MZ}.csv"
     body = io.StringIO()
     writer = CsvWriter(body)
     writer.writerow(["time", "series", "value", "unit"])

@@ -9,8 +9,8 @@ from django.core.cache import cache
 from django.test import Client
 from prometheus_client.parser import text_string_to_metric_families
 
+from benchmarks.missed_slots import mark_missed
 from benchmarks.models import ProbeRun
-from benchmarks.services import mark_missed
 from billing.ingest import ingest_all
 from leases.choices import LinkLayer
 from monitoring import metrics

@@ -3,13 +3,13 @@ demo (issue 33 item 4): the breached lease (LX-2026-001, a pair below its thresh
 the last eight hours) has its open incident shaded on the throughput chart and named in
 the tooltip; on ZY-2026-001 (throughput and NCCL bus bandwidth) the range picker sets both
 charts to the same range and the crosshair follows the mouse on both; the lease page and
-the incident page are axe-clean in English and Chinese."""
+the incident page are axe-clean in English and Chinese. The demo is built once for the
+module and served by its own live server (``served_once``)."""
 
 from datetime import datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
 import pytest
-from django.conf import settings
 from django.urls import reverse
 from django.utils import timezone
 
@@ -18,16 +18,45 @@ from gpulease_verify.periods import Period
 from leases.choices import Role
 from leases.demo import load_demo
 from leases.models import Lease
+from tests.browser.conftest import served_once
 from tests.browser.test_design import axe_violations
 from tests.factories import MembershipFactory
 
+# The marker makes pytest-django create the test database even when this module runs
+# alone (it sets up only the databases that marked tests name); each test only reads the
+# world ``served_once`` committed, through the browser.
+pytestmark = pytest.mark.django_db
 
-@pytest.fixture
-def demo(settings, tmp_path):  # type: ignore[no-untyped-def]
-    settings.VAR_DIR = tmp_path  # the demo's logins file
-    load_demo()
-    load_history(days=1)
-    return {lease.reference: lease for lease in Lease.objects.select_related("tenant")}
+BREACHED, CHARTED = "LX-2026-001", "ZY-2026-001"
+
+
+@pytest.fixture(scope="module")
+def site(browser, django_db_setup, django_db_blocker, tmp_path_factory):  # type: ignore[no-untyped-def]
+    def build():  # type: ignore[no-untyped-def]
+        load_demo()
+        load_history(days=1)
+        leases = {lease.reference: lease for lease in Lease.objects.select_related("tenant")}
+        breached = leases[BREACHED]
+        return {
+            "leases": leases,
+            # A viewer of each lease's tenant (password "pw-for-tests").
+            "viewers": {
+                reference: MembershipFactory(
+                    tenant=leases[reference].tenant, role=Role.VIEWER
+                ).user.username
+                for reference in (BREACHED, CHARTED)
+            },
+            "open": breached.incidents.filter(state="open").order_by("-opened_at").first(),
+            "latest": breached.incidents.order_by("-opened_at").first(),
+        }
+
+    yield from served_once(
+        browser, django_db_blocker, build, VAR_DIR=tmp_path_factory.mktemp("var")
+    )
+
+
+def viewer_page(site, reference: str, language: str = "en"):  # type: ignore[no-untyped-def]
+    return site.page(1440, language, site.world["viewers"][reference])
 
 
 def x_ranges(page) -> dict[str, list[int]]:  # type: ignore[no-untyped-def]
@@ -39,13 +68,10 @@ def x_ranges(page) -> dict[str, list[int]]:  # type: ignore[no-untyped-def]
     )
 
 
-def test_the_breached_lease_shows_its_incident_as_a_band(page, live_server, log_in, demo):
-    lease = demo["LX-2026-001"]
-    incident = lease.incidents.filter(state="open").order_by("-opened_at").first()
+def test_the_breached_lease_shows_its_incident_as_a_band(site):
+    lease, incident = site.world["leases"][BREACHED], site.world["open"]
     assert incident is not None
-    member = MembershipFactory(tenant=lease.tenant, role=Role.VIEWER)
-    log_in(member.user)
-    page.set_viewport_size({"width": 1440, "height": 900})
+    page = viewer_page(site, BREACHED)
     page.goto(reverse("portal:lease", args=[lease.pk]))
     page.locator("#throughput .echart canvas").first.wait_for(state="visible")
     bands = page.evaluate(
@@ -84,12 +110,10 @@ def test_the_breached_lease_shows_its_incident_as_a_band(page, live_server, log_
     assert page.locator("#credit-effect").is_visible()
 
 
-def test_the_range_picker_and_the_crosshair_move_both_charts(page, live_server, log_in, demo):
-    lease = demo["ZY-2026-001"]
+def test_the_range_picker_and_the_crosshair_move_both_charts(site):
+    lease = site.world["leases"][CHARTED]
     zone = ZoneInfo(lease.tenant.time_zone)
-    member = MembershipFactory(tenant=lease.tenant, role=Role.VIEWER)
-    log_in(member.user)
-    page.set_viewport_size({"width": 1440, "height": 900})
+    page = viewer_page(site, CHARTED)
     page.goto(reverse("portal:lease", args=[lease.pk]) + "?range=last-month")
     # A function, not a string: the page's CSP refuses eval.
     both_drawn = (
@@ -133,15 +157,9 @@ def test_the_range_picker_and_the_crosshair_move_both_charts(page, live_server, 
 
 
 @pytest.mark.parametrize("language", ["en", "zh-hans"])
-def test_the_lease_and_incident_pages_are_accessible(page, live_server, log_in, demo, language):
-    lease = demo["LX-2026-001"]
-    incident = lease.incidents.order_by("-opened_at").first()
-    member = MembershipFactory(tenant=lease.tenant, role=Role.VIEWER)
-    page.set_viewport_size({"width": 1440, "height": 900})
-    page.context.add_cookies(
-        [{"name": settings.LANGUAGE_COOKIE_NAME, "value": language, "url": live_server.url}]
-    )
-    log_in(member.user)
+def test_the_lease_and_incident_pages_are_accessible(site, language):
+    lease, incident = site.world["leases"][BREACHED], site.world["latest"]
+    page = viewer_page(site, BREACHED, language)
     problems = []
     for path in (
         reverse("portal:lease", args=[lease.pk]) + "?range=24h",

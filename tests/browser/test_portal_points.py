@@ -29,6 +29,11 @@ from leases.models import Lease
 from tests.browser.conftest import served_once
 from tests.browser.test_design import WIDTHS, axe_violations
 
+# The marker makes pytest-django create the test database even when this module runs
+# alone (it sets up only the databases that marked tests name); each test only reads the
+# world ``served_once`` committed, through the browser.
+pytestmark = pytest.mark.django_db
+
 IPERF3_JSON = Path(__file__).resolve().parents[1] / "benchmarks/fixtures/iperf3/tcp_3.14_macos.json"
 SIZES = pytest.mark.parametrize("width", sorted(WIDTHS.values()))
 LANGUAGES = pytest.mark.parametrize("language", ["en", "zh-hans"])

@@ -247,31 +247,45 @@ def cjson(value: Any, depth: int = 0) -> str:
     """JSON in the layout iperf3 prints it (cJSON_Print): an object's members one a line,
     indented by tabs, a tab after each colon; an array of objects as ``[{...}, {...}]``.
     Written out by hand: the standard library's indenting encoder is pure Python and
-    several times slower on the thousands of documents the demo prints."""
+    several times slower on the thousands of documents the demo prints. An object of
+    scalars only (most of them: every stream of every interval) is one call of the
+    standard library's C encoder, its separators set to this layout (``_flat``)."""
     if isinstance(value, dict):
+        if not any(map(_NESTED.__contains__, map(type, value.values()))):
+            return _flat(depth)(value)
         inner = TABS[depth + 1]
         members = ",\n".join(
-            f'{inner}"{key}":\t{_scalar(item) if type(item) in SCALARS else cjson(item, depth + 1)}'
-            for key, item in value.items()
+            f'{inner}"{key}":\t{cjson(item, depth + 1)}' for key, item in value.items()
         )
         return "{\n" + members + "\n" + TABS[depth] + "}"
     if isinstance(value, list):
-        return "[" + ", ".join(cjson(item, depth + 1) for item in value) + "]"
-    return _scalar(value)
+        return "[" + ", ".join([cjson(item, depth + 1) for item in value]) + "]"
+    return _SCALAR(value)
 
 
 TABS = ["\t" * depth for depth in range(16)]
-SCALARS = frozenset({bool, int, float, str, type(None)})
+_NESTED = frozenset({dict, list})
+# A scalar as json.dumps prints it: finite floats as their repr, strings escaped to ASCII.
+_SCALAR = json.JSONEncoder(check_circular=False).encode
+_FLAT_ENCODERS: dict[int, Any] = {}
 
 
-def _scalar(value: Any) -> str:
-    if value is True:
-        return "true"
-    if value is False:
-        return "false"
-    if type(value) in (int, float):
-        return repr(value)
-    return json.dumps(value)
+def _flat(depth: int) -> Any:
+    """The encoder of an object of scalars at ``depth``: the C encoder with a member
+    separator of a comma, a newline and the members' tabs, a tab after each colon; only
+    its opening and closing braces are then laid out by hand."""
+    encode = _FLAT_ENCODERS.get(depth)
+    if encode is None:
+        inner, outer = TABS[depth + 1], TABS[depth]
+        encoder = json.JSONEncoder(check_circular=False, separators=(",\n" + inner, ":\t"))
+
+        def encode(value: dict[str, Any]) -> str:
+            if not value:
+                return "{\n\n" + outer + "}"
+            return "{\n" + inner + encoder.encode(value)[1:-1] + "\n" + outer + "}"
+
+        _FLAT_ENCODERS[depth] = encode
+    return encode
 
 
 # --- perftest ------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ reading is in (``benchmarks.witness_settle``)."""
 
 import dataclasses
 import hashlib
+from collections.abc import Mapping
 from typing import Any
 
 from django.conf import settings
@@ -51,10 +52,13 @@ def witnessed_pair(
     result: Interpretation,
     terms: LeaseTerms,
     witnessed: switch_witness.Witnessed | None,
+    sent: Mapping[str, int] | None = None,
 ) -> tuple[dict[str, Any] | None, Judgement]:
     """A pair run's parsed result and judgement with its client's switch-side witness
     block (``gpulease_verify.witness``), where its switch port was read around it: a
-    disagreement leaves the run without a verdict (disputed)."""
+    disagreement leaves the run without a verdict (disputed). ``sent``: the bytes each
+    node sent as ``probe_tax.bytes_sent`` read them from this run already (the demo reads
+    them for the probe tax first), so that its output is not parsed again here."""
     parsed, judgement, measured = result.parsed, result.judgement, result.measured_bps
     if witnessed is None or ">" not in run.target or not measured:
         return parsed, judgement
@@ -64,7 +68,7 @@ def witnessed_pair(
         seconds=_sending_seconds(run.tool),
         measured_bps=measured,
         tolerance_percent=terms.witness_tolerance_percent,
-        host_bytes=_client_bytes(run, parsed, client),
+        host_bytes=sent.get(client) if sent is not None else _client_bytes(run, parsed, client),
     )
     if block is None:
         return parsed, judgement

@@ -443,8 +443,10 @@ def witnessed(demo: LeaseDemo, heavy: Heavy) -> None:
             )
         },
     )
+    # The client's bytes as ``history._timelines`` read them from the output for the probe
+    # tax (``sends_of``), not parsed again.
     parsed, judgement = witnessed_pair(
-        run=run, result=heavy.result, terms=run.terms, witnessed=witnessed
+        run=run, result=heavy.result, terms=run.terms, witnessed=witnessed, sent=run.sent_bytes
     )
     run.parsed = parsed
     run.verdict, run.rule, run.verdict_reason = judgement.verdict, judgement.rule, judgement.reason

@@ -105,14 +105,18 @@ def build_side(slug: str) -> Side:
     return side
 
 
-@pytest.fixture
-def world(db) -> World:
+def build_world() -> World:
     return World(
         alpha=build_side("alpha"),
         beta=build_side("beta"),
         staff=StaffFactory(username="provider"),
         outsider=UserFactory(username="outsider"),
     )
+
+
+@pytest.fixture
+def world(db) -> World:
+    return build_world()
 
 
 @pytest.fixture(autouse=True)

@@ -10,8 +10,10 @@ the API's one error shape ({"error": {"code", "message", "fields"}}) saying what
 PostgreSQL is the stricter of the two (its text columns refuse NUL, its bigint stops at
 2**63), so run this file against both: DATABASE_URL=sqlite:///... and postgres://...."""
 
+import copy
 import io
 import json
+import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
@@ -22,6 +24,7 @@ import django_filters
 import pytest
 from django.conf import settings
 from django.db import transaction
+from django.test import override_settings
 from django.urls import resolve, reverse
 from django.utils import timezone
 from django_filters.rest_framework import DjangoFilterBackend
@@ -31,6 +34,7 @@ from api.parsers import MAX_DEPTH, StrictJSONParser
 from api.throttling import TokenRateThrottle
 from leases import services
 from leases.choices import Role
+from tests.api.conftest import build_world
 from tests.api.isolation_cases import (
     CASES,
     IPERF3_OUTPUT,
@@ -45,9 +49,36 @@ from tests.api.isolation_cases import (
     threshold_of,
 )
 from tests.api.test_isolation import api_routes
+from tests.conftest import built_once
 from tests.factories import at
 
 pytestmark = pytest.mark.django_db
+
+FAST_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture(scope="module")
+def shared_world(django_db_setup, django_db_blocker, tmp_path_factory) -> Iterator[Any]:
+    """The two tenants' world, built once for the module's few hundred tests (a few seconds
+    a build): each test writes in its own savepoint, rolled back after it
+    (tests.conftest.built_once), so no write reaches the next test."""
+    var_dir = tmp_path_factory.mktemp("hostile-var")
+
+    def build() -> Any:
+        with override_settings(VAR_DIR=var_dir, PASSWORD_HASHERS=FAST_HASHERS):
+            return var_dir, build_world()
+
+    with built_once(django_db_blocker, build) as built:
+        yield built
+
+
+@pytest.fixture
+def world(db, shared_world):  # type: ignore[no-untyped-def]
+    """A copy of the shared world per test (one that changes an object in memory changes
+    only its own), and what its build left in its VAR_DIR, as if built in this test's."""
+    var_dir, built = shared_world
+    shutil.copytree(var_dir, settings.VAR_DIR, dirs_exist_ok=True)
+    return copy.deepcopy(built)
 
 
 @pytest.fixture(autouse=True)

@@ -85,7 +85,10 @@ def _decode(text: str, start: int, where: str) -> tuple[Any, int]:
 
 
 def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result: dict[str, Any] = {}
+    result: dict[str, Any] = dict(pairs)
+    if len(result) == len(pairs):
+        return result  # no key repeated (almost every object): as the loop below makes it
+    result = {}
     for key, value in pairs:
         if key in result and key in _REPEATABLE and f"{key}_bidir_reverse" not in result:
             result[f"{key}_bidir_reverse"] = value

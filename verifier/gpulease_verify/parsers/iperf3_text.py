@@ -80,9 +80,10 @@ class _Line:
 def looks_like_text(text: str) -> bool:
     """True when iperf3's text markers come before any '{' (a JSON document may carry
     the server's text inside a string, and a text output never opens a brace first)."""
-    marker = _MARKERS.search(text)
     brace = text.find("{")
-    return marker is not None and (brace < 0 or marker.start() < brace)
+    # Only the text before the brace is searched (no marker holds a brace, so one that
+    # starts before it ends before it): a JSON document is not scanned line by line.
+    return _MARKERS.search(text, 0, len(text) if brace < 0 else brace) is not None
 
 
 def parse_iperf3_text(text: str) -> Iperf3Result:

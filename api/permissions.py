@@ -24,14 +24,13 @@ from rest_framework import exceptions
 from rest_framework.permissions import SAFE_METHODS, BasePermission
 from rest_framework.request import Request
 
-from api.models import ApiToken, Scope
+from accounts.choices import Role, Scope
+from accounts.models import ApiToken, Membership
 from common.querysets import acting_tenant_id, is_provider_staff
-from leases.choices import Role
-from leases.models import Membership
 
 ALL_ROLES = frozenset(Role.values)
 # A staff_permissions value: the route is open to staff and the service decides, with the
-# object in hand: one's own API tokens (api.tokens), or a tenant's own act that the
+# object in hand: one's own API tokens (accounts.services), or a tenant's own act that the
 # service refuses to provider staff (opening a dispute, acknowledging an amendment).
 SERVICE_DECIDES = "service-decides"
 

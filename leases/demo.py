@@ -15,6 +15,8 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
+from accounts.choices import Role
+from accounts.models import Membership
 from common.staff_groups import ensure_provider_staff_group
 from gpulease_verify.periods import Period
 from leases import services
@@ -24,12 +26,11 @@ from leases.choices import (
     HeavyProbePolicy,
     LeaseStatus,
     LinkLayer,
-    Role,
     SwitchRole,
     Technology,
     Topology,
 )
-from leases.models import Fabric, Lease, Membership, NicPort, Node, Site, Switch, Tenant
+from leases.models import Fabric, Lease, NicPort, Node, Site, Switch, Tenant
 
 DEMO_ZONE = "Asia/Shanghai"
 WITNESS_COMMUNITY = "gpulease-ro"

@@ -24,13 +24,14 @@ from django.shortcuts import get_object_or_404, render
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET
 
+from accounts.models import Membership
 from api.views_audit import AUDIT_READERS
 from billing import audit
 from billing.models import ChainCheckpoint
 from billing.reports import sla_report
 from common.attachments import attachment
 from common.querysets import is_provider_staff
-from leases.models import Lease, Membership
+from leases.models import Lease
 from portal import months, selectors
 
 VERIFIER = "gpulease-verify"

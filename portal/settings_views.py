@@ -25,14 +25,15 @@ from django.utils.translation import gettext_lazy
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods
 
+from accounts.choices import Role
+from accounts.models import Membership
 from billing import thresholds
 from billing.choices import ThresholdKind
 from billing.models import Threshold
 from common.querysets import is_provider_staff
 from incidents import notifications
 from leases import tenant_settings
-from leases.choices import Role
-from leases.models import Lease, Membership, Tenant, TenantSettingsEvent
+from leases.models import Lease, Tenant, TenantSettingsEvent
 from portal import selectors
 from portal.customer_views import _show_refusal
 

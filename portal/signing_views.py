@@ -24,11 +24,12 @@ from django.utils.translation import gettext_lazy
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
+from accounts.choices import Role
+from accounts.models import Membership
 from common.querysets import is_provider_staff
 from gpulease_verify.canonical import canonical_json, parse_instant
 from leases import cosign, services
-from leases.choices import Role
-from leases.models import Membership, TenantKey, TermsAmendment
+from leases.models import TenantKey, TermsAmendment
 
 SIGN_COMMAND = "gpulease-verify sign --key KEY.pem content.json"
 

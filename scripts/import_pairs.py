@@ -15,7 +15,7 @@ from collections import defaultdict
 from pathlib import Path
 
 APPS = [
-    "gpulease_verify", "common", "ledger", "leases", "incidents", "benchmarks", "telemetry",
+    "gpulease_verify", "common", "ledger", "accounts", "leases", "incidents", "benchmarks", "telemetry",
     "billing", "api",
     "portal", "monitoring", "config",
 ]  # fmt: skip

@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 VERIFIER = tomllib.loads((ROOT / "verifier/pyproject.toml").read_text())["project"]
 APP_PACKAGES = [
-    "config", "common", "ledger", "leases", "incidents", "benchmarks", "billing", "portal", "api",
+    "config", "common", "ledger", "accounts", "leases", "incidents", "benchmarks", "billing", "portal", "api",
     "monitoring", "telemetry", "demo",
 ]  # fmt: skip
 FIRST_PARTY = {*APP_PACKAGES, "gpulease_verify", "tests", "perf", "manage", "contract_audit"}

@@ -6,8 +6,9 @@ from datetime import timedelta
 import pytest
 from django.template.loader import render_to_string
 
+from accounts.choices import Role
 from leases import services
-from leases.choices import LeaseStatus, Role
+from leases.choices import LeaseStatus
 from portal import selectors
 from tests.factories import MembershipFactory, NodeFactory, at, make_lease, make_run
 from tests.portal.support import NOW, active, client_for

@@ -14,8 +14,8 @@ from ipaddress import ip_network
 import pytest
 from django.utils.html import escape
 
+from accounts.choices import Role
 from gpulease_verify import webhooks
-from leases.choices import Role
 from leases.models import Tenant, TenantSettingsEvent
 from leases.models.tenants import MASKED_SECRET
 from tests.factories import MembershipFactory, StaffFactory, TenantFactory

@@ -2,6 +2,7 @@
 an actor manages, what a token may still do, who may speak for a tenant. Writes go
 through ``accounts.services``."""
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from django.contrib.auth import get_user_model
@@ -23,13 +24,11 @@ if TYPE_CHECKING:
 
 
 def memberships_of(user: Any) -> "QuerySet[Membership]":
-    """The user's memberships with their tenants, by tenant name (none for anonymous)."""
+    """The user's memberships with their tenants, by tenant slug (none for anonymous)."""
     if user is None or not user.is_authenticated:
         return Membership.objects.none()
     return (
-        Membership.objects.filter(user_id=user.pk)
-        .select_related("tenant")
-        .order_by("tenant__name", "tenant_id")
+        Membership.objects.filter(user_id=user.pk).select_related("tenant").order_by("tenant__slug")
     )
 
 
@@ -42,23 +41,31 @@ def tenant_ids_of(user: Any) -> list[int]:
     )
 
 
-def role_in(user: Any, tenant_id: int) -> str | None:
-    """The user's role in the tenant, None when they are not a member."""
-    return (
-        Membership.objects.filter(user_id=user.pk, tenant_id=tenant_id)
-        .values_list("role", flat=True)
+def roles_by_tenant(user: Any, tenant_id: int | None = None) -> dict[int, str]:
+    """tenant id -> the user's role there (in ``tenant_id`` only, when given)."""
+    rows = Membership.objects.filter(user_id=user.pk)
+    if tenant_id is not None:
+        rows = rows.filter(tenant_id=tenant_id)
+    return dict(rows.values_list("tenant_id", "role"))
+
+
+def has_role(user: Any, tenant_id: int, roles: Iterable[str]) -> bool:
+    """Whether the user is a member of the tenant with one of ``roles`` (standing aside:
+    provider staff and inactive users are the caller's to refuse)."""
+    return Membership.objects.filter(
+        user_id=user.pk, tenant_id=tenant_id, role__in=list(roles)
+    ).exists()
+
+
+def first_admin_of(tenant_id: int) -> Any:
+    """The tenant's longest-standing admin (a user), None when it has none."""
+    row = (
+        Membership.objects.filter(tenant_id=tenant_id, role=Role.ADMIN)
+        .select_related("user")
+        .order_by("pk")
         .first()
     )
-
-
-def is_admin_of(user: Any, tenant_id: int) -> bool:
-    """Whether the user's membership of the tenant is an admin's (standing aside)."""
-    return role_in(user, tenant_id) == Role.ADMIN
-
-
-def admins_of(tenant_id: int) -> "QuerySet[Membership]":
-    """The admin memberships of the tenant, oldest first."""
-    return Membership.objects.filter(tenant_id=tenant_id, role=Role.ADMIN).order_by("pk")
+    return row.user if row is not None else None
 
 
 def managed_users(actor: "AbstractBaseUser | AnonymousUser") -> "QuerySet[Any]":

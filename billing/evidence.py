@@ -34,8 +34,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from accounts.choices import Role
-from accounts.models import Membership
-from accounts.selectors import require_tenant_admin
+from accounts.selectors import has_role, require_tenant_admin
 from benchmarks.choices import Tool
 from benchmarks.models import ProbeRun
 from benchmarks.probes.interpret import Interpretation, interpret
@@ -73,7 +72,7 @@ def can_write_for(user: Any, lease: Lease) -> bool:
         return user.has_perm("billing.add_evidence")
     if not (user and user.is_authenticated and user.is_active):
         return False
-    return Membership.objects.filter(user=user, tenant_id=lease.tenant_id, role=Role.ADMIN).exists()
+    return has_role(user, lease.tenant_id, [Role.ADMIN])
 
 
 def _require_writer(user: Any, lease: Lease) -> None:

@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from accounts.choices import Role
 from accounts.models import Membership
+from accounts.selectors import first_admin_of
 from common.staff_groups import ensure_provider_staff_group
 from gpulease_verify.periods import Period
 from leases import services
@@ -293,10 +294,10 @@ class _Loader:
             amendment = services.propose_retroactive_amendment(
                 lease=lease, effective_from=effective_from, changes=changes, reason=reason
             )
-            admin = Membership.objects.filter(tenant=tenant, role=Role.ADMIN).first()
+            admin = first_admin_of(tenant.pk)
             services.acknowledge_amendment(
                 amendment=amendment,
-                user=admin.user,  # type: ignore[union-attr]
+                user=admin,
                 reason="Signed the amendment with the provider; the demo records it now.",
             )
         if activate:

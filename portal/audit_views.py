@@ -24,7 +24,7 @@ from django.shortcuts import get_object_or_404, render
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET
 
-from accounts.models import Membership
+from accounts.selectors import has_role
 from api.views_audit import AUDIT_READERS
 from billing import audit
 from billing.models import ChainCheckpoint
@@ -43,9 +43,7 @@ def can_audit(user: Any, lease: Lease) -> bool:
         return True
     if not (user and user.is_authenticated and user.is_active):
         return False
-    return Membership.objects.filter(
-        user=user, tenant_id=lease.tenant_id, role__in=AUDIT_READERS
-    ).exists()
+    return has_role(user, lease.tenant_id, AUDIT_READERS)
 
 
 def _lease(request: HttpRequest, pk: int) -> Lease:

@@ -27,6 +27,7 @@ from django.views.decorators.http import require_http_methods
 
 from accounts.choices import Role
 from accounts.models import Membership
+from accounts.selectors import memberships_of
 from billing import thresholds
 from billing.choices import ThresholdKind
 from billing.models import Threshold
@@ -116,11 +117,7 @@ class ThresholdForm(forms.Form):
 def _memberships(request: HttpRequest) -> list[Membership]:
     if is_provider_staff(request.user):
         raise Http404  # provider staff never act as a tenant user
-    return list(
-        Membership.objects.filter(user_id=request.user.pk)  # type: ignore[misc]
-        .select_related("tenant")
-        .order_by("tenant__slug")
-    )
+    return list(memberships_of(request.user))
 
 
 def _chosen(memberships: list[Membership], slug: str | None) -> Membership | None:

@@ -16,7 +16,7 @@ RUN apt-get update \
     && apt-get install -y --no-install-recommends openssh-client iperf3 gettext fonts-wqy-zenhei \
     && rm -rf /var/lib/apt/lists/* \
     && useradd --system --create-home --home-dir /app gpulease \
-    && mkdir -p /var/lib/gpulease/keys /tmp/gpulease-metrics \
+    && mkdir -p /var/lib/gpulease/keys /var/lib/gpulease/archive /tmp/gpulease-metrics \
     && chown -R gpulease /var/lib/gpulease /tmp/gpulease-metrics
 
 WORKDIR /app

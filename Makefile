@@ -122,6 +122,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports --no-cache
+	$(PY) scripts/size_limits.py
 	$(PY) -m mkdocs build --strict --site-dir site
 
 format: $(STAMP)

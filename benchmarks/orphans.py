@@ -26,7 +26,7 @@ So each dispatcher cycle sends again the batches that have, with their deadline 
 
 but only to a probe queue that holds no message: a backlog is never sent into itself, and
 a task still waiting there is not doubled. A copy of a task that did survive somewhere is
-harmless: the claim (``services._claim``) gives each run to one task, and a copy that
+harmless: the claim (``execution._claim``) gives each run to one task, and a copy that
 comes second finds its runs running or over. The re-sent batch runs, or, past its
 deadline, its runs are marked missed: either way they end. Batches whose switch reading
 is pending are ``witness_settle.settle_overdue``'s."""

@@ -1,6 +1,6 @@
 """Recording what a probe batch did: the tool's output (always), what it parsed to, the
 verdict against the terms in force, the switch-side witness where one was read, and the
-run's link in the lease's hash chain. ``benchmarks.services.execute_batch`` records a batch
+run's link in the lease's hash chain. ``benchmarks.execution.execute_batch`` records a batch
 as soon as it ran; a throughput batch with a witness is recorded once the switch's settled
 reading is in (``benchmarks.witness_settle``)."""
 

@@ -6,7 +6,7 @@ import uuid
 from celery import shared_task
 from django.conf import settings
 
-from benchmarks import services, witness_settle
+from benchmarks import execution, missed_slots, services, witness_settle
 from benchmarks.task_names import EXECUTE_BATCH, SETTLE_WITNESS
 
 log = logging.getLogger(__name__)
@@ -41,11 +41,11 @@ def soft_time_limit(hard_s: int) -> int:
 )
 def execute_batch(self, batch: str) -> int:  # type: ignore[no-untyped-def]
     try:
-        runs = services.execute_batch(uuid.UUID(batch))
-    except services.StillRunning as running:
+        runs = execution.execute_batch(uuid.UUID(batch))
+    except execution.StillRunning as running:
         # Delivered twice: the other copy is running it; look again once it must be over.
         raise self.retry(countdown=running.seconds) from None
-    except (services.NodesBusy, services.TransportRetry) as again:
+    except (execution.NodesBusy, execution.TransportRetry) as again:
         # A node is held by another heavy probe, or could not be reached: come back with
         # backoff; past the run's deadline the claim marks it missed.
         log.info("%s; retrying", again)
@@ -67,4 +67,4 @@ def settle_witness(batch: str) -> int:
 
 @shared_task(name="benchmarks.self_check", ignore_result=True)
 def self_check() -> int:
-    return len(services.check_results_arriving())
+    return len(missed_slots.check_results_arriving())

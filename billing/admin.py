@@ -2,12 +2,9 @@ from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 from django.template.response import TemplateResponse
-from django.urls import reverse
-from django.utils.html import format_html, format_html_join
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
-from benchmarks.witness import resolve_integrity_incidents
 from billing import services
 from billing.models import (
     CreditNote,
@@ -24,8 +21,6 @@ from billing.models import (
 from billing.rerate_admin import rerate_from_corrected_terms
 from common.admin import ReadOnlyAdmin, StampedAdmin, requires
 from gpulease_verify.units import format_bps
-from incidents import repair
-from incidents.models import Incident
 from leases import admin as leases_admin
 from leases.models import LeaseTerms, TermsAmendment
 
@@ -91,34 +86,6 @@ CREDIT_NOTE_LINE_FIELDS = (
     "description",
     "amount",
     "tax_rate_percent",
-)
-
-INCIDENT_FIELDS = (
-    "lease",
-    "kind",
-    "target",
-    "pattern",
-    "state",
-    "opened_at",
-    "source",
-    "opened_by",
-    "acknowledged_at",
-    "acknowledged_by",
-    "mitigated_at",
-    "mitigated_by",
-    "closed_at",
-    "closed_source",
-    "closed_by",
-    "repair_note",
-    "violations",
-    "worst_bps",
-    "worst_latency_us",
-    "rule",
-    "detail",
-    "terms",
-    "evidence",
-    "notified_open_at",
-    "notified_close_at",
 )
 
 
@@ -468,147 +435,6 @@ class RunningFigureAdmin(ReadOnlyAdmin):
     list_filter = ["billing_mode", "period"]
     search_fields = ["lease__reference"]
     list_select_related = ["lease"]
-
-
-@admin.register(Incident)
-class IncidentAdmin(ReadOnlyAdmin):
-    list_display = [
-        "opened_at",
-        "lease",
-        "kind",
-        "target",
-        "state",
-        "closed_at",
-        "violations",
-        "worst",
-        "rule",
-    ]
-    list_filter = ["state", "kind"]
-    search_fields = ["lease__reference", "target", "rule"]
-    list_select_related = ["lease"]
-    date_hierarchy = "opened_at"
-    fields = INCIDENT_FIELDS
-    readonly_fields = INCIDENT_FIELDS
-
-    actions = ["resolve_disputes", "clear_ports", "acknowledge", "mitigate"]
-    has_acknowledge_incident_permission = requires("incidents.acknowledge_incident")
-    has_mitigate_incident_permission = requires("incidents.mitigate_incident")
-
-    def _repair_statement(self, request, queryset, service, done: str):  # type: ignore[no-untyped-def]
-        stated, refused = 0, []
-        for incident in queryset:
-            try:
-                service(incident_id=incident.pk, user=request.user)
-            except repair.RepairError as error:
-                refused.append(" ".join(error.messages))
-            else:
-                stated += 1
-        self.message_user(request, done % {"n": stated})
-        for message in refused:
-            self.message_user(request, message, level=messages.WARNING)
-
-    @admin.action(
-        description=_("Acknowledge the selected network faults"),
-        permissions=["acknowledge_incident"],
-    )
-    def acknowledge(self, request, queryset):  # type: ignore[no-untyped-def]
-        self._repair_statement(
-            request, queryset, repair.acknowledge, _("%(n)s incident(s) acknowledged.")
-        )
-
-    @admin.action(
-        description=_("Mark the selected network faults mitigated"),
-        permissions=["mitigate_incident"],
-    )
-    def mitigate(self, request, queryset):  # type: ignore[no-untyped-def]
-        self._repair_statement(
-            request, queryset, repair.mitigate, _("%(n)s incident(s) marked mitigated.")
-        )
-
-    @admin.action(
-        description=_("Resolve the selected measurement-integrity incidents"),
-        permissions=["change"],
-    )
-    def resolve_disputes(self, request, queryset):  # type: ignore[no-untyped-def]
-        """A person looked at what the switch and the node each said. The disputed runs
-        keep no verdict: they never pass and never earn a credit."""
-        resolved = resolve_integrity_incidents(queryset, by=request.user.get_username())
-        self.message_user(
-            request,
-            _(
-                "%(n)s measurement-integrity incident(s) resolved; their disputed runs stay "
-                "without a verdict."
-            )
-            % {"n": resolved},
-        )
-
-    @admin.action(
-        description=_("Clear the ports of the selected flap and drop incidents (asks why)"),
-        permissions=["change"],
-    )
-    def clear_ports(self, request, queryset):  # type: ignore[no-untyped-def]
-        """An operator inspected the link (a cable reseated, a transceiver replaced): the
-        port's sticky flap finding ends now and its rules count afresh, as after gpud's
-        set-healthy. Who and why go into the lease's chain."""
-        from telemetry.services import clear_incidents
-
-        form = ReasonForm(request.POST if "reason" in request.POST else None)
-        if form.is_valid():
-            cleared = clear_incidents(
-                queryset, by=request.user.get_username(), reason=form.cleaned_data["reason"]
-            )
-            self.message_user(
-                request,
-                _("%(n)s port(s) cleared; their flap and drop incidents are closed.")
-                % {"n": cleared},
-            )
-            return None
-        return TemplateResponse(
-            request,
-            "admin/billing/clear_ports.html",
-            {
-                **self.admin_site.each_context(request),
-                "title": _("Clear flapping ports"),
-                "incidents": queryset,
-                "form": form,
-                "opts": self.model._meta,
-                "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME,
-            },
-        )
-
-    def has_change_permission(self, request, obj=None):  # type: ignore[no-untyped-def]
-        # The list's resolve action needs it; an incident itself is never edited.
-        return obj is None and admin.ModelAdmin.has_change_permission(self, request)
-
-    @admin.display(description=_("worst"))
-    def worst(self, incident: Incident) -> str:
-        if incident.worst_bps is not None:
-            return format_bps(incident.worst_bps)
-        if incident.worst_latency_us is not None:
-            return f"{incident.worst_latency_us:.1f} µs"
-        return "-"
-
-    @admin.display(description=_("evidence runs"))
-    def evidence(self, incident: Incident) -> str:
-        runs = incident.runs.order_by("slot_at", "pk")
-        if not runs:
-            return "-"
-        return format_html(
-            "<ul>{}</ul>",
-            format_html_join(
-                "",
-                '<li><a href="{}">{}</a> {} {}</li>',
-                (
-                    (
-                        reverse("admin:benchmarks_proberun_change", args=[run.pk]),
-                        str(run),
-                        run.state,
-                        run.verdict,
-                    )
-                    for run in runs
-                ),
-            ),
-        )
 
 
 # Re-rating extends the terms pages of the leases app (which cannot know about billing).

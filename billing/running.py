@@ -42,6 +42,7 @@ from billing.invoicing.computed import ComputedLine, Month, fraction
 from billing.invoicing.lines import usage_line
 from billing.invoicing.windows import Segment, Window, billed_window, segments
 from billing.models import RunningFigure
+from common.locks import intake_lock
 from gpulease_verify.calculations import (
     P95_DROP_PERCENT,
     P95Direction,
@@ -369,13 +370,17 @@ def refresh_running(
     -> (lease, start, end): the traffic slots of [start, end) ingest just rewrote; the
     lease with its tenant) for every month that window reaches, as of ``instant``:
     ``month_to_date`` per lease and month, then one upsert for all the rows and one
-    delete for the months that no longer have figures. An empty window (a first reading,
+    delete for the months that no longer have figures, in the caller's transaction. An
+    empty window (a first reading,
     no sample written) refreshes nothing. Returns the rows written."""
     rows: list[RunningFigure] = []
     gone = Q(pk__in=[])
-    for _lease_id, (lease, start, end) in sorted(windows.items()):
+    for lease_id, (lease, start, end) in sorted(windows.items()):
         if end <= start:
             continue
+        # Two ingests refreshing one lease take turns, in lease order: the later reads the
+        # month once the earlier has committed, so older figures never land last.
+        intake_lock(f"running-figures:{lease_id}")
         for period in periods_of(lease.tenant.time_zone, start, end):
             month = month_to_date(lease=lease, period=period, instant=instant, series=False)
             row = (

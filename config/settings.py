@@ -484,6 +484,9 @@ WEBHOOK_READ_TIMEOUT_S = env.float("WEBHOOK_READ_TIMEOUT_S", default=5.0)
 # X-Gpulease-Signature (HMAC of the body alone, replayable) and X-Gpulease-Delivery; set
 # false once they have (docs/billing/sla.md, Notifications).
 WEBHOOK_LEGACY_HEADERS = env.bool("WEBHOOK_LEGACY_HEADERS", default=True)
+# After a rotation the replaced signing secret keeps signing too (a second signature in
+# webhook-signature) for this long, so a tenant's receivers can switch without a gap.
+WEBHOOK_SECRET_OVERLAP_HOURS = env.float("WEBHOOK_SECRET_OVERLAP_HOURS", default=24.0)
 
 # Monitoring (monitoring/): who may scrape /metrics (a bearer token, and/or addresses), how
 # long a lease's credit at risk is cached, and the token Alertmanager's webhook presents.

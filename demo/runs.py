@@ -428,7 +428,7 @@ def _switch_reading(demo: LeaseDemo, name: str, at: datetime) -> SwitchPortReadi
 def witnessed(demo: LeaseDemo, heavy: Heavy) -> None:
     """A throughput pair whose client's switch port is read: its witness block, read just
     before the batch and once the switch's counters caught up after it, as
-    ``benchmarks.services.execute_batch`` reads it."""
+    ``benchmarks.execution.execute_batch`` reads it."""
     run = heavy.run
     client = run.target.split(">")[0]
     if run.kind != ProbeKind.THROUGHPUT or client not in demo.witness:

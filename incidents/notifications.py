@@ -28,6 +28,7 @@ import hmac
 import http.client
 import json
 import uuid
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from decimal import Decimal
 from enum import StrEnum
@@ -114,15 +115,18 @@ def legacy_signature(*, body: bytes, secret: str) -> str:
     return f"sha256={digest}"
 
 
-def signed_headers(*, event: str, msg_id: str, body: bytes, secret: str) -> dict[str, str]:
-    """Every header of one delivery attempt, signed now."""
+def signed_headers(
+    *, event: str, msg_id: str, body: bytes, secret: str, also: Sequence[str] = ()
+) -> dict[str, str]:
+    """Every header of one delivery attempt, signed now (``also``: a replaced secret during
+    its overlap signs too; the legacy header carries the current one's only)."""
     timestamp = int(timezone.now().timestamp())
     headers = {
         "Content-Type": "application/json",
         "User-Agent": "gpulease-webhook",
         "Connection": "close",
         "X-Gpulease-Event": event,
-        **webhooks.headers(secret=secret, msg_id=msg_id, timestamp=timestamp, body=body),
+        **webhooks.headers(secret=secret, msg_id=msg_id, timestamp=timestamp, body=body, also=also),
     }
     if settings.WEBHOOK_LEGACY_HEADERS:
         headers["X-Gpulease-Delivery"] = msg_id
@@ -159,7 +163,7 @@ def send_test(*, tenant: Tenant) -> None:
 
 
 def deliver(tenant: Tenant, *, event: str, msg_id: str, payload: dict[str, Any]) -> None:
-    """POST ``payload`` to the tenant's webhook, signed with its secret as it is now; the
+    """POST ``payload`` to the tenant's webhook, signed with its secrets as they are now; the
     URL is checked against the egress policy first and connected to as checked."""
     shown = _without_credentials(tenant.webhook_url)
     try:
@@ -167,7 +171,8 @@ def deliver(tenant: Tenant, *, event: str, msg_id: str, payload: dict[str, Any])
     except egress.EgressRefused as refused:
         raise WebhookFailed(f"{shown} is not a permitted destination: {refused.reason}") from None
     body = encode_payload(payload)
-    headers = signed_headers(event=event, msg_id=msg_id, body=body, secret=tenant.webhook_secret)
+    current, *previous = tenant.signing_secrets(timezone.now())
+    headers = signed_headers(event=event, msg_id=msg_id, body=body, secret=current, also=previous)
     _post(shown, destination, body=body, headers=headers)
 
 

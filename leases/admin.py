@@ -2,6 +2,7 @@ from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 from django.forms.models import BaseInlineFormSet
+from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
@@ -58,6 +59,10 @@ class TenantAdmin(StampedAdmin):
         changes are (leases.tenant_settings): the fields whose stored value changed."""
         fields = tenant_settings.SETTINGS_FIELDS
         before = Tenant.objects.filter(pk=obj.pk).values(*fields).first() if change else None
+        if before is not None and before["webhook_secret"] != obj.webhook_secret:
+            # A new secret replaces the old as a rotation does: the old signs on beside it.
+            replacement, obj.webhook_secret = obj.webhook_secret, before["webhook_secret"]
+            obj.replace_webhook_secret(replacement, at=timezone.now())
         super().save_model(request, obj, form, change)
         if before is not None:
             changed = [name for name in fields if before[name] != getattr(obj, name)]

@@ -12,8 +12,10 @@ changed, never a value (a rotated secret is named ``webhook_secret``, nothing mo
 
 A rotated secret is returned to the caller once; afterwards it is only ever shown masked
 to the tenant (``Tenant.webhook_secret_for``). Deliveries from then on are signed with the
-new secret only, retries of earlier events included (each attempt is signed when it is
-made)."""
+new secret, retries of earlier events included (each attempt is signed when it is made),
+and for settings.WEBHOOK_SECRET_OVERLAP_HOURS with the replaced one too: two signatures
+in ``webhook-signature``, as Standard Webhooks provides for rotation, so a receiver still
+holding the old secret verifies until it is switched (``Tenant.replace_webhook_secret``)."""
 
 from __future__ import annotations
 
@@ -74,7 +76,14 @@ def rotate_webhook_secret(*, tenant: Tenant, user: Any, now: datetime | None = N
         user, tenant, _("Only an admin of the tenant rotates its webhook signing secret.")
     )
     secret = new_webhook_secret()
-    _write(tenant, user, {"webhook_secret": secret}, now)
+    at = now or timezone.now()
+    with transaction.atomic():
+        locked = locking(Tenant.objects).get(pk=tenant.pk)
+        fields = locked.replace_webhook_secret(secret, at=at)
+        locked.save(update_fields=[*fields, "updated_at"])
+        record_change(tenant=locked, actor=user, fields=fields, now=at)
+    for name in fields:
+        setattr(tenant, name, getattr(locked, name))
     return secret
 
 

@@ -4,7 +4,8 @@ Every per-lease figure comes from the one home it already has; nothing is recomp
 
 - status, contracted bandwidth, the worst pair's latest measurement, month-to-date
   compliance and availability, open incidents: ``portal.provider_selectors.fleet_overview``
-  (the provider's fleet page: ``portal.selectors.lease_overview``, five queries);
+  (the provider's fleet page: ``portal.selectors.lease_overview``, nine queries; the
+  status is ``portal.lease_status.state``, the month header's rule);
 - credit at risk: the credit of the lease month in progress (``billing.lease_month``:
   the credit the samples so far would earn, the same figure the invoice will carry). That is
   several queries per lease, so its answer is kept in Django's cache for
@@ -70,10 +71,10 @@ from incidents.choices import FabricIncidentKind
 from leases.choices import LeaseStatus, ProbeKind
 from leases.models import Lease, NicPort, NodeAssignment, Site
 from monitoring import worker_metrics
-from portal import provider_selectors, selectors
+from portal import lease_status, provider_selectors, selectors
 
 LEASE_LABELS = ["lease", "tenant", "site", "fabric"]
-STATUSES = [selectors.MEETING, selectors.DEGRADED, selectors.BREACHED, selectors.NO_DATA]
+STATUSES = list(lease_status.STATUSES)  # the badges' rule (portal.lease_status)
 RUNS_WINDOW = timedelta(hours=1)
 # A kind that never had a good sample reads +Inf: "no data" fires without a special case.
 NEVER = math.inf

@@ -50,14 +50,14 @@ class CpuTimes:
 def probe(lease, target: str):  # type: ignore[no-untyped-def]
     """One throughput probe of the ring pair ``target`` through gpulease; the other batches
     the request made are dropped unrun."""
-    from benchmarks import services
+    from benchmarks import execution, services
     from benchmarks.models import ProbeRun
 
     batches = services.request_runs(lease=lease, kinds=["throughput"], enqueue=False)
     runs = ProbeRun.objects.filter(batch__in=batches)
     run = runs.filter(target=target, pattern="ring").get()
     runs.exclude(batch=run.batch).delete()
-    services.execute_batch(run.batch, max_attempts=1)
+    execution.execute_batch(run.batch, max_attempts=1)
     run.refresh_from_db()
     assert run.state == "ok", (run.state, run.error)
     return run

@@ -67,13 +67,13 @@ def through_gpulease(lease) -> float:  # type: ignore[no-untyped-def]
     """Until the probe's nodes are free again: claimed, locked, run and released. The
     switch witness's settled reading and the run's judging and recording follow off this
     path (benchmarks.witness_settle); they are done here, untimed, and checked."""
-    from benchmarks import services, witness_settle
+    from benchmarks import execution, services, witness_settle
     from benchmarks.models import NodeLock, ProbeRun
 
     for batch in services.request_runs(lease=lease, kinds=["throughput"], enqueue=False):
         if ProbeRun.objects.filter(batch=batch, target="lab-h1>lab-h2", pattern="ring").exists():
             started = time.perf_counter()
-            services.execute_batch(batch, max_attempts=1)
+            execution.execute_batch(batch, max_attempts=1)
             elapsed = time.perf_counter() - started
             # only the client's port stays fenced until the switch reading
             assert set(NodeLock.objects.values_list("node__hostname", flat=True)) <= {"lab-h1"}

@@ -27,12 +27,13 @@ from django.views.decorators.http import require_GET
 from accounts.selectors import has_role
 from api.views_audit import AUDIT_READERS
 from billing import audit
+from billing.lease_month import lease_month
 from billing.models import ChainCheckpoint
 from billing.reports import sla_report
 from common.attachments import attachment
 from common.querysets import is_provider_staff
 from leases.models import Lease
-from portal import months, selectors
+from portal import month_header, months, selectors
 
 VERIFIER = "gpulease-verify"
 
@@ -91,6 +92,7 @@ def lease_sla(request: HttpRequest, pk: int) -> HttpResponse:
     may_audit = can_audit(request.user, lease)
     fingerprint = audit.published_key_info()["fingerprint"] if may_audit else ""
     month_checkpoint = next((c for c in checkpoints if c.period == month.period), None)
+    read = lease_month(lease, month.period, instant=instant)
     return render(
         request,
         "portal/lease_sla.html",
@@ -98,7 +100,8 @@ def lease_sla(request: HttpRequest, pk: int) -> HttpResponse:
             "lease": lease,
             "zone": lease.tenant.time_zone,
             "month": month,
-            "report": sla_report(lease=lease, period=month.period, now=instant),
+            "header": month_header.lease_header(user=request.user, month=read),
+            "report": sla_report(lease=lease, period=month.period, now=instant, month=read),
             "rows": rows,
             "checkpoints": checkpoints,
             "latest_checkpoint": checkpoints[0] if checkpoints else None,

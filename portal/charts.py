@@ -214,6 +214,34 @@ def _layout(
     return _Layout(runs, steps, x_min, x_max, y_axis(ys))
 
 
+def span_rects(
+    spans: Sequence[Span],
+    *,
+    x_min: float,
+    x_max: float,
+    px: Callable[[float], float],
+    y: float,
+    height: float,
+    css: str = "incident-band",
+    hover: bool = True,
+) -> list[str]:
+    """The incidents' bands of a chart (the line charts and the link timeline alike):
+    one translucent rectangle per span, cut to [x_min, x_max], named on hover; with
+    ``hover`` False it lets the pointer through to what lies under it."""
+    rects = []
+    for span in spans:
+        a, b = max(span.start, x_min), min(span.end, x_max)
+        if a >= b:
+            continue
+        through = ' pointer-events="none"' if not hover else ""
+        rects.append(
+            f'<rect class="{css}" x="{px(a):.1f}" y="{y}" '
+            f'width="{max(px(b) - px(a), 1):.1f}" height="{height}" fill="{BAND_FILL}" '
+            f'fill-opacity="{BAND_OPACITY}"{through}><title>{escape(span.label)}</title></rect>'
+        )
+    return rects
+
+
 def line_chart(
     series: Sequence[Series],
     *,
@@ -250,15 +278,7 @@ def line_chart(
         f'<rect x="{left}" y="{top_margin}" width="{plot_w}" height="{plot_h}" '
         'fill="none" stroke="#999"/>',
     ]
-    for band in bands:
-        a, b = max(band.start, x_min), min(band.end, x_max)
-        if a >= b:
-            continue
-        parts.append(
-            f'<rect class="incident-band" x="{px(a):.1f}" y="{top_margin}" '
-            f'width="{max(px(b) - px(a), 1):.1f}" height="{plot_h}" fill="{BAND_FILL}" '
-            f'fill-opacity="{BAND_OPACITY}"><title>{escape(band.label)}</title></rect>'
-        )
+    parts += span_rects(bands, x_min=x_min, x_max=x_max, px=px, y=top_margin, height=plot_h)
     for tick in axis.ticks:
         y = py(tick)
         parts.append(
@@ -504,14 +524,16 @@ def timeline_chart(
     title: str = "",
     width: int = 720,
     row_height: int = 16,
+    incidents: Sequence[Span] = (),
 ) -> str:
     """An inline <svg>: one horizontal band per row, coloured by state, consecutive equal
     buckets drawn as one rectangle (so the size depends on state changes, not on samples);
     down is red with white hatching, never colour alone.
     ``state_labels`` names the states in the legend and tooltips; ``span_text(x0, x1)``
-    writes a tooltip's time span."""
+    writes a tooltip's time span; ``incidents`` are shaded as on the line charts
+    (``span_rects``)."""
     labels = state_labels or {UP: UP, DOWN: DOWN, NO_DATA: NO_DATA}
-    left, right, top_margin, bottom = 150, 20, 10, 48
+    left, right, top_margin, bottom = 150, 20, 10, 48  # the top margin holds the incidents
     plot_w = width - left - right
     height = top_margin + max(1, len(bands)) * row_height + bottom
     span = (end - start) or 1.0
@@ -551,6 +573,11 @@ def timeline_chart(
                 f'fill="{STATE_FILLS.get(state, "#999")}"><title>{escape(tip)}</title></rect>'
             )
     axis_y = top_margin + len(bands) * row_height
+    # Incidents: a marker above the rows, named on hover, and a shade over them that lets
+    # the pointer through to the rows' own tooltips.
+    window = {"x_min": start, "x_max": end, "px": px}
+    parts += span_rects(incidents, **window, y=1, height=top_margin - 2, css="incident-mark")
+    parts += span_rects(incidents, **window, y=top_margin, height=axis_y - top_margin, hover=False)
     for x, text in x_labels:
         parts.append(
             f'<text x="{px(x):.1f}" y="{axis_y + 14}" text-anchor="middle" font-size="11">'

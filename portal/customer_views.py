@@ -34,7 +34,7 @@ from common.instants import InstantFormField
 from common.querysets import is_provider_staff
 from leases.models import Lease, LeaseTerms, NicPort, NodeAssignment, Tenant
 from leases.selectors import TermsTimeline
-from portal import selectors, verdict_wording
+from portal import month_header, selectors, verdict_wording
 
 # --- forms ----------------------------------------------------------------------------
 
@@ -162,7 +162,14 @@ def evidence_upload(request: HttpRequest, pk: int) -> HttpResponse:
     auditors read the guide and are told that only a tenant admin submits (403)."""
     lease = _lease(request, pk)
     zone = lease.tenant.time_zone
-    context: dict[str, Any] = {"lease": lease, "zone": zone, **_guide(request, lease)}
+    context: dict[str, Any] = {
+        "lease": lease,
+        "zone": zone,
+        "header": month_header.current_header(
+            user=request.user, lease=lease, instant=selectors.now()
+        ),
+        **_guide(request, lease),
+    }
     if not can_write_for(request.user, lease):
         context["read_only"] = True
         return render(request, "portal/evidence_upload.html", context, status=403)
@@ -215,6 +222,9 @@ def evidence_detail(request: HttpRequest, pk: int, evidence_pk: int) -> HttpResp
             "lease": lease,
             "zone": lease.tenant.time_zone,
             "evidence": evidence,
+            "header": month_header.current_header(
+                user=request.user, lease=lease, instant=selectors.now()
+            ),
             "wording": verdict_wording.wording(evidence),
             "parsed": json.dumps(evidence.parsed, indent=2, ensure_ascii=False, sort_keys=True),
             "can_write": can_write_for(request.user, lease),

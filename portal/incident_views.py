@@ -21,14 +21,14 @@ from django.utils.translation import gettext as _
 
 from benchmarks.choices import Verdict
 from benchmarks.models import ProbeRun
-from billing.lease_month import lease_month
+from billing.lease_month import LeaseMonth, lease_month
 from billing.reports import sla_report
 from gpulease_verify.periods import Period
 from incidents import repair
 from incidents import selectors as incident_selectors
 from incidents.models import Incident
 from leases.models import Lease
-from portal import selectors
+from portal import month_header, selectors
 
 # The months an incident's credit effect is shown for: the latest ones it reaches into
 # (an integrity dispute stays open until a person closes it); the SLA page has the rest.
@@ -91,15 +91,20 @@ def _timeline(incident: Incident, runs: list[ProbeRun]) -> list[Event]:
     return sorted(events, key=lambda event: event.at)
 
 
-def _credit_effect(lease: Lease, incident: Incident, instant: datetime) -> list[MonthEffect]:
+def _credit_effect(
+    lease: Lease, incident: Incident, instant: datetime
+) -> tuple[list[MonthEffect], dict[str, LeaseMonth]]:
+    """The incident's effect on the months it reaches into, newest first, and those
+    months as read (the month header reuses the month in progress)."""
     zone = lease.tenant.time_zone
     end = incident.closed_at or instant
     first = Period.containing(incident.opened_at, zone)
     last = Period.containing(min(end, instant), zone)
     periods = list(Period.span(first, last))[-CREDIT_MONTHS:]
     effects = []
+    reads: dict[str, LeaseMonth] = {}
     for period in reversed(periods):
-        read = lease_month(lease, str(period), instant=instant)
+        read = reads[str(period)] = lease_month(lease, str(period), instant=instant)
         report = sla_report(lease=lease, period=str(period), now=instant, month=read)
         row = next((item for item in report["incidents"] if item["id"] == incident.pk), None)
         minutes = 0
@@ -108,7 +113,7 @@ def _credit_effect(lease: Lease, incident: Incident, instant: datetime) -> list[
             a, b = max(incident.opened_at, elapsed[0]), min(end, elapsed[1])
             minutes = max(0, int((b - a).total_seconds() // 60))
         effects.append(MonthEffect(str(period), read.billed, minutes, report, row))
-    return effects
+    return effects, reads
 
 
 @login_required
@@ -126,6 +131,8 @@ def incident_detail(request: HttpRequest, pk: int, incident_pk: int) -> HttpResp
     runs = _runs(request.user, incident)
     pairs = sorted({(run.target, run.get_pattern_display()) for run in runs})
     nodes = sorted({node.hostname for run in runs for node in run.nodes.all()})
+    effects, reads = _credit_effect(lease, incident, instant)
+    current = reads.get(selectors.current_period(lease.tenant.time_zone, instant))
     return render(
         request,
         "portal/incident_detail.html",
@@ -138,7 +145,10 @@ def incident_detail(request: HttpRequest, pk: int, incident_pk: int) -> HttpResp
             "runs": runs,
             "pairs": pairs,
             "nodes": nodes,
-            "effects": _credit_effect(lease, incident, instant),
+            "effects": effects,
+            "header": month_header.current_header(
+                user=request.user, lease=lease, instant=instant, month=current
+            ),
             "lease_url": reverse("portal:lease", args=[lease.pk]),
         },
     )

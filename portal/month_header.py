@@ -1,24 +1,16 @@
-"""The month header at the top of the lease page, the tenant overview and the fleet: the
-month's state (meeting, degraded, breached, no data) with its reason and the open
-incidents, the charges so far, the projected month total and the SLA credit so far.
+"""The month header at the top of every lease page (the lease, its SLA history, an
+incident, its evidence), the tenant overview, the invoices list and the fleet: the
+status (meeting, degraded, breached, no data) with its reason and the open incidents, the
+charges so far, the projected month total and the SLA credit so far.
 
-Every figure comes from the lease month (``billing.lease_month``), the result the invoice
-is built from: the credit is the invoice's SLA credit line, the projection is the
-invoice's own lines of the lease with usage projected at the rate so far
-(``LeaseMonth.projected_total``), and the month to date is the same lines over the billed
-window cut at now (``LeaseMonth.charged_to_date``). The overview and the fleet read all
-their leases with ``billing.lease_month.current_months``: a fixed number of queries.
-
-The state of a month, from its billed window so far:
-
-- no data: nothing is billed (not accepted yet, or outside the lease), or the window
-  holds no evidence (no throughput sample, no link-check minute);
-- breached: a credit is due, or the compliance (the lower of throughput compliance and
-  availability, as credits use it) is below the SLA level: the top credit tier's
-  threshold of the terms in force at the window's end;
-- degraded: at or above the SLA level, but minutes were degraded or some sample or
-  minute failed (compliance below 100 %);
-- meeting: otherwise."""
+The status is ``portal.lease_status.state``, the rule the overview's and the fleet's row
+badges show too. Every figure comes from the lease month (``billing.lease_month``), the
+result the invoice is built from: the credit is the invoice's SLA credit line, the
+projection is the invoice's own lines of the lease with usage projected at the rate so
+far (``LeaseMonth.projected_total``), and the month to date is the same lines over the
+billed window cut at now (``LeaseMonth.charged_to_date``). The overview, the invoices list
+and the fleet sum the rows of ``selectors.lease_overview`` (a fixed number of queries);
+a lease page adds three queries to the lease month it reads anyway."""
 
 from collections import Counter
 from collections.abc import Iterable
@@ -30,21 +22,16 @@ from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
-from billing.invoicing import BILLED_STATUSES
-from billing.lease_month import LeaseMonth, current_months
-from billing.models import HourlyRollup
-from gpulease_verify.money import format_cny
-from gpulease_verify.units import plain
+from billing.lease_month import LeaseMonth, lease_month
+from gpulease_verify.periods import Period
 from incidents import selectors as incident_selectors
 from leases.choices import LeaseStatus
-from leases.contract_rules import credit_tiers
 from leases.models import Lease
+from portal import lease_status, selectors
+from portal.lease_status import ORDER, billed
+from portal.selectors import LeaseRow
 
-MEETING, DEGRADED, BREACHED, NO_DATA = "meeting", "degraded", "breached", "no_data"
-# Worst first: the state of several leases is the worst of theirs.
-ORDER = (BREACHED, DEGRADED, NO_DATA, MEETING)
 ZERO = Decimal("0.00")
-HUNDRED = Decimal(100)
 
 
 @dataclass(frozen=True)
@@ -69,71 +56,20 @@ class MonthHeader:
         return [(status, self.counts.get(status, 0)) for status in ORDER]
 
 
-def sla_level(month: LeaseMonth) -> Decimal | None:
-    """The compliance at or above which no credit is due: the top tier's threshold of the
-    terms in force at the window's end (those the credit applies)."""
-    terms = month.credit.terms if month.credit is not None else None
-    if terms is None and month.terms:
-        terms = month.terms[-1]
-    tiers = credit_tiers(terms.credit_tiers) if terms is not None else []
-    return max((below for below, _credit in tiers), default=None)
+def in_progress(month: LeaseMonth) -> bool:
+    """Whether the month is the one in progress at the instant it was read (its tenant's
+    calendar): only then does what holds now weigh in its status."""
+    return str(Period.containing(month.as_of, month.lease.tenant.time_zone)) == month.period
 
 
-def billed(month: LeaseMonth) -> bool:
-    """Whether an invoice bills the month: a draft or cancelled lease never is
-    (``invoicing.BILLED_STATUSES``), whatever its dates."""
-    return month.billed and month.lease.status in BILLED_STATUSES
-
-
-def state(month: LeaseMonth) -> tuple[str, str]:
-    """The month's state and its reason, in the active language (module docstring)."""
-    if month.lease.status not in BILLED_STATUSES:
-        return NO_DATA, _("Not billed: the lease is %(status)s.") % {
-            "status": month.lease.get_status_display()
-        }
-    if not month.billed:
-        if month.window.awaiting_acceptance:
-            return NO_DATA, _("Not billed yet: the acceptance test has not passed.")
-        return NO_DATA, _("Nothing is billed in %(period)s.") % {"period": month.period}
-    compliance = month.summary.credit_compliance_percent
-    if compliance is None:
-        return NO_DATA, _("No measurement in this month's billed window yet.")
-    availability = month.availability.percent
-    level = sla_level(month)
-    words = {
-        "figure": plain(compliance),
-        "level": plain(level if level is not None else HUNDRED),
-        "what": (
-            _("Availability")
-            if availability is not None and availability == compliance
-            else _("Throughput compliance")
-        ),
-    }
-    credit = month.credit_amount
-    if credit < 0 or (level is not None and compliance < level):
-        if credit < 0:
-            return BREACHED, _(
-                "%(what)s %(figure)s %% < %(level)s %% SLA: a credit of %(credit)s is due."
-            ) % {**words, "credit": format_cny(-credit)}
-        return BREACHED, _("%(what)s %(figure)s %% < %(level)s %% SLA.") % words
-    degraded = month.availability.degraded_minutes
-    if compliance < HUNDRED:
-        text = _("%(what)s %(figure)s %% ≥ %(level)s %% SLA, below 100 %%.") % words
-    else:
-        text = _("%(what)s %(figure)s %% ≥ %(level)s %% SLA.") % words
-    if degraded:
-        minutes = ngettext(
-            "%(count)s degraded minute this month.",
-            "%(count)s degraded minutes this month.",
-            degraded,
-        ) % {"count": degraded}
-        # Two sentences: a space between them in English, none in Chinese.
-        return DEGRADED, _("%(first)s %(second)s") % {"first": text, "second": minutes}
-    return (DEGRADED if compliance < HUNDRED else MEETING), text
-
-
-def for_lease(month: LeaseMonth, *, open_incidents: int, incidents_url: str) -> MonthHeader:
-    status, reason = state(month)
+def for_lease(
+    month: LeaseMonth,
+    *,
+    now: lease_status.Now | None,
+    open_incidents: int,
+    incidents_url: str,
+) -> MonthHeader:
+    status, reason = lease_status.state(month, now)
     owed = billed(month)
     return MonthHeader(
         status=status,
@@ -153,83 +89,81 @@ def counted(month: LeaseMonth) -> bool:
     return month.lease.status == LeaseStatus.ACTIVE or billed(month)
 
 
-def for_leases(
-    months: Iterable[LeaseMonth], *, open_incidents: int, incidents_url: str
-) -> MonthHeader | None:
-    """The sums over several leases' months and the count of leases per state; the state
-    is the worst of theirs, the reason names how many share it and the first such lease's
-    own reason. None when no lease counts."""
-    shown = sorted((month for month in months if counted(month)), key=lambda m: m.lease.reference)
+def for_rows(rows: Iterable[LeaseRow], *, incidents_url: str | None = None) -> MonthHeader | None:
+    """The sums over several leases' months and the count of leases per status (each the
+    row's own, as its badge shows it); the status is the worst of theirs, the reason names
+    how many share it and the first such lease's own reason. Without ``incidents_url``
+    the link goes to the first lease with an open incident. None when no lease counts."""
+    shown = sorted((row for row in rows if counted(row.month)), key=lambda r: r.lease.reference)
     if not shown:
         return None
-    states = {month.lease.pk: state(month) for month in shown}
-    counts = Counter(status for status, _reason in states.values())
+    counts = Counter(row.status for row in shown)
     worst = next(status for status in ORDER if counts[status])
-    first = next(month for month in shown if states[month.lease.pk][0] == worst)
+    first = next(row for row in shown if row.status == worst)
     share = ngettext(
         "%(count)s of %(total)s lease", "%(count)s of %(total)s leases", len(shown)
     ) % {"count": counts[worst], "total": len(shown)}
-    projections = [month.projected_total for month in shown]
+    if incidents_url is None:
+        with_open = next((row for row in shown if row.open_incidents), None)
+        incidents_url = (
+            reverse("portal:lease", args=[with_open.lease.pk]) + "#incidents"
+            if with_open is not None
+            else ""
+        )
+    months = [row.month for row in shown]
+    projections = [month.projected_total for month in months]
     return MonthHeader(
         status=worst,
         reason=_("%(share)s; %(lease)s: %(reason)s")
-        % {"share": share, "lease": first.lease.reference, "reason": states[first.lease.pk][1]},
-        periods=tuple(sorted({month.period for month in shown})),
-        open_incidents=open_incidents,
+        % {"share": share, "lease": first.lease.reference, "reason": first.reason},
+        periods=tuple(sorted({month.period for month in months})),
+        open_incidents=sum(row.open_incidents for row in shown),
         incidents_url=incidents_url,
-        to_date=sum((month.charged_to_date for month in shown), ZERO),
+        to_date=sum((month.charged_to_date for month in months), ZERO),
         projected=(
             None
             if any(value is None for value in projections)
             else sum((value for value in projections if value is not None), ZERO)
         ),
-        credit=sum((month.credit_amount for month in shown), ZERO),
+        credit=sum((month.credit_amount for month in months), ZERO),
         leases=len(shown),
         counts=dict(counts),
     )
 
 
 def lease_header(*, user, month: LeaseMonth) -> MonthHeader:  # type: ignore[no-untyped-def]
-    """The lease page's header: its month (the one the page shows) and its open
-    incidents, linked to the page's incident list."""
+    """A lease page's header: the month the page shows, its open incidents (linked to the
+    lease page's incident list) and, for the month in progress, what holds now
+    (``selectors.lease_now``). One query, three for the month in progress."""
     lease = month.lease
-    open_incidents = incident_selectors.open_for(user).filter(lease=lease).count()
+    kinds = list(
+        incident_selectors.open_for(user).filter(lease=lease).values_list("kind", flat=True)
+    )
+    now = (
+        selectors.lease_now(user=user, lease=lease, instant=month.as_of, open_kinds=kinds)
+        if in_progress(month)
+        else None
+    )
     url = reverse("portal:lease", args=[lease.pk]) + "#incidents"
-    return for_lease(month, open_incidents=open_incidents, incidents_url=url)
+    return for_lease(month, now=now, open_incidents=len(kinds), incidents_url=url)
 
 
 def leases_header(
-    *,
-    user,
-    leases: list[Lease],
-    instant: datetime,
-    open_incidents: dict[int, int] | None = None,
-    incidents_url: str | None = None,
+    *, user, instant: datetime, incidents_url: str | None = None
 ) -> MonthHeader | None:  # type: ignore[no-untyped-def]
-    """The header over ``leases`` (their tenant selected): each one's month in progress,
-    read together (``current_months``), and their open incidents per lease (counted in one
-    query unless the page counted them already, as the overview's rows do). Without
-    ``incidents_url`` the link goes to the first lease with an open incident."""
-    if not leases:
-        return None
-    months = current_months(leases, instant=instant, rollups=HourlyRollup.objects.visible_to(user))
-    open_by_lease = Counter(open_incidents or {})
-    if open_incidents is None:
-        open_by_lease = Counter(
-            incident_selectors.open_for(user)
-            .filter(lease_id__in=[lease.pk for lease in leases])
-            .values_list("lease_id", flat=True)
-        )
-    if incidents_url is None:
-        first = next(
-            (one for one in sorted(leases, key=lambda x: x.reference) if open_by_lease[one.pk]),
-            None,
-        )
-        incidents_url = (
-            reverse("portal:lease", args=[first.pk]) + "#incidents" if first is not None else ""
-        )
-    return for_leases(
-        months.values(),
-        open_incidents=sum(open_by_lease.values()),
-        incidents_url=incidents_url,
+    """The header over every lease the user sees (a tenant's pages without rows of their
+    own, such as the invoices list): ``selectors.lease_overview``'s rows summed."""
+    return for_rows(
+        selectors.lease_overview(user=user, instant=instant), incidents_url=incidents_url
     )
+
+
+def current_header(
+    *, user, lease: Lease, instant: datetime, month: LeaseMonth | None = None
+) -> MonthHeader:  # type: ignore[no-untyped-def]
+    """A lease page that shows no month of its own (an incident, a piece of evidence): the
+    month in progress in the tenant's calendar (``month``, when the page read it already)."""
+    if month is None:
+        period = selectors.current_period(lease.tenant.time_zone, instant)
+        month = lease_month(lease, period, instant=instant)
+    return lease_header(user=user, month=month)

@@ -34,7 +34,8 @@ from incidents import selectors as incident_selectors
 from leases.choices import LeaseStatus, ProbeKind, SwitchRole
 from leases.models import Fabric, Lease, Switch, Tenant
 from portal import selectors
-from portal.selectors import BREACHED, DEGRADED, MEETING, NO_DATA, LeaseRow
+from portal.lease_status import BREACHED, DEGRADED, MEETING, NO_DATA
+from portal.selectors import LeaseRow
 
 PROVIDER_ZONE = "Asia/Shanghai"  # the provider's own calendar: the default cost-share month
 FABRIC_DAYS = 7

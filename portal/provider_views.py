@@ -33,13 +33,7 @@ def provider_staff_required(view: Callable[..., HttpResponse]) -> Callable[..., 
 def fleet(request: HttpRequest) -> HttpResponse:
     instant = selectors.now()
     rows = provider_selectors.fleet_overview(user=request.user, instant=instant)
-    header = month_header.leases_header(
-        user=request.user,
-        leases=[row.lease for row in rows],
-        instant=instant,
-        open_incidents={row.lease.pk: row.open_incidents for row in rows},
-        incidents_url=reverse("portal:incidents"),
-    )
+    header = month_header.for_rows(rows, incidents_url=reverse("portal:incidents"))
     return render(request, "portal/provider_fleet.html", {"rows": rows, "header": header})
 
 

@@ -2,10 +2,9 @@
 one query per model kind whatever the number of leases."""
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from decimal import Decimal
 from zoneinfo import ZoneInfo
 
 from django.db.models import F, Max, Min, OuterRef, Q, Subquery, Value, Window
@@ -15,30 +14,25 @@ from django.utils.translation import gettext as _
 
 from benchmarks.choices import RunState, Verdict
 from benchmarks.models import NOT_PASSED, ProbeRun
-from billing import invoicing, sla
+from billing import sla
 from billing.choices import InvoiceStatus
 from billing.invoicing import LeaseCredit
 from billing.invoicing import Window as BilledWindow
-from billing.lease_month import lease_months
+from billing.lease_month import LeaseMonth, current_months, lease_months
 from billing.models import HourlyRollup, Invoice
 from billing.probe_tax import ProbeTax, probe_tax_of
 from common.dbfunctions import EpochHour
 from common.instants import WRITE_YEARS
-from gpulease_verify import calculations, sweep
+from gpulease_verify import sweep
 from gpulease_verify.periods import Period, PeriodError
 from incidents import selectors as incident_selectors
-from incidents.choices import IncidentState
 from incidents.repair import TimeToRepair, time_to_repair
 from leases.choices import LeaseStatus, LinkLayer, ProbeKind
-from leases.contract_rules import DEFAULT_PROBE_CADENCE_S, credit_tiers
+from leases.contract_rules import DEFAULT_PROBE_CADENCE_S
 from leases.models import Lease, LeaseTerms, NicPort, NodeAssignment
+from portal import lease_status
+from portal.lease_status import STALE_CADENCES, Now
 
-MEETING, DEGRADED, BREACHED = "meeting", "degraded", "breached"
-# Neutral (grey) states: a lease not in service (draft, ended, cancelled) is never judged,
-# and an active one claims "meeting" only on a fresh measurement.
-INACTIVE, NO_DATA = "inactive", "no_data"
-# A measurement is stale when none arrived within this many probe cadences.
-STALE_CADENCES = 2
 CHART_DAYS = 30
 # The windows a lease page offers (?days=); charts longer than CHART_DAYS bucket by day.
 CHART_WINDOWS = (7, 30, 90, 365)
@@ -94,43 +88,6 @@ def throughput_cadence(terms: LeaseTerms | None) -> timedelta:
     return timedelta(seconds=int(seconds or default))
 
 
-def _credit_percent(terms: LeaseTerms | None, compliance: Decimal | None) -> Decimal | None:
-    """The credit percentage this compliance earns under the terms (tier, then cap): the
-    status light needs no amount, and amounts come only from invoicing.lease_credit."""
-    if terms is None or compliance is None:
-        return None
-    tier = calculations.credit_percent(
-        compliance_percent=compliance, tiers=credit_tiers(terms.credit_tiers)
-    )
-    return min(tier, terms.credit_cap_percent)
-
-
-def status_of(
-    *,
-    open_incidents: int,
-    open_breaches: int,
-    incidents_this_month: int,
-    credit_percent: Decimal | None,
-    lease_status: str = LeaseStatus.ACTIVE,
-    fresh: bool = True,
-) -> str:
-    """inactive: the lease is not in service (draft, ended, cancelled); breached: an SLA
-    incident (a probe kind's K violations in a row) is open now; degraded: another incident
-    is open (fabric health, a disputed measurement, a metering gap: evidence to look into,
-    not the contract missed), this month's compliance already earns a credit, or an
-    incident was opened this month; no_data: nothing measured recently enough to say;
-    meeting: otherwise."""
-    if lease_status != LeaseStatus.ACTIVE:
-        return INACTIVE
-    if open_breaches:
-        return BREACHED
-    if open_incidents or incidents_this_month or (credit_percent or 0) > 0:
-        return DEGRADED
-    if not fresh:
-        return NO_DATA
-    return MEETING
-
-
 @dataclass(frozen=True)
 class Latest:
     """The throughput figure a status shows: the worst node pair's latest measurement
@@ -151,15 +108,25 @@ class Latest:
 
 @dataclass(frozen=True)
 class LeaseRow:
+    """A lease on the overview and the fleet: its month in progress (the lease month the
+    header sums), its status and reason (``lease_status.state``, the header's rule) and
+    its latest measurement."""
+
     lease: Lease
-    period: str
+    month: LeaseMonth
     terms: LeaseTerms | None
     latest: Latest | None
-    summary: sla.SlaSummary
-    credit_percent: Decimal | None
     open_incidents: int
-    incidents_this_month: int
     status: str
+    reason: str
+
+    @property
+    def period(self) -> str:
+        return self.month.period
+
+    @property
+    def summary(self) -> sla.SlaSummary:
+        return self.month.summary
 
     @property
     def contracted_bps(self) -> int | None:
@@ -220,11 +187,34 @@ def worst_pairs(
     return worst
 
 
+def now_of(*, open_kinds: Iterable[str], fresh: bool) -> Now:
+    """What holds now for a lease (``lease_status.Now``): its open incidents' kinds (an
+    SLA incident is one of a probe kind) and whether a recent measurement arrived."""
+    kinds = list(open_kinds)
+    return Now(
+        open_incidents=len(kinds),
+        open_breaches=sum(kind in ProbeKind.values for kind in kinds),
+        fresh=fresh,
+    )
+
+
+def lease_now(*, user, lease: Lease, instant: datetime, open_kinds: Iterable[str]) -> Now:  # type: ignore[no-untyped-def]
+    """``now_of`` for one lease page: the terms in force (their cadence) and the pairs'
+    latest measurements, two queries."""
+    terms = LeaseTerms.objects.visible_to(user).filter(lease=lease, effective_from__lte=instant)
+    latest = terms.order_by("-effective_from", "-pk").first()
+    worst = worst_pairs(
+        user=user, leases=[lease], terms={lease.pk: latest} if latest else {}, instant=instant
+    )
+    return now_of(open_kinds=open_kinds, fresh=lease.pk in worst)
+
+
 def lease_overview(*, user, instant: datetime) -> list[LeaseRow]:  # type: ignore[no-untyped-def]
-    """Per visible lease: status light, contracted against latest measured bandwidth (the
-    worst pair's, ``worst_pairs``), and this month's compliance so far. Five queries:
-    leases, terms, the pairs' latest runs, rollups, incidents (a sixth, the acceptances, when
-    a lease's terms start billing on acceptance: the month is its billed window so far)."""
+    """Per visible lease: its month in progress (``current_months``, the lease month the
+    invoice uses, five queries), status light and reason (``lease_status.state``),
+    contracted against latest measured bandwidth (the worst pair's, ``worst_pairs``).
+    Nine queries whatever the number of leases: leases, terms, the pairs' latest runs,
+    open incidents and the lease months'."""
     leases = list(
         Lease.objects.visible_to(user)
         .select_related("tenant")
@@ -239,50 +229,21 @@ def lease_overview(*, user, instant: datetime) -> list[LeaseRow]:  # type: ignor
         return []
     ids = [lease.pk for lease in leases]
     terms: dict[int, LeaseTerms] = {}
-    versions: dict[int, list[LeaseTerms]] = defaultdict(list)
     for version in (
         LeaseTerms.objects.visible_to(user)
         .filter(lease_id__in=ids, effective_from__lte=instant)
-        .order_by("lease_id", "effective_from")
+        .order_by("lease_id", "effective_from", "pk")
     ):
         terms[version.lease_id] = version
-        versions[version.lease_id].append(version)
     worst = worst_pairs(user=user, leases=leases, terms=terms, instant=instant)
-    periods = {lease.pk: current_period(lease.tenant.time_zone, instant) for lease in leases}
-    months = {
-        lease.pk: Period.parse(periods[lease.pk]).bounds(lease.tenant.time_zone) for lease in leases
-    }
-    # This month so far of the billed window (billing.lease_month's, acceptance included;
-    # one more query only when some lease's terms start billing on acceptance).
-    needs = {lease.pk for lease in leases if invoicing.requires_acceptance(versions[lease.pk])}
-    accepted = invoicing.billing_starts(needs) if needs else {}
-    windows = {}
-    for lease in leases:
-        billed = invoicing.billed_window(
-            lease=lease,
-            period=periods[lease.pk],
-            timeline=versions[lease.pk],
-            acceptance=(lease.pk in needs, accepted.get(lease.pk)),
-        )
-        start = months[lease.pk][0]
-        windows[lease.pk] = billed.so_far(instant) or (start, start)
-    summaries = sla.evaluate_many(windows=windows, rollups=HourlyRollup.objects.visible_to(user))
-    earliest = min(start for start, _ in months.values())
-    open_count: dict[int, int] = defaultdict(int)
-    breach_count: dict[int, int] = defaultdict(int)
-    month_count: dict[int, int] = defaultdict(int)
-    for lease_id, state, kind, opened_at in incident_selectors.lease_counts(
-        user=user, lease_ids=ids, since=earliest
+    months = current_months(leases, instant=instant, rollups=HourlyRollup.objects.visible_to(user))
+    open_kinds: dict[int, list[str]] = defaultdict(list)
+    for lease_id, kind in (
+        incident_selectors.open_for(user).filter(lease_id__in=ids).values_list("lease_id", "kind")
     ):
-        if state == IncidentState.OPEN:
-            open_count[lease_id] += 1
-            breach_count[lease_id] += kind in ProbeKind.values
-        if months[lease_id][0] <= opened_at < months[lease_id][1]:
-            month_count[lease_id] += 1
+        open_kinds[lease_id].append(kind)
     rows = []
     for lease in leases:
-        summary = summaries[lease.pk]
-        credit_percent = _credit_percent(terms.get(lease.pk), summary.credit_compliance_percent)
         latest = worst.get(lease.pk)
         if latest is None and lease.latest_at is not None:  # type: ignore[attr-defined]
             latest = Latest(
@@ -292,24 +253,19 @@ def lease_overview(*, user, instant: datetime) -> list[LeaseRow]:  # type: ignor
                 stale=lease.status == LeaseStatus.ACTIVE,
                 pairs=0,
             )
+        month = months[lease.pk]
+        status, reason = lease_status.state(
+            month, now_of(open_kinds=open_kinds[lease.pk], fresh=lease.pk in worst)
+        )
         rows.append(
             LeaseRow(
                 lease=lease,
-                period=periods[lease.pk],
+                month=month,
                 terms=terms.get(lease.pk),
                 latest=latest,
-                summary=summary,
-                credit_percent=credit_percent,
-                open_incidents=open_count[lease.pk],
-                incidents_this_month=month_count[lease.pk],
-                status=status_of(
-                    open_incidents=open_count[lease.pk],
-                    open_breaches=breach_count[lease.pk],
-                    incidents_this_month=month_count[lease.pk],
-                    credit_percent=credit_percent,
-                    lease_status=lease.status,
-                    fresh=lease.pk in worst,
-                ),
+                open_incidents=len(open_kinds[lease.pk]),
+                status=status,
+                reason=reason,
             )
         )
     return rows

@@ -85,8 +85,8 @@ class WebhookForm(forms.Form):
 class RotateForm(forms.Form):
     confirm = forms.BooleanField(
         label=gettext_lazy(
-            "The current secret stops working at once: every delivery from now on is signed "
-            "with the new one"
+            "Every delivery from now on is signed with the new secret; the current one signs "
+            "beside it only for the overlap, so switch your receivers soon"
         ),
         error_messages={"required": gettext_lazy("Tick the confirmation to rotate the secret.")},
     )
@@ -133,6 +133,17 @@ def _chosen(memberships: list[Membership], slug: str | None) -> Membership | Non
     raise Http404
 
 
+def _overlap_until(tenant: Tenant, zone: str) -> str | None:
+    """When the replaced signing secret stops signing too, in the tenant's zone; None when
+    only the current one signs."""
+    now = timezone.now()
+    if len(tenant.signing_secrets(now)) < 2:
+        return None
+    return timezone.localtime(tenant.previous_webhook_secret_until, ZoneInfo(zone)).strftime(
+        "%Y-%m-%d %H:%M"
+    )
+
+
 def _page(
     request: HttpRequest,
     memberships: list[Membership],
@@ -170,6 +181,7 @@ def _page(
             webhook=webhook or WebhookForm(initial={"webhook_url": tenant.webhook_url}),
             rotate=rotate or RotateForm(),
             masked_secret=tenant.webhook_secret_for(request.user),
+            overlap_until=_overlap_until(tenant, zone),
             new_secret=new_secret,
             # None: nothing was saved now; []: saved, and nothing had changed.
             saved=None if saved is None else [_label(name) for name in saved],

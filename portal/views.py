@@ -52,12 +52,7 @@ def _lease(request: HttpRequest, pk: int) -> Lease:
 def overview(request: HttpRequest) -> HttpResponse:
     instant = selectors.now()
     rows = selectors.lease_overview(user=request.user, instant=instant)
-    header = month_header.leases_header(
-        user=request.user,
-        leases=[row.lease for row in rows],
-        instant=instant,
-        open_incidents={row.lease.pk: row.open_incidents for row in rows},
-    )
+    header = month_header.for_rows(rows)
     return render(request, "portal/overview.html", {"rows": rows, "now": instant, "header": header})
 
 
@@ -237,10 +232,15 @@ def _incident_bands(lease: Lease, chart_range: ChartRange) -> list[charts.Span]:
 
 
 def _figures(  # type: ignore[no-untyped-def]
-    user, lease: Lease, timeline: TermsTimeline, terms: LeaseTerms | None, chart_range: ChartRange
+    user,
+    lease: Lease,
+    timeline: TermsTimeline,
+    terms: LeaseTerms | None,
+    chart_range: ChartRange,
+    bands: list[charts.Span],
 ) -> dict[str, Figure]:
-    """The throughput chart (with the incidents' bands) and the NCCL bus bandwidth chart
-    over the range."""
+    """The throughput chart (with the incidents' ``bands``, ``_incident_bands``) and the
+    NCCL bus bandwidth chart over the range."""
     zone = lease.tenant.time_zone
     start, instant, days = chart_range.start, chart_range.end, chart_range.days
     shape = {
@@ -258,7 +258,7 @@ def _figures(  # type: ignore[no-untyped-def]
             _("Measured throughput per node pair, last %(days)s days"),
             _("Measured throughput per node pair, %(range)s"),
         ),
-        bands=_incident_bands(lease, chart_range),
+        bands=bands,
         **shape,
     )
     busbw = selectors.nccl_series(user=user, lease=lease, instant=instant, days=days)
@@ -376,18 +376,37 @@ def _traffic_figure(lease: Lease, lease_month: LeaseMonth) -> Figure | None:
 TIMELINE_SLICES = 180
 
 
+LINK_UNIT = "1 up / 0 down"  # the link chart's CSV: a row's state in each hour it has one
+
+
+def _link_series(nodes: list[selectors.NodeLinks]) -> list[charts.Series]:
+    """The link chart's rows as series for its CSV: each node, then each of its ports
+    ("node port"), 1 for each hour up and 0 for each hour down (``HourStates.hours``);
+    an hour without a link check has no row, as a gap in a line chart has no point."""
+    return [
+        charts.Series(label, [(hour.timestamp(), float(up)) for hour, up, _down in row.hours])
+        for node in nodes
+        for label, row in [(node.hostname, node.states)]
+        + [(f"{node.hostname} {port}", states) for port, states in node.ports.items()]
+    ]
+
+
 def _timeline(  # type: ignore[no-untyped-def]
-    nodes: list[selectors.NodeLinks], zone: str, chart_range: ChartRange
-) -> tuple[str, list[dict]]:  # type: ignore[type-arg]
-    """The link timeline's SVG over the range and, for reading without the picture, hours
-    down per row."""
+    nodes: list[selectors.NodeLinks],
+    zone: str,
+    chart_range: ChartRange,
+    bands: list[charts.Span],
+) -> tuple[Figure, list[dict]]:  # type: ignore[type-arg]
+    """The link timeline over the range, with the incidents' ``bands`` as on the
+    throughput chart, as a Figure (its SVG, and its rows as series for the CSV) and, for
+    reading without the picture, hours down per row."""
     start, instant = chart_range.start, chart_range.end
     hours = max(1, round((instant - start) / timedelta(hours=1)))
     slice_hours = max(1, hours // TIMELINE_SLICES)
     buckets = max(1, hours // slice_hours)
     x0, x1 = start.timestamp(), instant.timestamp()
     local = ZoneInfo(zone)
-    bands: list[charts.Band] = []
+    rows: list[charts.Band] = []
     summary: list[dict] = []
 
     base = charts.hour_counts(nodes[0].states.checked if nodes else [], x0, x1, buckets)
@@ -401,7 +420,7 @@ def _timeline(  # type: ignore[no-untyped-def]
         for label, row, sub in [(node.hostname, node.states, False)] + [
             (label, row, True) for label, row in node.ports.items()
         ]:
-            bands.append(charts.Band(label, states(row), sub=sub))
+            rows.append(charts.Band(label, states(row), sub=sub))
             summary.append(
                 {
                     "label": label,
@@ -420,7 +439,7 @@ def _timeline(  # type: ignore[no-untyped-def]
         }
 
     svg = charts.timeline_chart(
-        bands,
+        rows,
         start=x0,
         end=x1,
         x_labels=_x_labels(start, instant, zone),
@@ -435,8 +454,10 @@ def _timeline(  # type: ignore[no-untyped-def]
             _("Link state per node and port, last %(days)s days"),
             _("Link state per node and port, %(range)s"),
         ),
+        incidents=bands,
     )
-    return svg, summary
+    data = {"x_min": x0 * 1000, "bands": [band.href for band in bands]}
+    return Figure(svg, data, _link_series(nodes), [], LINK_UNIT), summary
 
 
 @login_required
@@ -451,11 +472,12 @@ def lease_detail(request: HttpRequest, pk: int) -> HttpResponse:
     versions = TermsTimeline(LeaseTerms.objects.visible_to(request.user).filter(lease=lease))
     terms = versions.at(instant)
     chart_range = chart_ranges.chart_range(request, zone, instant)
-    figures = _figure_context(_figures(request.user, lease, versions, terms, chart_range))
+    bands = _incident_bands(lease, chart_range)
+    figures = _figure_context(_figures(request.user, lease, versions, terms, chart_range, bands))
     links = selectors.link_timeline(
         user=request.user, lease=lease, instant=chart_range.end, days=chart_range.days
     )
-    timeline, link_summary = _timeline(links, zone, chart_range)
+    timeline, link_summary = _timeline(links, zone, chart_range, bands)
     incidents = Incident.objects.visible_to(request.user).filter(lease=lease)
     if month.chosen:  # that month's, as its SLA report counts them
         incidents = selectors.incidents_in(incidents, month.start, month.end)
@@ -480,7 +502,8 @@ def lease_detail(request: HttpRequest, pk: int) -> HttpResponse:
             **_usage(lease, read),
             "probe_tax": selectors.probe_tax(lease=lease, period=month.period),
             "probe_tax_rows": selectors.PROBE_TAX_ROWS,
-            "timeline": mark_safe(timeline),
+            "timeline": timeline.html,
+            "link_bands": timeline.data["bands"],
             "link_summary": link_summary,
             "has_links": bool(links),
             "evidence": evidence,
@@ -515,7 +538,8 @@ def invoice_list(request: HttpRequest) -> HttpResponse:
         (invoice, balance(invoice, invoice.credit_notes.all(), invoice.voucher_redemptions.all()))
         for invoice in invoices
     ]
-    return render(request, "portal/invoice_list.html", {"rows": rows})
+    header = month_header.leases_header(user=request.user, instant=selectors.now())
+    return render(request, "portal/invoice_list.html", {"rows": rows, "header": header})
 
 
 def _invoice(request: HttpRequest, pk: int) -> tuple[Invoice, list[InvoiceLine]]:
@@ -633,14 +657,15 @@ def _csv_time(x: float) -> str:
     return datetime.fromtimestamp(x, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-CSV_CHARTS = ("throughput", "busbw", "traffic")
+CSV_CHARTS = ("throughput", "busbw", "links", "traffic")
 
 
 @login_required
 def chart_csv(request: HttpRequest, pk: int, chart: str) -> HttpResponse:
     """A chart's data as CSV: the series it draws over the same range (the picker's, or the
     month's for the traffic chart), each measured point and each step of a reference line,
-    one row each: time (ISO 8601, UTC), series, value (a plain number), unit."""
+    one row each: time (ISO 8601, UTC), series, value (a plain number), unit. The link
+    chart's rows are its nodes and ports, 1 for an hour up and 0 for an hour down."""
     if chart not in CSV_CHARTS:
         raise Http404
     lease = _lease(request, pk)
@@ -656,12 +681,20 @@ def chart_csv(request: HttpRequest, pk: int, chart: str) -> HttpResponse:
         name = f"{lease.reference}-traffic-{month.period}.csv"
     else:
         chart_range = chart_ranges.chart_range(request, zone, instant)
-        versions = TermsTimeline(LeaseTerms.objects.visible_to(request.user).filter(lease=lease))
-        figure = _figures(request.user, lease, versions, versions.at(instant), chart_range)[chart]
-        name = (
-            f"{lease.reference}-{chart}-{chart_range.start:%Y%m%dT%H%MZ}"
-            f"-{chart_range.end:%Y%m%dT%H%MZ}.csv"
-        )
+        if chart == "links":
+            links = selectors.link_timeline(
+                user=request.user, lease=lease, instant=chart_range.end, days=chart_range.days
+            )
+            figure = _timeline(links, zone, chart_range, [])[0]
+        else:
+            versions = TermsTimeline(
+                LeaseTerms.objects.visible_to(request.user).filter(lease=lease)
+            )
+            figure = _figures(request.user, lease, versions, versions.at(instant), chart_range, [])[
+                chart
+            ]
+        start, end = (instant.astimezone(UTC) for instant in (chart_range.start, chart_range.end))
+        name = f"{lease.reference}-{chart}-{start:%Y%m%dT%H%MZ}-{end:%Y%m%dT%H%MZ}.csv"
     body = io.StringIO()
     writer = CsvWriter(body)
     writer.writerow(["time", "series", "value", "unit"])

@@ -146,7 +146,7 @@ def poll(
 ) -> PollResult:
     """One telemetry cycle over the nodes due (of one site, when given; or ``only`` these,
     due or not)."""
-    from benchmarks.services import transport_for
+    from benchmarks.execution import transport_for
 
     now = now or timezone.now()
     held = held_nodes(now, site_id=site_id)

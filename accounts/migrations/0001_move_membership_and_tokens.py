@@ -1,6 +1,6 @@
 """Memberships (from leases) and API tokens (from api) move to this app (issue 31 item 5).
 Their tables stay ``leases_membership`` and ``api_apitoken``: only Django's state moves, no
-row does. leases 0026 and api 0004 drop their own models from state.
+row does. leases 0027 and api 0004 drop their own models from state.
 
 The content types are renamed (leases.membership and api.apitoken to accounts.*), so their
 permission rows (add/change/delete/view_membership, view_apitoken, issue_any_token,

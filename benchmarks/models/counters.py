@@ -6,7 +6,7 @@ from leases.models import Site
 
 class MissedRunCount(models.Model):
     """How many of a site's probe runs were ever marked missed: counted in the transaction
-    that marks them (benchmarks.services.count_missed), so it only goes up. /metrics
+    that marks them (benchmarks.missed_slots.count_missed), so it only goes up. /metrics
     exports it as the counter ``gpulease_site_missed_runs_total``. A count of the missed
     rows would not do: archiving a month (common.archives) deletes its runs, the count
     drops, and Prometheus reads the drop as a counter reset and ``increase()`` as a burst

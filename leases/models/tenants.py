@@ -1,7 +1,9 @@
 import re
+from datetime import datetime, timedelta
 from typing import Any
 from zoneinfo import available_timezones
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils.translation import gettext_lazy as _
@@ -123,6 +125,15 @@ class Tenant(TimeStampedModel):
         ),
     )
 
+    # The secret a rotation replaced, still signing beside the new one until the instant
+    # below (settings.WEBHOOK_SECRET_OVERLAP_HOURS): never shown, not even masked.
+    previous_webhook_secret = models.CharField(
+        _("previous webhook signing secret"), max_length=100, blank=True, editable=False
+    )
+    previous_webhook_secret_until = models.DateTimeField(
+        _("previous secret signs until"), null=True, blank=True, editable=False
+    )
+
     objects = TenantScopedQuerySet.as_manager()
     tenant_path = ""
 
@@ -143,6 +154,26 @@ class Tenant(TimeStampedModel):
         if user is not None and user.has_perm(WEBHOOK_SECRET_PERMISSION):
             return self.webhook_secret
         return MASKED_SECRET
+
+    def replace_webhook_secret(self, secret: str, *, at: datetime) -> list[str]:
+        """Put ``secret`` in force at ``at``, the one it replaces signing beside it for the
+        overlap (a rotation inside an overlap drops the oldest); the fields set, unsaved."""
+        if secret == self.webhook_secret:
+            return []
+        self.previous_webhook_secret = self.webhook_secret
+        self.previous_webhook_secret_until = at + timedelta(
+            hours=settings.WEBHOOK_SECRET_OVERLAP_HOURS
+        )
+        self.webhook_secret = secret
+        return ["webhook_secret", "previous_webhook_secret", "previous_webhook_secret_until"]
+
+    def signing_secrets(self, at: datetime) -> list[str]:
+        """The secrets a delivery at ``at`` is signed with: the one in force, then the
+        replaced one while its overlap lasts."""
+        until = self.previous_webhook_secret_until
+        if self.previous_webhook_secret and until is not None and at < until:
+            return [self.webhook_secret, self.previous_webhook_secret]
+        return [self.webhook_secret]
 
     def buyer_identity(self) -> dict[str, str]:
         """The buyer block an invoice freezes when it is issued."""

@@ -239,13 +239,13 @@ def lab_lease(lab, settings):  # type: ignore[no-untyped-def]
 def execute(lease, kind: str, target: str, pattern: str = "ring", trigger: str = "manual"):  # type: ignore[no-untyped-def]
     """Run one batch of a kind (the one with this target and pattern) in the foreground;
     the other batches asked for are dropped."""
-    from benchmarks import services, witness_settle
+    from benchmarks import execution, services, witness_settle
     from benchmarks.models import ProbeRun
 
     for batch in services.request_runs(lease=lease, kinds=[kind], enqueue=False, trigger=trigger):
         run = ProbeRun.objects.filter(batch=batch, target=target, pattern=pattern).first()
         if run is not None:
-            services.execute_batch(batch, max_attempts=1)
+            execution.execute_batch(batch, max_attempts=1)
             witness_settle.settle_in_foreground(batch)
             run.refresh_from_db()
             return run

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from benchmarks import netlab, services
+from benchmarks import execution, netlab
 from benchmarks.choices import RunState, Trigger, Verdict
 from benchmarks.models import ProbeRun
 from billing import probe_tax
@@ -62,7 +62,7 @@ def test_a_stalled_sample_is_cleared_by_its_confirmation_and_a_short_link_is_not
     netlab.set_host_rate(lab.state_dir, "lab-h2", "400mbit")
     try:
         with monkeypatch.context() as patched:
-            patched.setattr(services, "time", StallEnds)
+            patched.setattr(execution, "time", StallEnds)
             stalled = execute(lab_lease, "throughput", "lab-h1>lab-h2", trigger=Trigger.SCHEDULE)
     finally:
         netlab.set_host_rate(lab.state_dir, "lab-h2", "1gbit")

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
-from benchmarks import services, witness_settle
+from benchmarks import execution, services, witness_settle
 from benchmarks.choices import Pattern, Trigger, Verdict
 from benchmarks.lab_registry import register_lab
 from benchmarks.models import ProbeRun, sample_verdict, with_confirmation
@@ -96,7 +96,7 @@ def test_no_false_failure_under_cpu_load_and_every_degraded_sample_fails(
             if ProbeRun.objects.filter(batch=batch, pattern=Pattern.RING).exists():
                 ProbeRun.objects.filter(batch=batch).delete()
                 continue
-            services.execute_batch(batch, max_attempts=1)
+            execution.execute_batch(batch, max_attempts=1)
             witness_settle.settle_in_foreground(batch)
         slot += timedelta(minutes=5)
 

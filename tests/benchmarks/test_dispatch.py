@@ -7,7 +7,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from benchmarks import orphans, services
+from benchmarks import execution, missed_slots, orphans, services
 from benchmarks.choices import RunState, Trigger
 from benchmarks.models import NodeLock, ProbeRun, SiteAlert
 from leases import services as lease_services
@@ -130,17 +130,17 @@ def test_redelivered_batch_runs_nothing_twice():
     lease = active_lease()
     services.dispatch_due(now=NOW, enqueue=False)
     run = ProbeRun.objects.filter(lease=lease, kind="link", trigger=Trigger.SCHEDULE).first()
-    claimed = services._claim(run.batch, NOW)
+    claimed = execution._claim(run.batch, NOW)
     assert [r.pk for r in claimed] == [run.pk]
     # The same message delivered again while the first worker still has it: nothing is run
     # twice; the second copy is told when to look again (once the first must be over).
-    with pytest.raises(services.StillRunning) as still:
-        services._claim(run.batch, NOW + timedelta(seconds=30))
+    with pytest.raises(execution.StillRunning) as still:
+        execution._claim(run.batch, NOW + timedelta(seconds=30))
     assert still.value.seconds == (orphans.stale_claim_after() - timedelta(seconds=30)).seconds + 1
     # Long after the task's hard time limit the first worker must be dead: take it over.
     later = NOW + orphans.stale_claim_after() + timedelta(seconds=1)
     ProbeRun.objects.filter(pk=run.pk).update(deadline_at=later + timedelta(minutes=5))
-    retaken = services._claim(run.batch, later)
+    retaken = execution._claim(run.batch, later)
     assert [r.attempts for r in retaken] == [2]
 
 
@@ -153,12 +153,12 @@ def test_two_heavy_batches_never_share_a_node():
         )[0],
     )
     nodes = list(lease.assignments.values_list("node_id", flat=True))
-    services._lock_nodes(first, nodes, NOW)
-    with pytest.raises(services.NodesBusy):
-        services._lock_nodes(second, nodes, NOW)
+    execution._lock_nodes(first, nodes, NOW)
+    with pytest.raises(execution.NodesBusy):
+        execution._lock_nodes(second, nodes, NOW)
     assert set(NodeLock.objects.values_list("batch", flat=True)) == {first}
     # A lock left by a dead worker expires and is taken over.
-    services._lock_nodes(second, nodes, NOW + orphans.stale_claim_after() + timedelta(seconds=1))
+    execution._lock_nodes(second, nodes, NOW + orphans.stale_claim_after() + timedelta(seconds=1))
     assert set(NodeLock.objects.values_list("batch", flat=True)) == {second}
 
 
@@ -170,18 +170,18 @@ def test_self_check_raises_when_a_site_goes_quiet_and_clears_when_results_return
     lease = active_lease()
     services.dispatch_due(now=NOW, enqueue=False)
     quiet = NOW + timedelta(minutes=20)
-    (alert,) = services.check_results_arriving(now=quiet)
+    (alert,) = missed_slots.check_results_arriving(now=quiet)
     assert alert.site.code == "sz"
     assert "is the worker for queue probes.sz running?" in alert.message
     assert [mail.subject for mail in mailoutbox] == [
         "[Django] gpulease: probe results stopped at sz"
     ]
-    assert services.check_results_arriving(now=quiet + timedelta(minutes=1)) == []
+    assert missed_slots.check_results_arriving(now=quiet + timedelta(minutes=1)) == []
     assert SiteAlert.objects.filter(cleared_at__isnull=True).count() == 1
     ProbeRun.objects.filter(lease=lease).update(
         started_at=quiet, finished_at=quiet, state=RunState.OK
     )
-    services.check_results_arriving(now=quiet + timedelta(minutes=2))
+    missed_slots.check_results_arriving(now=quiet + timedelta(minutes=2))
     assert SiteAlert.objects.get().cleared_at == quiet + timedelta(minutes=2)
 
 

@@ -10,7 +10,7 @@ import threading
 import pytest
 from django.core.management import call_command
 
-from benchmarks import netlab, services, witness_settle
+from benchmarks import execution, netlab, services, witness_settle
 from benchmarks.choices import Pattern, RunState
 from benchmarks.models import ProbeRun
 from gpulease_verify import sweep
@@ -171,10 +171,10 @@ def test_two_bandwidth_probes_never_share_a_node(lab_lease):
         try:
             for _ in range(60):
                 try:
-                    services.execute_batch(batch, max_attempts=1)
+                    execution.execute_batch(batch, max_attempts=1)
                     witness_settle.settle_in_foreground(batch)
                     return
-                except services.NodesBusy:
+                except execution.NodesBusy:
                     threading.Event().wait(0.5)
         except Exception as error:  # surfaced below
             errors.append(error)

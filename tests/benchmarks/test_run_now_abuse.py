@@ -10,7 +10,7 @@ from datetime import timedelta
 import pytest
 from django.db import connection
 
-from benchmarks import services
+from benchmarks import execution, services
 from benchmarks.choices import RunState, Trigger, Verdict
 from benchmarks.models import NodeLock, ProbeRun
 from billing.ingest import ingest_all
@@ -46,8 +46,8 @@ def scheduled(lease, slot):
 
 def take(batch, now):
     """What a worker does first with a heavy batch: claim its runs, hold their nodes."""
-    runs = services._claim(batch, now)
-    services._lock_nodes(
+    runs = execution._claim(batch, now)
+    execution._lock_nodes(
         batch, sorted(n for r in runs for n in r.nodes.values_list("pk", flat=True)), now
     )
 
@@ -74,8 +74,8 @@ def test_a_slot_the_tenants_run_now_crowded_out_is_excluded_and_not_counted_agai
     )
     take(asked.batches[0], NOW + timedelta(seconds=10))
     # The scheduled batch finds its nodes held and goes back to wait; it never gets them.
-    with pytest.raises(services.NodesBusy):
-        services.execute_batch(
+    with pytest.raises(execution.NodesBusy):
+        execution.execute_batch(
             first_slot.batch, now=NOW + timedelta(minutes=1), connect=never_connect
         )
     services.dispatch_due(now=at("2026-11-29 11:01"), enqueue=False)
@@ -127,7 +127,7 @@ def test_a_slot_claimed_too_late_behind_run_now_probes_is_excused_only_for_the_t
     finish(asked.batches[0], at("2026-11-29 11:00:30"))
     # The worker reaches the scheduled batch only after its deadline.
     assert (
-        services.execute_batch(slot.batch, now=at("2026-11-29 11:01"), connect=never_connect) == []
+        execution.execute_batch(slot.batch, now=at("2026-11-29 11:01"), connect=never_connect) == []
     )
     slot.refresh_from_db()
     assert slot.state == state

@@ -11,7 +11,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from benchmarks import services, witness_settle
+from benchmarks import execution, services, witness_settle
 from benchmarks.choices import RunState
 from benchmarks.models import NodeLock, PendingWitness, ProbeRun
 from billing.ingest import pending_runs
@@ -40,7 +40,7 @@ def test_the_nodes_are_free_when_the_client_ends_and_the_run_is_judged_once_the_
     lab, lab_lease
 ):
     batch = batch_of(lab_lease, "lab-h1>lab-h2")
-    (returned,) = services.execute_batch(batch, max_attempts=1)
+    (returned,) = execution.execute_batch(batch, max_attempts=1)
     run = ProbeRun.objects.get(pk=returned.pk)
     # iperf3 has ended and printed; the run is not judged, linked or ingestable yet.
     assert run.state == RunState.RUNNING and run.finished_at is None
@@ -51,15 +51,15 @@ def test_the_nodes_are_free_when_the_client_ends_and_the_run_is_judged_once_the_
     assert timezone.now() < pending.due_at <= timezone.now() + timedelta(seconds=4)
     # The server is free at once; the client's port stays fenced for the reading.
     assert held() == {"lab-h1"}
-    assert services.execute_batch(batch, max_attempts=1) == []  # a redelivery runs nothing
+    assert execution.execute_batch(batch, max_attempts=1) == []  # a redelivery runs nothing
 
     # Another heavy probe sending from lab-h2 runs now, while the first waits for its
     # reading; one sending from the fenced lab-h1 waits.
     from_h2 = batch_of(lab_lease, "lab-h2>lab-h3")
-    (second,) = services.execute_batch(from_h2, max_attempts=1)
+    (second,) = execution.execute_batch(from_h2, max_attempts=1)
     from_h1 = batch_of(lab_lease, "lab-h1>lab-h3", "cross_leaf")
-    with pytest.raises(services.NodesBusy):
-        services.execute_batch(from_h1, max_attempts=1)
+    with pytest.raises(execution.NodesBusy):
+        execution.execute_batch(from_h1, max_attempts=1)
 
     settled = witness_settle.settle_in_foreground(batch)
     assert [r.pk for r in settled] == [run.pk]
@@ -82,7 +82,7 @@ def test_a_lost_settle_is_taken_by_the_dispatcher_and_one_too_late_drops_the_wit
     lab, lab_lease
 ):
     batch = batch_of(lab_lease, "lab-h3>lab-h4")
-    services.execute_batch(batch, max_attempts=1)
+    execution.execute_batch(batch, max_attempts=1)
     # Its settle task was lost (a broker or worker died): the dispatcher's next cycle past
     # the due time takes it, while the port is still fenced, so the reading is trusted.
     due = PendingWitness.objects.get(batch=batch).due_at
@@ -98,7 +98,7 @@ def test_a_lost_settle_is_taken_by_the_dispatcher_and_one_too_late_drops_the_wit
     # A settle after the fence expired (another probe may have sent from the port since)
     # records the run without a witness rather than with a reading it cannot trust.
     late = batch_of(lab_lease, "lab-h4>lab-h1")
-    services.execute_batch(late, max_attempts=1)
+    execution.execute_batch(late, max_attempts=1)
     due = PendingWitness.objects.get(batch=late).due_at
     witness_settle.settle(late, now=witness_settle.fence_until(due) + timedelta(seconds=1))
     run = ProbeRun.objects.get(batch=late)

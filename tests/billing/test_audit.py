@@ -10,8 +10,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from django.core.management import call_command
 
 from benchmarks.links import link_pending, run_content
+from benchmarks.missed_slots import mark_missed
 from benchmarks.models import ProbeRun
-from benchmarks.services import mark_missed
 from billing import audit, invoicing
 from billing.ingest import ingest_all
 from gpulease_verify.chain import GENESIS, Link, link_hash, verify_chain

@@ -24,6 +24,7 @@ from django.test import Client
 from django.urls import reverse
 from rest_framework.test import APIClient
 
+from benchmarks import execution
 from benchmarks import services as probe_services
 from benchmarks.models import ProbeRun
 from benchmarks.transports.base import CommandResult, HostUnreachable
@@ -91,7 +92,7 @@ def cycle(now: datetime, sent: int | None) -> list[ProbeRun]:
     ran = []
     for batch in made.batch_ids:
         if ProbeRun.objects.filter(batch=batch, kind="counters", trigger="schedule").exists():
-            ran += probe_services.execute_batch(
+            ran += execution.execute_batch(
                 batch, now=now + 5 * SECOND, connect=lambda node: Printing(text), max_attempts=1
             )
     return ran

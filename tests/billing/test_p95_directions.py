@@ -30,6 +30,7 @@ import pytest
 import time_machine
 from django.utils import translation
 
+from benchmarks import execution
 from benchmarks import services as probe_services
 from benchmarks.models import ProbeRun
 from billing import audit, services
@@ -78,7 +79,7 @@ def cycle(now: datetime, tx: int, rx: int) -> None:
     text = counters_both(tx, rx)
     for batch in made.batch_ids:
         if ProbeRun.objects.filter(batch=batch, kind="counters", trigger="schedule").exists():
-            probe_services.execute_batch(
+            execution.execute_batch(
                 batch, now=now + 5 * SECOND, connect=lambda node: Printing(text), max_attempts=1
             )
 

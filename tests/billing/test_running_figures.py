@@ -7,20 +7,24 @@ probe parses them, ``ingest_all``); every figure is worked by hand in the commen
 Rates and bytes of a 300 s slot: Mbit/s x 10^6 / 8 x 300 = Mbit/s x 37,500,000 bytes.
 The clock: NOW = 2026-11-20 12:00 Shanghai, 1,684,800 s of November's 2,592,000 (0.65)."""
 
+import threading
+import time
 from datetime import timedelta
 from decimal import Decimal as D
 
 import pytest
 import time_machine
 from django.core.cache import cache
+from django.db import connection, transaction
 from django.forms.models import model_to_dict
 from rest_framework.test import APIClient
 
 from accounts.choices import Role
 from billing import running
 from billing.ingest import ingest_all
-from billing.models import RunningFigure
+from billing.models import RunningFigure, TrafficSample
 from leases.choices import BillingMode
+from leases.models import Lease
 from monitoring import metrics
 from tests.billing.test_traffic_intervals import (
     FIRST_COUNTER,
@@ -271,3 +275,56 @@ def test_a_scrape_reads_the_running_figures_in_one_query(
         if s.labels["lease"] == "Q-49"
     ]
     assert [s.value for s in found] == [90.74]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_slow_older_refresh_never_overwrites_a_newer_one(monkeypatch):
+    """Two ingests refresh one lease at once: the first reads the month (3 slots of 1 GB)
+    and is slow to write; meanwhile a fourth slot commits and the second refresh starts.
+    The second waits for the first to commit, then reads all 4 slots: the row keeps the
+    newer figures (4 GB, ¥2.00 at ¥0.50/GB), not the first refresh's 3 GB written last."""
+    member = MembershipFactory(role=Role.VIEWER)
+    lease = per_gb_lease(member.tenant)
+    first = at("2026-11-05 00:00")
+    for index in range(3):
+        TrafficSample.objects.create(
+            lease=lease, slot_at=first + index * FIVE, seconds=300, tx_bytes=GB, nodes=1
+        )
+    computed, release, order = threading.Event(), threading.Event(), []
+    month_to_date = running.month_to_date
+
+    def slow_for_the_first(**kwargs):  # type: ignore[no-untyped-def]
+        month = month_to_date(**kwargs)
+        if threading.current_thread().name == "older":
+            computed.set()
+            release.wait(10)
+        return month
+
+    monkeypatch.setattr(running, "month_to_date", slow_for_the_first)
+    lease = Lease.objects.select_related("tenant").get(pk=lease.pk)
+    windows = {lease.pk: (lease, first, first + 4 * FIVE)}
+
+    def refresh() -> None:
+        try:
+            with transaction.atomic():
+                running.refresh_running(windows, instant=NOW)
+            order.append(threading.current_thread().name)
+        finally:
+            connection.close()
+
+    older = threading.Thread(target=refresh, name="older")
+    newer = threading.Thread(target=refresh, name="newer")
+    older.start()
+    assert computed.wait(10)
+    TrafficSample.objects.create(
+        lease=lease, slot_at=first + 3 * FIVE, seconds=300, tx_bytes=GB, nodes=1
+    )
+    newer.start()
+    time.sleep(0.3)
+    assert newer.is_alive()  # waiting for the older refresh to commit
+    release.set()
+    older.join(10)
+    newer.join(10)
+    assert order == ["older", "newer"]
+    row = RunningFigure.objects.get(lease=lease)
+    assert (row.quantity, row.amount) == (D("4.000000"), D("2.00"))

@@ -113,3 +113,79 @@ def log_in(page, live_server) -> Callable:
         page.wait_for_url(f"{live_server.url}/")
 
     return submit
+
+
+class Site:
+    """A world built once for a test module, committed, with a live server of its own: see
+    ``served_once``. ``page(width, language, user)`` is a page of a context at that width,
+    logged in through the login form as ``user`` (a username, or None), asking for
+    ``language``; one context per width and user, kept for the module."""
+
+    def __init__(self, browser, url: str, world) -> None:  # type: ignore[no-untyped-def]
+        self.browser, self.url, self.world = browser, url, world
+        self._pages: dict[tuple[int, str | None], object] = {}
+
+    def page(
+        self, width: int, language: str, user: str | None = None, password: str = "pw-for-tests"
+    ):  # type: ignore[no-untyped-def]
+        from django.conf import settings
+
+        page = self._pages.get((width, user))
+        if page is None:
+            context = self.browser.new_context(
+                base_url=self.url,
+                locale="en-US",
+                timezone_id="Asia/Shanghai",
+                accept_downloads=True,
+                viewport={"width": width, "height": 900},
+            )
+            context.set_default_timeout(TIMEOUT_MS)
+            page = context.new_page()
+            if user is not None:
+                page.goto("/accounts/login/")
+                page.fill("input[name=username]", user)
+                page.fill("input[name=password]", password)
+                page.click("main button[type=submit]")
+                page.wait_for_url(f"{self.url}/")
+            self._pages[(width, user)] = page
+        cookie = {"name": settings.LANGUAGE_COOKIE_NAME, "value": language, "url": self.url}
+        page.context.add_cookies([cookie])  # type: ignore[attr-defined]
+        return page
+
+    def close(self) -> None:
+        for page in self._pages.values():
+            page.context.close()  # type: ignore[attr-defined]
+
+
+def served_once(
+    browser, django_db_blocker, build: Callable[[], object], **overrides
+) -> Iterator[Site]:  # type: ignore[no-untyped-def]
+    """A module-scoped fixture wraps this (and asks for ``django_db_setup``): ``build()``
+    runs once, committed, and a live server of the module's own serves it to every test of
+    the module, with ``overrides`` as settings (MD5 passwords always). The tests take no
+    database fixture, so pytest-django neither flushes the world after each one (as its
+    ``live_server`` does) nor lets a test write through the ORM: they read the world
+    through the browser and the values ``build()`` returned. At the end the database is
+    flushed, as after a transactional test."""
+    from django.core.management import call_command
+    from django.test.utils import override_settings
+    from pytest_django.live_server_helper import LiveServer
+
+    fast = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    with (
+        django_db_blocker.unblock(),  # for the server's thread too, while the module runs
+        override_settings(PASSWORD_HASHERS=fast, **overrides),
+    ):
+        try:
+            world = build()
+            server = LiveServer("localhost")
+            server._live_server_modified_settings.enable()
+            site = Site(browser, server.url, world)
+            try:
+                yield site
+            finally:
+                site.close()
+                server._live_server_modified_settings.disable()
+                server.stop()
+        finally:
+            call_command("flush", verbosity=0, interactive=False)

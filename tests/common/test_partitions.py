@@ -20,8 +20,8 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from benchmarks import selectors
+from benchmarks.missed_slots import check_results_arriving
 from benchmarks.models import ProbeRun, RawOutput
-from benchmarks.services import check_results_arriving
 from billing import audit, checkpoints, invoicing
 from billing.ingest import ingest_all
 from billing.models import TrafficSample

@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 
 import pytest
 import yaml
+from django.conf import settings
 from django.core.management import get_commands
 from django.urls import Resolver404, resolve
 
@@ -115,6 +116,17 @@ def test_named_volumes_are_declared_and_the_keys_are_shared():
         assert mounts, name
         for variable in ("AUDIT_SIGNING_KEY", "PROBE_SSH_KEY"):
             assert env[variable].startswith(mounts[0] + "/"), (name, variable)
+
+
+def test_every_app_container_keeps_the_month_archives_on_one_volume():
+    """Archiving drops a month's partitions: the archive file is the only copy, so it must
+    outlive the container that wrote it and be readable by the one that builds a bundle."""
+    default = Path("/var/lib/gpulease") / Path(settings.ARCHIVE_DIR).name
+    for name, service in APP_SERVICES.items():
+        assert "ARCHIVE_DIR" not in service["environment"], name  # the default below
+        mounts = dict(v.split(":")[:2] for v in service["volumes"])
+        assert mounts.get("archive") == str(default), name
+    assert "archive" in COMPOSE["volumes"]
 
 
 def test_every_depends_on_names_a_service():

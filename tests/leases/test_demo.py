@@ -1,3 +1,8 @@
+import logging
+import re
+from collections import Counter
+from pathlib import Path
+
 import pytest
 from django.contrib.auth import authenticate, get_user_model
 from django.core.management import call_command
@@ -16,9 +21,13 @@ def _counts():
     }
 
 
-def test_demo_loads_the_described_world_and_is_idempotent(capsys):
+def test_demo_loads_the_described_world_and_is_idempotent(capsys, caplog):
+    caplog.set_level(logging.WARNING)
     call_command("demo", history_days=1)
     first_output = capsys.readouterr().out
+    # Warnings are summarised, one line per kind (not one per run: issue 33 item 7).
+    kinds = Counter(record.msg for record in caplog.records if record.levelno >= logging.WARNING)
+    assert [kind for kind, count in kinds.items() if count > 1] == []
     counts = _counts()
     call_command("demo", history_days=1)
     second_output = capsys.readouterr().out
@@ -58,6 +67,14 @@ def test_demo_loads_the_described_world_and_is_idempotent(capsys):
         "zhiyuan-auditor",
         "lingxi-admin",
     ]
+    # The logins come last, so they are what the terminal shows when the demo is loaded.
+    lines = first_output.rstrip().splitlines()
+    assert lines[-7].startswith("Logins (local use only")
+    assert all(line.startswith("  ") for line in lines[-6:])
+    # The README's quick start names the same logins, in the same order.
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    quick_start = readme.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    assert re.findall(r"^\| `([a-z-]+)` \|", quick_start, flags=re.MULTILINE) == usernames
     lingxi_admin = get_user_model().objects.get(username="lingxi-admin")
     seen = Lease.objects.visible_to(lingxi_admin).values_list("reference", flat=True)
     assert "LX-2026-001" in set(seen)

@@ -4,8 +4,10 @@ checked by its model field, and each change is recorded (who, when, which fields
 value). A staff correction in the admin is recorded the same way."""
 
 import json
+from datetime import timedelta
 
 import pytest
+import time_machine
 from django.core.exceptions import PermissionDenied, ValidationError
 
 from accounts.choices import Role
@@ -224,3 +226,47 @@ def test_a_staff_correction_in_the_admin_is_recorded(admin, client):
         "ops-li",
         ["contact_email"],
     )
+
+
+def test_a_secret_replaced_in_the_admin_keeps_the_old_one_signing_for_the_overlap(
+    admin, client, settings
+):
+    """A superuser (who holds leases.view_webhook_secret) types a new secret in the admin:
+    it is in force at once and the old one signs beside it for the overlap, as after a
+    rotation from the portal; the record names the secret, never its value."""
+    settings.WEBHOOK_SECRET_OVERLAP_HOURS = 2
+    tenant = admin.tenant
+    old = tenant.webhook_secret
+    typed = webhooks.new_secret()
+    client.force_login(StaffFactory(username="ops-wang", is_superuser=True))
+    change_url = f"/admin/leases/tenant/{tenant.pk}/change/"
+    form = client.get(change_url).context["adminform"].form
+    data = {
+        name: value
+        for name, value in form.initial.items()
+        if value is not None and name in form.fields
+    }
+    data.update(
+        webhook_secret=typed,
+        **{"initial-webhook_secret": form.initial["webhook_secret"]},
+        **{
+            f"{prefix}-{key}": value
+            for prefix in ("memberships", "settings_events")
+            for key, value in {
+                "TOTAL_FORMS": "0",
+                "INITIAL_FORMS": "0",
+                "MIN_NUM_FORMS": "0",
+                "MAX_NUM_FORMS": "1000",
+            }.items()
+        },
+    )
+    with time_machine.travel(NOW, tick=False):
+        response = client.post(change_url, data)
+
+    assert response.status_code == 302, response.context["adminform"].form.errors
+    tenant.refresh_from_db()
+    assert tenant.signing_secrets(NOW + timedelta(minutes=119)) == [typed, old]
+    assert tenant.signing_secrets(NOW + timedelta(hours=2)) == [typed]
+    assert TenantSettingsEvent.objects.get().fields == ["webhook_secret"]
+    page = client.get(change_url).content.decode()
+    assert old not in page  # the replaced secret is no field of the admin form

@@ -10,8 +10,9 @@ from datetime import timedelta
 import pytest
 from django.db import connection
 
+from benchmarks.execution import _claim
+from benchmarks.missed_slots import mark_missed
 from benchmarks.models import ProbeRun
-from benchmarks.services import _claim, mark_missed
 from common import archives, partitions
 from gpulease_verify.periods import Period
 from monitoring import metrics

@@ -187,7 +187,8 @@ def test_the_throughput_csv_holds_the_charts_series_over_the_last_24_hours(membe
     assert response.status_code == 200
     assert response["Content-Type"] == "text/csv; charset=utf-8"
     assert (
-        "ZY-2026-131-throughput-20261119T1200Z-20261120T1200Z.csv"
+        # UTC, as the Z says: 12:00 in Shanghai is 04:00 UTC.
+        "ZY-2026-131-throughput-20261119T0400Z-20261120T0400Z.csv"
         in response["Content-Disposition"]
     )
     rows = list(csv.reader(io.StringIO(response.content.decode())))

@@ -5,6 +5,7 @@ measured by perf/bench_portal.py, not here.)"""
 import re
 from datetime import timedelta
 from decimal import Decimal
+from html import unescape
 
 import pytest
 
@@ -213,3 +214,71 @@ def test_the_compact_timeline_row_buckets_as_the_hour_by_hour_one():
             base, row.checked_set, down, silent, start=x0, end=x1, buckets=buckets
         ) == charts.bucket_states(spelled, start=x0, end=x1, buckets=buckets)
     assert row.down_hours == 30 and row.judged_hours == 700 - len(silent)
+
+
+def test_the_link_chart_has_its_csv_and_the_incidents_bands(member, lease):
+    """The link chart as the throughput chart: its data as CSV over the page's range, and
+    the lease's incidents shaded on it. ?from=2026-11-19&to=2026-11-19 is that day in
+    Shanghai, 2026-11-18 16:00 to 2026-11-19 16:00 UTC; the checks (link_runs) spoke in the
+    six hours from 16:00 UTC, and sz-01 and its mlx5_0:1 were down in the third (18:00 UTC,
+    02:00 in Shanghai)."""
+    from incidents.choices import IncidentState
+    from incidents.models import Incident
+    from leases.choices import ProbeKind
+
+    link_runs(lease)
+    Incident.objects.create(
+        lease=lease,
+        terms=lease.terms.get(),
+        kind=ProbeKind.LINK,
+        target="sz-01",
+        pattern="node",
+        state=IncidentState.CLOSED,
+        opened_at=at("2026-11-19 02:30"),
+        closed_at=at("2026-11-19 03:30"),
+    )
+    client = client_for(member.user)
+    query = "from=2026-11-19&to=2026-11-19"
+    response = client.get(f"/leases/{lease.pk}/charts/links.csv?{query}")
+    assert response.status_code == 200
+    assert response["Content-Type"] == "text/csv; charset=utf-8"
+    rows = [line.split(",") for line in response.content.decode().splitlines()]
+    unit = "1 up / 0 down"
+    hours = [f"2026-11-18T{hour}:00:00Z" for hour in (16, 17, 18, 19, 20, 21)]
+
+    def series(label: str, down: int | None = None) -> list[list[str]]:
+        return [
+            [hour, label, "0" if index == down else "1", unit] for index, hour in enumerate(hours)
+        ]
+
+    assert rows == [
+        ["time", "series", "value", "unit"],
+        *series("sz-01", down=2),
+        *series("sz-01 ens2f0"),
+        *series("sz-01 mlx5_0:1", down=2),
+        *series("sz-02"),
+        *series("sz-02 mlx5_0:1"),
+    ]
+    page = client.get(f"/leases/{lease.pk}/?{query}").content.decode()
+    timeline = re.search(r'<svg[^>]*class="timeline".*?</svg>', page, re.S).group(0)
+    # 02:30 to 03:30 of a 24-hour range 550 px wide from x = 150: 150 + 550 x 2.5 / 24 =
+    # 207.3, 550 / 24 = 22.9 wide; a marker above the rows and a shade over them.
+    mark = re.findall(r'<rect class="incident-mark" x="([\d.]+)" y="1" width="([\d.]+)"', timeline)
+    shade = re.findall(
+        r'<rect class="incident-band" x="([\d.]+)" y="10" width="([\d.]+)" height="80" '
+        r'fill="#c62828" fill-opacity="0.12" pointer-events="none">',
+        timeline,
+    )
+    assert mark == shade == [("207.3", "22.9")]  # 5 rows of 16 px: 80 high
+    assert "<title>incident: link check, sz-01</title>" in timeline
+    csv_links = [
+        unescape(one) for one in re.findall(r'<p class="no-print chart-csv">(.*?)</p>', page, re.S)
+    ]
+    assert any(
+        f'href="/leases/{lease.pk}/charts/links.csv?{query}"' in one
+        and "1 incident shaded on the chart" in one
+        for one in csv_links
+    ), csv_links
+    # Another tenant's lease: the same 404 as the other charts' CSV.
+    stranger = client_for(MembershipFactory().user)
+    assert stranger.get(f"/leases/{lease.pk}/charts/links.csv").status_code == 404

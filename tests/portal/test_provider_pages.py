@@ -104,10 +104,11 @@ def fleet():
     leases = {
         # 85% (17 of 20), incident still open at the end: breached.
         "breached": hourly_lease("A-BREACHED", failing={17, 18, 19}),
-        # 85%, incident opened and closed this month: degraded.
-        "degraded_85": hourly_lease("B-DEGRADED-85", failing={5, 6, 7}),
-        # 70% (14 of 20), two closed incidents: degraded, and worse than 85%.
-        "degraded_70": hourly_lease("C-DEGRADED-70", failing={2, 3, 4, 10, 11, 12}),
+        # 85%, incident opened and closed this month: the month earns a credit, breached
+        # (portal.lease_status: the month header's rule, not only an incident open now).
+        "closed_85": hourly_lease("B-CLOSED-85", failing={5, 6, 7}),
+        # 70% (14 of 20), two closed incidents: breached too, and worse than 85%.
+        "closed_70": hourly_lease("C-CLOSED-70", failing={2, 3, 4, 10, 11, 12}),
         # 100%: meeting.
         "meeting": hourly_lease("D-MEETING"),
     }
@@ -128,11 +129,11 @@ def test_fleet_lists_every_active_lease_worst_first(staff, fleet):
     assert response.status_code == 200
     html = response.content.decode()
     assert fleet_rows(html) == [
-        ("breached", "A-BREACHED"),
-        ("degraded", "C-DEGRADED-70"),  # lower compliance first within a status
-        ("degraded", "B-DEGRADED-85"),
+        ("breached", "C-CLOSED-70"),  # lower compliance first within a status
+        ("breached", "A-BREACHED"),  # 85 %, as B: by reference
+        ("breached", "B-CLOSED-85"),
         # 100 %, but its last run (11-03) is weeks before the clock (11-20): not called
-        # meeting without a measurement within twice the cadence (portal.selectors).
+        # meeting without a measurement within twice the cadence (portal.lease_status).
         ("no_data", "D-MEETING"),
     ]
     assert "E-DRAFT" not in html
@@ -145,10 +146,10 @@ def test_fleet_lists_every_active_lease_worst_first(staff, fleet):
 
 def test_fleet_reads_a_constant_number_of_queries(staff, fleet, django_assert_num_queries):
     staff.get("/provider/")  # warm the session
-    # Session, user, then lease_overview's five: leases, terms, the pairs' latest runs,
-    # rollups, incidents; then the month header's terms, assignments and rollups of the
-    # billed windows (billing.lease_month.current_months).
-    with django_assert_num_queries(10) as few:
+    # Session, user, then lease_overview's: leases, terms, the pairs' latest runs, open
+    # incidents and the lease months' terms, assignments and rollups of the billed windows
+    # (billing.lease_month.current_months), which the rows and the month header share.
+    with django_assert_num_queries(9) as few:
         staff.get("/provider/")
     for index in range(3):
         hourly_lease(f"F-MORE-{index}", failing={0, 1, 2}, start=at("2026-11-05 00:00"))

@@ -5,17 +5,20 @@ and signs the deliveries from then on (checked by a real receiver on loopback)."
 
 import json
 import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from ipaddress import ip_network
 
 import pytest
+import time_machine
 from django.utils.html import escape
 
 from accounts.choices import Role
 from gpulease_verify import webhooks
+from incidents import notifications
+from leases import tenant_settings
 from leases.models import Tenant, TenantSettingsEvent
 from leases.models.tenants import MASKED_SECRET
 from tests.factories import MembershipFactory, StaffFactory, TenantFactory
@@ -307,35 +310,73 @@ def receiver(settings) -> Iterator[Receiver]:
         thread.join(timeout=5)
 
 
-def test_after_rotation_deliveries_verify_with_the_new_secret_only(tenant, admin, receiver):
+def test_after_rotation_both_secrets_sign_for_the_overlap_then_the_new_one_only(
+    tenant, admin, receiver, settings
+):
+    """Rotated at 12:00 on 20 November (Shanghai) with a 24-hour overlap: a delivery at
+    11:59 the next day carries two signatures, so a receiver still holding the old secret
+    verifies, and so does one switched to the new; from 12:00 on 21 November only the new
+    secret signs. The legacy header is the new secret's alone."""
+    settings.WEBHOOK_SECRET_OVERLAP_HOURS = 24
     client = client_for(admin)
     data = {"tenant": "zhiyuan", "action": "webhook", "webhook_url": receiver.url}
-    assert client.post(URL, data).status_code == 200
-    rotated = client.post(URL, {"tenant": "zhiyuan", "action": "rotate", "confirm": "on"})
+    with time_machine.travel(NOW, tick=False):
+        assert client.post(URL, data).status_code == 200
+        rotated = client.post(URL, {"tenant": "zhiyuan", "action": "rotate", "confirm": "on"})
     tenant.refresh_from_db()
     new = tenant.webhook_secret
     assert new in rotated.content.decode()
+    overlap = "The replaced secret also signs every delivery until 2026-11-21 12:00 (Asia/Shanghai)"
+    assert overlap in rotated.content.decode()
+    assert tenant.previous_webhook_secret not in client.get(URL).content.decode()
 
-    response = client.post(URL, {"tenant": "zhiyuan", "action": "test"})
-
-    assert response.status_code == 200
-    assert "The test delivery was taken" in response.content.decode()
-    [(headers, body)] = receiver.deliveries
-    assert json.loads(body) == {
-        "event": "webhook.test",
-        "tenant": "zhiyuan",
-        "sent_at": json.loads(body)["sent_at"],
-    }
-    assert headers["X-Gpulease-Event"] == "webhook.test"
-    msg_id = webhooks.verify(secret=new, body=body, headers=headers, now=time.time())
-    assert msg_id == headers["webhook-id"]
-    with pytest.raises(webhooks.WebhookRefused, match="no signature matches"):
-        webhooks.verify(secret=OLD_SECRET, body=body, headers=headers, now=time.time())
-    # A test delivery changes no setting: the URL and the rotation are the two records.
+    for instant in (NOW + timedelta(hours=23, minutes=59), NOW + timedelta(hours=24)):
+        with time_machine.travel(instant, tick=False):
+            response = client.post(URL, {"tenant": "zhiyuan", "action": "test"})
+            page = client.get(URL).content.decode()
+        assert response.status_code == 200
+        assert "The test delivery was taken" in response.content.decode()
+        headers, body = receiver.deliveries[-1]
+        assert json.loads(body) == {
+            "event": "webhook.test",
+            "tenant": "zhiyuan",
+            "sent_at": json.loads(body)["sent_at"],
+        }
+        assert headers["X-Gpulease-Event"] == "webhook.test"
+        now = instant.timestamp()
+        msg_id = webhooks.verify(secret=new, body=body, headers=headers, now=now)
+        assert msg_id == headers["webhook-id"]
+        legacy = notifications.legacy_signature(body=body, secret=new)
+        assert headers["X-Gpulease-Signature"] == legacy
+        if instant < NOW + timedelta(hours=24):
+            assert len(headers["webhook-signature"].split(" ")) == 2
+            assert webhooks.verify(secret=OLD_SECRET, body=body, headers=headers, now=now)
+            assert overlap in page
+        else:
+            assert len(headers["webhook-signature"].split(" ")) == 1
+            with pytest.raises(webhooks.WebhookRefused, match="no signature matches"):
+                webhooks.verify(secret=OLD_SECRET, body=body, headers=headers, now=now)
+            assert "The replaced secret" not in page
+    # A test delivery changes no setting: the URL and the rotation are the two records,
+    # and the replaced secret is never named in them.
     assert [e.fields for e in TenantSettingsEvent.objects.order_by("pk")] == [
         ["webhook_url"],
         ["webhook_secret"],
     ]
+
+
+def test_a_second_rotation_inside_the_overlap_drops_the_oldest_secret(tenant, admin):
+    """Rotated at 12:00 and again at 13:00: the middle secret signs beside the newest until
+    13:00 the next day; the first one no longer signs at all."""
+    tenant_settings.rotate_webhook_secret(tenant=tenant, user=admin, now=NOW)
+    middle = tenant.webhook_secret
+    later = NOW + timedelta(hours=1)
+    newest = tenant_settings.rotate_webhook_secret(tenant=tenant, user=admin, now=later)
+    tenant.refresh_from_db()
+    assert tenant.signing_secrets(later) == [newest, middle]
+    assert OLD_SECRET not in tenant.signing_secrets(later)
+    assert tenant.previous_webhook_secret_until == later + timedelta(hours=24)
+    assert tenant.signing_secrets(later + timedelta(hours=24)) == [newest]
 
 
 def test_a_failed_test_delivery_says_why(tenant, admin, receiver):

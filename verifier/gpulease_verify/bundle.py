@@ -35,18 +35,18 @@ from gpulease_verify import lines as invoice_lines
 from gpulease_verify import repair as repair_rules
 from gpulease_verify import terms as terms_chain
 from gpulease_verify import window as billed_window
-from gpulease_verify.calculations import (
+from gpulease_verify.canonical import canonical_json, iso_utc
+from gpulease_verify.canonical import parse_instant as _at
+from gpulease_verify.charges import (
     CreditResult,
     Totals,
-    TrafficRate,
     invoice_totals,
     invoice_totals_by_rate,
     sla_credit,
 )
-from gpulease_verify.canonical import canonical_json, iso_utc
-from gpulease_verify.canonical import parse_instant as _at
 from gpulease_verify.contract import credit_tiers
 from gpulease_verify.keys import ALGORITHM
+from gpulease_verify.p95 import TrafficRate
 from gpulease_verify.periods import Period
 from gpulease_verify.samples import (
     CONFIRMATION,

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 
-from gpulease_verify.calculations import prorate
+from gpulease_verify.charges import prorate
 from gpulease_verify.money import to_fen
 
 NETWORK_FEE = "network_fee"

@@ -32,8 +32,8 @@ from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
-from gpulease_verify.calculations import invoice_totals_by_rate
 from gpulease_verify.canonical import parse_instant
+from gpulease_verify.charges import invoice_totals_by_rate
 
 ZERO = Decimal("0.00")
 FIGURES = ("subtotal", "tax", "total")

@@ -35,18 +35,16 @@ from decimal import Decimal
 from typing import Any
 
 from gpulease_verify import window as rules
-from gpulease_verify.calculations import (
-    TrafficRate,
+from gpulease_verify.canonical import iso_utc
+from gpulease_verify.charges import (
     bytes_to_gb,
     node_rent_line,
     overlap_seconds,
-    p95_detail,
-    p95_line,
     prorate,
     traffic_charge,
 )
-from gpulease_verify.canonical import iso_utc
 from gpulease_verify.money import ROUNDING, to_fen
+from gpulease_verify.p95 import TrafficRate, p95_detail, p95_line
 from gpulease_verify.terms import defaulted_field, later_field
 
 QUANTITY = Decimal("0.000001")

@@ -70,8 +70,8 @@ from itertools import pairwise
 from typing import Any
 
 from gpulease_verify import probe_tax, sweep, witness
-from gpulease_verify.calculations import DeltaKind, counter_deltas
 from gpulease_verify.canonical import parse_instant
+from gpulease_verify.counters import DeltaKind, counter_deltas
 from gpulease_verify.parsers import ParseError
 from gpulease_verify.periods import Period
 from gpulease_verify.probe_tax import ProbeSend, take_away

@@ -20,6 +20,7 @@ import binascii
 import hashlib
 import hmac
 import secrets
+from collections.abc import Sequence
 
 SECRET_PREFIX = "whsec_"
 TOLERANCE_S = 300
@@ -66,13 +67,19 @@ def signature(*, secret: str, msg_id: str, timestamp: int, body: bytes) -> str:
     return "v1," + base64.b64encode(digest).decode("ascii")
 
 
-def headers(*, secret: str, msg_id: str, timestamp: int, body: bytes) -> dict[str, str]:
+def headers(
+    *, secret: str, msg_id: str, timestamp: int, body: bytes, also: Sequence[str] = ()
+) -> dict[str, str]:
+    """The three headers; ``also``: more secrets that sign too, space-separated after the
+    first (a rotated-out secret during its overlap, so receivers can switch at leisure)."""
+    signed = [
+        signature(secret=key, msg_id=msg_id, timestamp=timestamp, body=body)
+        for key in (secret, *also)
+    ]
     return {
         "webhook-id": msg_id,
         "webhook-timestamp": str(timestamp),
-        "webhook-signature": signature(
-            secret=secret, msg_id=msg_id, timestamp=timestamp, body=body
-        ),
+        "webhook-signature": " ".join(signed),
     }
 
 

@@ -4,7 +4,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from benchmarks import services, witness_settle
+from benchmarks import execution, services, witness_settle
 from benchmarks.choices import Pattern, Trigger
 from benchmarks.models import ProbeRun
 from gpulease_verify.units import format_bps
@@ -42,11 +42,11 @@ class Command(BaseCommand):
         waited = 0.0
         while True:
             try:
-                services.execute_batch(batch, max_attempts=1)
+                execution.execute_batch(batch, max_attempts=1)
                 # a throughput batch read by a switch witness is judged once it settled
                 witness_settle.settle_in_foreground(batch)
                 return
-            except services.NodesBusy:
+            except execution.NodesBusy:
                 if waited >= BUSY_WAIT_S:
                     raise CommandError("the nodes stayed busy with another probe") from None
                 time.sleep(5)

@@ -7,7 +7,7 @@ from django.db import migrations
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('leases', '0025_repair_objective'),
+        ('leases', '0026_webhook_secret_overlap'),
         ('accounts', '0001_move_membership_and_tokens'),
     ]
 

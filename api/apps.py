@@ -9,6 +9,4 @@ class ApiConfig(AppConfig):
 
     def ready(self) -> None:
         # The OpenAPI description of token authentication (drf-spectacular extension).
-        from api import schema, signals  # noqa: F401
-
-        signals.connect()
+        from api import schema  # noqa: F401

@@ -13,8 +13,9 @@ from django.utils.translation import gettext as _
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 
-from api import tokens
-from api.models import ApiToken, split_token
+from accounts import services as tokens
+from accounts.models import ApiToken, split_token
+from accounts.selectors import lapse_reason
 from common.querysets import acting_for
 
 KEYWORDS = ("bearer", "token")
@@ -54,7 +55,7 @@ class ApiTokenAuthentication(authentication.BaseAuthentication):
         if not token.user.is_active:
             raise exceptions.AuthenticationFailed(_("The user of this API token is inactive."))
         if not token.standing_ok:  # type: ignore[attr-defined]
-            reason = tokens.lapse_reason(token)
+            reason = lapse_reason(token)
             tokens.revoke_token(token=token)
             raise exceptions.AuthenticationFailed(
                 _("This API token no longer holds: %(reason)s. It is revoked now.")

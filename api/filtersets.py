@@ -6,7 +6,7 @@ from django import forms
 from django.db.models import Exists, OuterRef, Q
 from django.utils.dateparse import parse_datetime
 
-from api.models import ApiToken
+from accounts.models import ApiToken
 from benchmarks.choices import Pattern, RunState, Trigger, Verdict
 from benchmarks.models import ProbeRun
 from billing.choices import InvoiceStatus

@@ -24,14 +24,14 @@ from rest_framework import exceptions
 from rest_framework.permissions import SAFE_METHODS, BasePermission
 from rest_framework.request import Request
 
-from api.models import ApiToken, Scope
+from accounts.choices import Role, Scope
+from accounts.models import ApiToken
+from accounts.selectors import roles_by_tenant
 from common.querysets import acting_tenant_id, is_provider_staff
-from leases.choices import Role
-from leases.models import Membership
 
 ALL_ROLES = frozenset(Role.values)
 # A staff_permissions value: the route is open to staff and the service decides, with the
-# object in hand: one's own API tokens (api.tokens), or a tenant's own act that the
+# object in hand: one's own API tokens (accounts.services), or a tenant's own act that the
 # service refuses to provider staff (opening a dispute, acknowledging an amendment).
 SERVICE_DECIDES = "service-decides"
 
@@ -74,11 +74,7 @@ def roles_of(request: Request) -> dict[int, str]:
     tenant only); one query per request."""
     cached = getattr(request, "_gpulease_roles", None)
     if cached is None:
-        rows = Membership.objects.filter(user=request.user)
-        tenant_id = acting_tenant_id(request.user)
-        if tenant_id is not None:
-            rows = rows.filter(tenant_id=tenant_id)
-        cached = dict(rows.values_list("tenant_id", "role"))
+        cached = roles_by_tenant(request.user, acting_tenant_id(request.user))
         request._gpulease_roles = cached  # type: ignore[attr-defined]
     return cached
 

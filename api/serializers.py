@@ -16,9 +16,10 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema_field
 from rest_framework import serializers
 from rest_framework.serializers import as_serializer_error
 
+from accounts.choices import Role, Scope, TokenState
+from accounts.models import ApiToken
 from api.base import StrictModelSerializer, StrictSerializer
 from api.fields import InstantField
-from api.models import ApiToken, Scope, TokenState
 from benchmarks.choices import Pattern
 from benchmarks.models import ProbeRun
 from billing.balance import PaymentStatus, balance
@@ -37,7 +38,7 @@ from gpulease_verify.periods import PATTERN as PERIOD_PATTERN
 from gpulease_verify.periods import Period, PeriodError
 from incidents.models import Incident
 from incidents.repair import repair_minutes
-from leases.choices import ProbeKind, Role
+from leases.choices import ProbeKind
 from leases.contract_rules import MIN_CADENCE_S
 from leases.models import (
     Fabric,

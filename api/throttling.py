@@ -25,7 +25,7 @@ from rest_framework.authentication import BaseAuthentication
 from rest_framework.request import Request
 from rest_framework.throttling import SimpleRateThrottle
 
-from api.models import ApiToken
+from accounts.models import ApiToken
 from common.client_address import client_address
 
 

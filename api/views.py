@@ -1,6 +1,6 @@
 """The API's view sets. Every one inherits api.base.BaseViewSet, which reads rows through
 visible_to(user); writes call the domain services (leases.services, benchmarks.services,
-api.tokens) and never save models themselves."""
+accounts.services) and never save models themselves."""
 
 import hashlib
 from typing import Any
@@ -19,11 +19,14 @@ from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from api import filtersets, tokens
+from accounts import services as tokens
+from accounts.choices import Role
+from accounts.models import ApiToken
+from accounts.selectors import administered_tenants, managed_users, require_tenant_admin
+from api import filtersets
 from api import serializers as s
 from api.base import BaseViewSet, refuse_body
 from api.exceptions import Conflict
-from api.models import ApiToken, administered_tenants, managed_users
 from api.pagination import SlotCursorPagination
 from api.permissions import ALL_ROLES, SERVICE_DECIDES
 from api.views_cosign import (
@@ -54,9 +57,8 @@ from incidents import repair
 from incidents.models import Incident
 from leases import selectors
 from leases import services as lease_services
-from leases.choices import LeaseStatus, Role
+from leases.choices import LeaseStatus
 from leases.models import Fabric, Lease, Node, Site, Tenant, TermsAmendment
-from leases.standing import require_tenant_admin
 
 READ_ONLY = ["get", "head", "options"]
 
@@ -861,8 +863,8 @@ class ApiTokenViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseView
     filterset_class = filtersets.ApiTokenFilterSet
     read_roles = ALL_ROLES | {"owner"}
     write_roles = frozenset({Role.ADMIN})
-    # One's own tokens are one's own; another user's need api.issue_any_token or
-    # api.revoke_any_token (api.tokens decides, with the holder in hand).
+    # One's own tokens are one's own; another user's need accounts.issue_any_token or
+    # accounts.revoke_any_token (accounts.services decides, with the holder in hand).
     staff_permissions = {"create": SERVICE_DECIDES, "revoke": SERVICE_DECIDES}
 
     def optimize(self, queryset: QuerySet) -> QuerySet:

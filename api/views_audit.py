@@ -34,6 +34,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from accounts.choices import Role
+from accounts.selectors import require_tenant_admin
 from api import serializers as s
 from api.base import BaseViewSet, KnownQueryParametersMixin, StrictSerializer
 from api.fields import InstantField
@@ -54,9 +56,7 @@ from billing.models import (
     Invoice,
 )
 from incidents.models import Incident
-from leases.choices import Role
 from leases.models import Lease, Node
-from leases.standing import require_tenant_admin
 
 TENANT_WRITERS = frozenset({Role.ADMIN})
 AUDIT_READERS = frozenset({Role.ADMIN, Role.AUDITOR})

@@ -18,6 +18,8 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from accounts.choices import Role
+from accounts.selectors import require_tenant_admin
 from api.base import BaseViewSet, StrictSerializer, refuse_body
 from api.fields import InstantField
 from api.permissions import SERVICE_DECIDES
@@ -26,9 +28,7 @@ from benchmarks import acceptance
 from benchmarks.models import ProbeRun
 from gpulease_verify.canonical import canonical_json
 from leases import cosign
-from leases.choices import Role
 from leases.models import Lease, Tenant, TenantKey, TenantLink
-from leases.standing import require_tenant_admin
 
 ADMINS = frozenset({Role.ADMIN})
 

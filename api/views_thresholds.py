@@ -14,12 +14,12 @@ from rest_framework import mixins, serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from accounts.choices import Role
 from api.base import BaseViewSet, StrictSerializer
 from api.permissions import SERVICE_DECIDES
 from billing import thresholds
 from billing.choices import ThresholdKind
 from billing.models import Threshold, ThresholdCrossing
-from leases.choices import Role
 from leases.models import Lease, Tenant
 
 ADMINS = frozenset({Role.ADMIN})

@@ -12,6 +12,7 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from accounts.selectors import require_tenant_admin
 from benchmarks.choices import Trigger
 from benchmarks.models import ProbeRun
 from common.locks import locking
@@ -20,7 +21,6 @@ from gpulease_verify.canonical import iso_utc
 from gpulease_verify.terms import TENANT_ADMIN
 from leases.cosign import cosignature, record
 from leases.models import Lease, TenantLink
-from leases.standing import require_tenant_admin
 
 
 def acceptance_content(*, run: ProbeRun, user: Any, at: datetime) -> dict[str, Any]:

@@ -33,6 +33,8 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from accounts.choices import Role
+from accounts.selectors import has_role, require_tenant_admin
 from benchmarks.choices import Tool
 from benchmarks.models import ProbeRun
 from benchmarks.probes.interpret import Interpretation, interpret
@@ -50,9 +52,7 @@ from gpulease_verify.parsers.base import storable
 from gpulease_verify.periods import Period
 from incidents.models import Incident
 from leases import cosign
-from leases.choices import Role
-from leases.models import Lease, LeaseTerms, Membership, NodeAssignment
-from leases.standing import require_tenant_admin
+from leases.models import Lease, LeaseTerms, NodeAssignment
 
 # Raw output a customer may post (the probes cap their own output well below this).
 EVIDENCE_MAX_BYTES = 1024 * 1024
@@ -72,7 +72,7 @@ def can_write_for(user: Any, lease: Lease) -> bool:
         return user.has_perm("billing.add_evidence")
     if not (user and user.is_authenticated and user.is_active):
         return False
-    return Membership.objects.filter(user=user, tenant_id=lease.tenant_id, role=Role.ADMIN).exists()
+    return has_role(user, lease.tenant_id, [Role.ADMIN])
 
 
 def _require_writer(user: Any, lease: Lease) -> None:

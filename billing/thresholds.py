@@ -23,7 +23,7 @@ retry sends only what is still pending. A threshold added when its figure is alr
 the line is told at the next ingest of a sample of the period.
 
 Only a tenant admin who is not provider staff writes thresholds (they are the tenant's own
-statements, like its contacts: ``leases.standing.require_tenant_admin``)."""
+statements, like its contacts: ``accounts.selectors.require_tenant_admin``)."""
 
 from __future__ import annotations
 
@@ -39,6 +39,7 @@ from django.db.models import Q
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from accounts.selectors import require_tenant_admin
 from billing import running
 from billing.choices import ThresholdKind
 from billing.models import Threshold, ThresholdCrossing
@@ -46,7 +47,6 @@ from common.tasks import send_after_commit
 from gpulease_verify.money import to_fen
 from leases.choices import BillingMode
 from leases.models import Lease, Tenant
-from leases.standing import require_tenant_admin
 
 UNITS = {
     ThresholdKind.SPEND_CNY: "CNY",

@@ -41,7 +41,7 @@ _SECRET_PARAMETER = re.compile(
 )
 _URL_PASSWORD = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^/\s:@\"']*:)[^@/\s\"']+@")
 _BEARER = re.compile(r"(?i)\b(bearer\s+)[^\s\"',;]+")
-# gpulease's API tokens, gpl_<prefix>_<secret> (api.models.new_token_parts): the prefix is
+# gpulease's API tokens, gpl_<prefix>_<secret> (accounts.models.new_token_parts): the prefix is
 # not secret and tells tokens apart, so it stays.
 _API_TOKEN = re.compile(r"\b(gpl_[0-9a-f]+_)[A-Za-z0-9_-]+")
 

@@ -7,7 +7,7 @@ read tenant data: provider staff see every row, a tenant member sees the rows of
 tenants, anybody else sees nothing. Provider-wide reads that bypass it are named ``*_for_provider``.
 
 A request made with an API token acts for the one tenant the token was issued in
-(``api.models.ApiToken.tenant``): authentication marks the user with ``acting_for``, and
+(``accounts.models.ApiToken.tenant``): authentication marks the user with ``acting_for``, and
 ``visible_to`` then shows that tenant's rows only, whatever other tenants the holder joins.
 """
 

@@ -1,8 +1,8 @@
 """The provider staff group: what a day-to-day operator of the provider holds (docs/api.md,
 "Staff permission matrix"). Every model's view permission, and the writes of running
 leases and billing; not the keys: a tenant's webhook signing secret
-(leases.view_webhook_secret), other users' API tokens (api.issue_any_token,
-api.revoke_any_token), users, groups and deletions stay with the superuser."""
+(leases.view_webhook_secret), other users' API tokens (accounts.issue_any_token,
+accounts.revoke_any_token), users, groups and deletions stay with the superuser."""
 
 from django.contrib.auth.models import Group, Permission
 from django.contrib.contenttypes.models import ContentType

@@ -57,6 +57,8 @@ INSTALLED_APPS = [
     # The hash chain of every lease: appends, heads, reads, verifying (its kinds of link
     # are registered by leases, benchmarks and telemetry).
     "ledger",
+    # Who is who in a tenant: memberships and their roles, API tokens and their standing.
+    "accounts",
     "leases",
     "benchmarks",
     "incidents",
@@ -585,7 +587,7 @@ SPECTACULAR_SETTINGS = {
         "InvoiceStatusEnum": "billing.choices.InvoiceStatus",
         "LineKindEnum": "billing.choices.LineKind",
         "CreditNoteKindEnum": "billing.choices.CreditNoteKind",
-        "TokenStateEnum": "api.models.TokenState",
+        "TokenStateEnum": "accounts.choices.TokenState",
         "ProbeToolEnum": "benchmarks.choices.Tool",
         "EvidenceToolEnum": "billing.models.evidence.EvidenceTool",
         "ThresholdKindEnum": "billing.choices.ThresholdKind",

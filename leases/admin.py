@@ -6,6 +6,7 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
+from accounts.models import Membership
 from common.admin import StampedAdmin, requires
 from leases import selectors, services, tenant_settings
 from leases.choices import LeaseStatus
@@ -14,7 +15,6 @@ from leases.models import (
     Lease,
     LeaseEvent,
     LeaseTerms,
-    Membership,
     NicPort,
     Node,
     NodeAssignment,
@@ -85,15 +85,6 @@ class TenantAdmin(StampedAdmin):
     @admin.display(description=_("webhook signing secret"))
     def masked_webhook_secret(self, tenant: Tenant) -> str:
         return MASKED_SECRET
-
-
-@admin.register(Membership)
-class MembershipAdmin(StampedAdmin):
-    list_display = ["user", "tenant", "role"]
-    list_filter = ["role", "tenant"]
-    search_fields = ["user__username", "user__email", "tenant__name"]
-    autocomplete_fields = ["user", "tenant"]
-    list_select_related = ["user", "tenant"]
 
 
 def _changes(form: forms.ModelForm) -> dict:  # type: ignore[type-arg]

@@ -2,12 +2,6 @@ from django.db import models
 from django.utils.translation import gettext_lazy as _
 
 
-class Role(models.TextChoices):
-    ADMIN = "admin", _("tenant admin")
-    VIEWER = "viewer", _("viewer")
-    AUDITOR = "auditor", _("auditor")
-
-
 class Technology(models.TextChoices):
     ROCE = "roce", _("RoCE")
     INFINIBAND = "infiniband", _("InfiniBand")

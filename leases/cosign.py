@@ -9,7 +9,7 @@ signature over their content, made at ``at`` (chosen by whoever shows the conten
 later than now and no earlier than ``SIGNED_AT_REACH`` ago): ``cosignature`` refuses one
 whose signature does not verify with a key of the tenant valid at ``at``, and an unsigned
 one from a tenant that holds a valid key. A tenant with no key keeps the rules of
-``leases.standing`` alone.
+``accounts.selectors.require_tenant_admin`` alone.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from django.db.models import Q
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from accounts.selectors import require_tenant_admin
 from common.locks import lock_in_key_order, locking
 from gpulease_verify import cosign as rules
 from gpulease_verify.canonical import iso_utc, parse_instant
@@ -30,7 +31,6 @@ from gpulease_verify.keys import fingerprint
 from gpulease_verify.terms import TENANT_ADMIN
 from leases.links import link_tenant_record
 from leases.models import Lease, Tenant, TenantKey, TenantLink
-from leases.standing import require_tenant_admin
 
 # How long a content shown for signing stays signable.
 SIGNED_AT_REACH = timedelta(minutes=30)

@@ -15,6 +15,9 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
+from accounts.choices import Role
+from accounts.models import Membership
+from accounts.selectors import first_admin_of
 from common.staff_groups import ensure_provider_staff_group
 from gpulease_verify.periods import Period
 from leases import services
@@ -24,12 +27,11 @@ from leases.choices import (
     HeavyProbePolicy,
     LeaseStatus,
     LinkLayer,
-    Role,
     SwitchRole,
     Technology,
     Topology,
 )
-from leases.models import Fabric, Lease, Membership, NicPort, Node, Site, Switch, Tenant
+from leases.models import Fabric, Lease, NicPort, Node, Site, Switch, Tenant
 
 DEMO_ZONE = "Asia/Shanghai"
 WITNESS_COMMUNITY = "gpulease-ro"
@@ -292,10 +294,10 @@ class _Loader:
             amendment = services.propose_retroactive_amendment(
                 lease=lease, effective_from=effective_from, changes=changes, reason=reason
             )
-            admin = Membership.objects.filter(tenant=tenant, role=Role.ADMIN).first()
+            admin = first_admin_of(tenant.pk)
             services.acknowledge_amendment(
                 amendment=amendment,
-                user=admin.user,  # type: ignore[union-attr]
+                user=admin,
                 reason="Signed the amendment with the provider; the demo records it now.",
             )
         if activate:

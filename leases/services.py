@@ -13,6 +13,7 @@ from django.utils import timezone
 from django.utils.formats import date_format
 from django.utils.translation import gettext as _
 
+from accounts.selectors import require_tenant_admin
 from common.locks import locking
 from gpulease_verify import cosign as cosign_rules
 from gpulease_verify.canonical import iso_utc
@@ -33,7 +34,6 @@ from leases.models import (
     Tenant,
     TermsAmendment,
 )
-from leases.standing import require_tenant_admin
 
 
 def _when(instant: datetime | None) -> str:

@@ -2,7 +2,7 @@
 goes to (``incidents.notifications``), the incident webhook's URL and its signing secret.
 
 These are the tenant's statements, so only an active admin of the tenant who is not
-provider staff writes them here (``leases.standing.require_tenant_admin``); provider staff
+provider staff writes them here (``accounts.selectors.require_tenant_admin``); provider staff
 correct them in the admin, and that is recorded too (``record_change``). Each value is
 checked by its model field: the e-mail with Django's validate_email, the phone with
 ``validate_phone``, the URL with URLValidator and ``common.egress.validate_webhook_url``
@@ -28,10 +28,10 @@ from django.db import models, transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from accounts.selectors import require_tenant_admin
 from common.locks import locking
 from leases.models import Tenant, TenantSettingsEvent
 from leases.models.tenants import new_webhook_secret
-from leases.standing import require_tenant_admin
 
 CONTACT_FIELDS = ("contact_name", "contact_email", "contact_phone")
 WEBHOOK_FIELDS = ("webhook_url", "webhook_secret")

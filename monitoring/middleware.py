@@ -12,6 +12,7 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse
 from prometheus_client import Counter, Histogram
 
+from accounts.selectors import tenant_ids_of
 from common.client_address import client_address
 from common.logs import ACCESS_ENVIRON_KEY
 from common.querysets import acting_tenant_id
@@ -43,12 +44,12 @@ def _who(request: HttpRequest) -> tuple[int | None, list[int]]:
     user = getattr(request, "user", None)
     if user is None or not user.is_authenticated or getattr(user, "pk", None) is None:
         return None, []
-    if user.is_staff or not hasattr(user, "memberships"):
+    if user.is_staff or not hasattr(user, "memberships"):  # a user of another model
         return user.pk, []
     acting = acting_tenant_id(user)
     if acting is not None:
         return user.pk, [acting]
-    return user.pk, list(user.memberships.order_by("tenant_id").values_list("tenant_id", flat=True))
+    return user.pk, tenant_ids_of(user)
 
 
 def _access_fields(request: HttpRequest, view: str) -> dict[str, Any]:

@@ -212,7 +212,7 @@ def describe_data(results: dict, lease_id: int) -> None:
 def issue_tokens(count: int) -> list[str]:
     from django.contrib.auth import get_user_model
 
-    from api.tokens import issue_token
+    from accounts.services import issue_token
 
     users = get_user_model()._default_manager
     secrets = []

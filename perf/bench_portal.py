@@ -36,8 +36,8 @@ PINNED_NOW = datetime(2025, 12, 31, 23, 0, tzinfo=ZoneInfo("Asia/Shanghai"))
 def viewer_of(lease):  # type: ignore[no-untyped-def]
     from django.contrib.auth import get_user_model
 
-    from leases.choices import Role
-    from leases.models import Membership
+    from accounts.choices import Role
+    from accounts.models import Membership
 
     user, _ = get_user_model()._default_manager.get_or_create(username="bench-viewer")
     Membership.objects.get_or_create(user=user, tenant=lease.tenant, defaults={"role": Role.VIEWER})

@@ -24,6 +24,7 @@ from django.shortcuts import get_object_or_404, render
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET
 
+from accounts.selectors import has_role
 from api.views_audit import AUDIT_READERS
 from billing import audit
 from billing.lease_month import lease_month
@@ -31,7 +32,7 @@ from billing.models import ChainCheckpoint
 from billing.reports import sla_report
 from common.attachments import attachment
 from common.querysets import is_provider_staff
-from leases.models import Lease, Membership
+from leases.models import Lease
 from portal import month_header, months, selectors
 
 VERIFIER = "gpulease-verify"
@@ -43,9 +44,7 @@ def can_audit(user: Any, lease: Lease) -> bool:
         return True
     if not (user and user.is_authenticated and user.is_active):
         return False
-    return Membership.objects.filter(
-        user=user, tenant_id=lease.tenant_id, role__in=AUDIT_READERS
-    ).exists()
+    return has_role(user, lease.tenant_id, AUDIT_READERS)
 
 
 def _lease(request: HttpRequest, pk: int) -> Lease:

@@ -1,6 +1,6 @@
 """Customer pages that write: their own measurements (evidence) and API tokens.
 
-Writes go through the services (billing.evidence.submit_evidence, api.tokens) and reads
+Writes go through the services (billing.evidence.submit_evidence, accounts.services) and reads
 through ``visible_to(request.user)``, so another tenant's lease, evidence or token is a 404.
 A refusal of a service (ValidationError by field) is shown on the form, with what the user
 typed kept."""
@@ -21,8 +21,10 @@ from django.utils.translation import gettext_lazy
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
-from api import tokens
-from api.models import ApiToken, Scope, TokenState
+from accounts import services as tokens
+from accounts.choices import Role, Scope, TokenState
+from accounts.models import ApiToken
+from accounts.selectors import role_scopes
 from api.permissions import roles_of
 from benchmarks.probes import guide as measuring_guide
 from benchmarks.selectors import plan_nodes
@@ -30,7 +32,6 @@ from billing.evidence import can_write_for, submit_evidence
 from billing.models import Evidence, EvidenceTool
 from common.instants import InstantFormField
 from common.querysets import is_provider_staff
-from leases.choices import Role
 from leases.models import Lease, LeaseTerms, NicPort, NodeAssignment, Tenant
 from leases.selectors import TermsTimeline
 from portal import month_header, selectors, verdict_wording
@@ -236,8 +237,8 @@ def evidence_detail(request: HttpRequest, pk: int, evidence_pk: int) -> HttpResp
 
 # Who may create a token here: provider staff, a tenant admin (as the API's
 # ApiTokenViewSet.write_roles) and an auditor, for their own audit work. Every token is the
-# user's own, and api.tokens.issue_token applies the API's rules: scopes within what the
-# user's roles allow (api.models.ROLE_SCOPES: an auditor read and audit), expiry within
+# user's own, and accounts.services.issue_token applies the API's rules: scopes within what the
+# user's roles allow (accounts.models.ROLE_SCOPES: an auditor read and audit), expiry within
 # API_TOKEN_MAX_DAYS.
 ISSUING_ROLES = frozenset({Role.ADMIN, Role.AUDITOR})
 
@@ -251,7 +252,7 @@ def _may_issue(request: HttpRequest) -> bool:
 def _token_form(request: HttpRequest, data: Any = None) -> "TokenForm":
     """The form, ticking by default what the user's roles allow to read: read, and for an
     auditor without write, audit too; a member of several tenants chooses the tenant."""
-    allowed = tokens.role_scopes(request.user)
+    allowed = role_scopes(request.user)
     if Scope.WRITE in allowed:
         initial = [Scope.READ]
     else:
@@ -282,7 +283,7 @@ def _tokens_page(
     status: int = 200,
 ) -> HttpResponse:
     zone = _zone(request)
-    allowed = tokens.role_scopes(request.user)
+    allowed = role_scopes(request.user)
     listed = list(
         ApiToken.objects.visible_to(request.user).select_related("user", "issuer", "tenant")
     )

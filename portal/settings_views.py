@@ -25,14 +25,16 @@ from django.utils.translation import gettext_lazy
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods
 
+from accounts.choices import Role
+from accounts.models import Membership
+from accounts.selectors import memberships_of
 from billing import thresholds
 from billing.choices import ThresholdKind
 from billing.models import Threshold
 from common.querysets import is_provider_staff
 from incidents import notifications
 from leases import tenant_settings
-from leases.choices import Role
-from leases.models import Lease, Membership, Tenant, TenantSettingsEvent
+from leases.models import Lease, Tenant, TenantSettingsEvent
 from portal import selectors
 from portal.customer_views import _show_refusal
 
@@ -115,11 +117,7 @@ class ThresholdForm(forms.Form):
 def _memberships(request: HttpRequest) -> list[Membership]:
     if is_provider_staff(request.user):
         raise Http404  # provider staff never act as a tenant user
-    return list(
-        Membership.objects.filter(user_id=request.user.pk)  # type: ignore[misc]
-        .select_related("tenant")
-        .order_by("tenant__slug")
-    )
+    return list(memberships_of(request.user))
 
 
 def _chosen(memberships: list[Membership], slug: str | None) -> Membership | None:

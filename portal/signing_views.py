@@ -24,11 +24,13 @@ from django.utils.translation import gettext_lazy
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
+from accounts.choices import Role
+from accounts.models import Membership
+from accounts.selectors import has_role, memberships_of
 from common.querysets import is_provider_staff
 from gpulease_verify.canonical import canonical_json, parse_instant
 from leases import cosign, services
-from leases.choices import Role
-from leases.models import Membership, TenantKey, TermsAmendment
+from leases.models import TenantKey, TermsAmendment
 
 SIGN_COMMAND = "gpulease-verify sign --key KEY.pem content.json"
 
@@ -107,11 +109,7 @@ def _show_refusal(form: forms.Form, error: ValidationError) -> None:
 def _memberships(request: HttpRequest) -> list[Membership]:
     if is_provider_staff(request.user):
         raise Http404  # provider staff never act as a tenant user
-    return list(
-        Membership.objects.filter(user_id=request.user.pk)
-        .select_related("tenant")
-        .order_by("tenant__slug")
-    )
+    return list(memberships_of(request.user))
 
 
 def _keys_page(
@@ -213,9 +211,7 @@ def signing_key_revoke(request: HttpRequest, pk: int) -> HttpResponse:
 def _may_acknowledge(request: HttpRequest, amendment: TermsAmendment) -> bool:
     if is_provider_staff(request.user):
         return False
-    return Membership.objects.filter(
-        user_id=request.user.pk, tenant_id=amendment.lease.tenant_id, role=Role.ADMIN
-    ).exists()
+    return has_role(request.user, amendment.lease.tenant_id, [Role.ADMIN])
 
 
 def _amendment_page(

@@ -15,8 +15,8 @@ from collections import defaultdict
 from pathlib import Path
 
 APPS = [
-    "gpulease_verify", "common", "ledger", "leases", "incidents", "benchmarks", "telemetry",
-    "billing", "api",
+    "gpulease_verify", "common", "ledger", "accounts", "leases", "incidents", "benchmarks",
+    "telemetry", "billing", "api",
     "portal", "monitoring", "config",
 ]  # fmt: skip
 ROOTS = {app: Path(app) for app in APPS}

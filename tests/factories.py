@@ -6,8 +6,10 @@ from zoneinfo import ZoneInfo
 import factory
 from django.contrib.auth import get_user_model
 
-from leases.choices import BillingMode, GpuModel, LinkLayer, Role, SwitchRole, Technology, Topology
-from leases.models import Fabric, Membership, NicPort, Node, Site, Switch, Tenant
+from accounts.choices import Role
+from accounts.models import Membership
+from leases.choices import BillingMode, GpuModel, LinkLayer, SwitchRole, Technology, Topology
+from leases.models import Fabric, NicPort, Node, Site, Switch, Tenant
 
 SHANGHAI = ZoneInfo("Asia/Shanghai")
 
@@ -307,9 +309,9 @@ def _judgement(kind, state, terms, measured_bps, latency_us, parsed):  # type: i
 def amend_acknowledged(*, lease, effective_from, changes, reason, actor=None):  # type: ignore[no-untyped-def]
     """A terms amendment taking effect in the past, as the services allow it: proposed,
     then acknowledged by a tenant admin of the lease's tenant (one is made if none)."""
+    from accounts.choices import Role
+    from accounts.models import Membership
     from leases import services
-    from leases.choices import Role
-    from leases.models import Membership
 
     amendment = services.propose_retroactive_amendment(
         lease=lease, effective_from=effective_from, changes=changes, reason=reason, actor=actor

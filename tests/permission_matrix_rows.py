@@ -25,8 +25,9 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from api import tokens
-from leases.choices import LeaseStatus, Role
+from accounts import services as tokens
+from accounts.choices import Role
+from leases.choices import LeaseStatus
 from tests.api.isolation_cases import (
     acceptance_run_of,
     credit_note_of,

@@ -21,8 +21,8 @@ ROOT = Path(__file__).resolve().parents[1]
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 VERIFIER = tomllib.loads((ROOT / "verifier/pyproject.toml").read_text())["project"]
 APP_PACKAGES = [
-    "config", "common", "ledger", "leases", "incidents", "benchmarks", "billing", "portal", "api",
-    "monitoring", "telemetry", "demo",
+    "config", "common", "ledger", "accounts", "leases", "incidents", "benchmarks", "billing",
+    "portal", "api", "monitoring", "telemetry", "demo",
 ]  # fmt: skip
 FIRST_PARTY = {*APP_PACKAGES, "gpulease_verify", "tests", "perf", "manage", "contract_audit"}
 LOCAL = canonicalize_name("gpulease-verify")  # ./verifier, never from an index

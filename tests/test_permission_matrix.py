@@ -27,8 +27,8 @@ from django.test import Client, override_settings
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 from rest_framework.test import APIClient
 
-from api import tokens
-from leases.choices import Role
+from accounts import services as tokens
+from accounts.choices import Role
 from tests.api.conftest import World, build_side
 from tests.conftest import built_once
 from tests.factories import MembershipFactory, StaffFactory, UserFactory, at

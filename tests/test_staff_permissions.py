@@ -23,12 +23,13 @@ from django.test import Client, RequestFactory
 from django.urls import resolve, reverse
 from rest_framework.test import APIClient
 
-from api import tokens
-from api.models import ApiToken
+from accounts import services as tokens
+from accounts.choices import Role
+from accounts.models import ApiToken
 from api.permissions import SERVICE_DECIDES
 from billing.choices import InvoiceStatus
 from common.staff_groups import view_permissions
-from leases.choices import LeaseStatus, Role
+from leases.choices import LeaseStatus
 from leases.models import Lease, Tenant
 from leases.models.tenants import MASKED_SECRET
 from tests.api.conftest import World, build_side
@@ -261,11 +262,13 @@ def test_revoking_the_superusers_token_needs_revoke_any_token(world):
     refused = api_client(staff_with("viewer-staff")).post(url, format="json")
     assert refused.status_code == 403
     assert refused.json()["error"]["message"] == (
-        "Revoking provider's token needs the permission api.revoke_any_token."
+        "Revoking provider's token needs the permission accounts.revoke_any_token."
     )
     root.refresh_from_db()
     assert root.revoked_at is None
-    done = api_client(staff_with("token-admin", "api.revoke_any_token")).post(url, format="json")
+    done = api_client(staff_with("token-admin", "accounts.revoke_any_token")).post(
+        url, format="json"
+    )
     assert done.status_code == 200
     root.refresh_from_db()
     assert root.revoked_at is not None
@@ -298,7 +301,7 @@ def test_issuing_for_other_staff_needs_issue_any_token_and_only_root_mints_root(
     colleague = staff_with("colleague")
     url = reverse("api:apitoken-list")
     plain = api_client(staff_with("viewer-staff"))
-    granted = api_client(staff_with("token-admin", "api.issue_any_token"))
+    granted = api_client(staff_with("token-admin", "accounts.issue_any_token"))
     assert (
         plain.post(url, {"scopes": ["read"], "user": "colleague"}, format="json").status_code == 403
     )
@@ -502,13 +505,17 @@ def test_the_provider_staff_group_runs_the_business_but_holds_no_keys(world):
     operator = type(operator).objects.get(pk=operator.pk)
     held = operator.get_all_permissions()
     assert {"billing.void_invoice", "leases.transition_lease", "billing.view_invoice"} <= held
-    keys = {"leases.view_webhook_secret", "api.issue_any_token", "api.revoke_any_token"}
+    keys = {"leases.view_webhook_secret", "accounts.issue_any_token", "accounts.revoke_any_token"}
     assert held & keys == set()
-    # No deletions, no users or groups to edit, no tokens but their own.
-    assert [p for p in held if ".delete_" in p or p.split(".")[0] in {"auth", "api"}] == [
-        p
-        for p in held
-        if p.endswith(("view_user", "view_group", "view_permission", "view_apitoken"))
+    # No deletions, no users, groups or memberships to edit, no tokens but their own.
+    assert sorted(
+        p for p in held if ".delete_" in p or p.split(".")[0] in {"auth", "accounts"}
+    ) == [
+        "accounts.view_apitoken",
+        "accounts.view_membership",
+        "auth.view_group",
+        "auth.view_permission",
+        "auth.view_user",
     ]
     assert world.alpha.tenant.webhook_secret_for(operator) == MASKED_SECRET
     assert group.name == PROVIDER_STAFF_GROUP

@@ -2,7 +2,7 @@ from leases.models.cosign import TenantKey, TenantLink
 from leases.models.events import LeaseEvent, TenantSettingsEvent
 from leases.models.inventory import Fabric, NicPort, Node, Site, Switch
 from leases.models.leases import Lease, NodeAssignment
-from leases.models.tenants import Membership, Tenant
+from leases.models.tenants import Tenant
 from leases.models.terms import LeaseTerms, TermsAmendment
 
 __all__ = [
@@ -10,7 +10,6 @@ __all__ = [
     "Lease",
     "LeaseEvent",
     "LeaseTerms",
-    "Membership",
     "NicPort",
     "Node",
     "NodeAssignment",

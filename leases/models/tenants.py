@@ -13,7 +13,7 @@ from common.models import TimeStampedModel
 from common.querysets import TenantScopedQuerySet
 from gpulease_verify import webhooks
 from gpulease_verify.money import CURRENCY
-from leases.choices import InvoiceType, Role
+from leases.choices import InvoiceType
 from leases.uscc import validate_uscc
 
 DEFAULT_TIME_ZONE = "Asia/Shanghai"
@@ -185,50 +185,3 @@ class Tenant(TimeStampedModel):
             "bank": self.bank_name,
             "account": self.bank_account,
         }
-
-
-class Membership(TimeStampedModel):
-    """A user's place in a tenant. Provider staff (is_staff) hold none: they act for the
-    provider, and a tenant admin must never be able to reach them (their tokens, their
-    sessions) through a membership."""
-
-    user = models.ForeignKey(
-        settings.AUTH_USER_MODEL,
-        on_delete=models.CASCADE,
-        related_name="memberships",
-        verbose_name=_("user"),
-    )
-    tenant = models.ForeignKey(
-        Tenant, on_delete=models.CASCADE, related_name="memberships", verbose_name=_("tenant")
-    )
-    role = models.CharField(_("role"), max_length=16, choices=Role.choices, default=Role.VIEWER)
-
-    objects = TenantScopedQuerySet.as_manager()
-    tenant_path = "tenant"
-
-    class Meta:
-        verbose_name = _("membership")
-        verbose_name_plural = _("memberships")
-        constraints = [
-            models.UniqueConstraint(
-                fields=["user", "tenant"],
-                name="one_membership_per_user_and_tenant",
-                violation_error_message=_("This user already belongs to this tenant."),
-            )
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.user} @ {self.tenant} ({self.get_role_display()})"
-
-    def clean(self) -> None:
-        user = getattr(self, "user", None)
-        if user is not None and (user.is_staff or user.is_superuser):
-            raise ValidationError(
-                {
-                    "user": _(
-                        "%(user)s is provider staff; staff cannot be members of a tenant. "
-                        "Use a separate account for tenant work."
-                    )
-                    % {"user": user.get_username()}
-                }
-            )

@@ -10,12 +10,13 @@ import zstandard
 from django.core.cache import cache
 from rest_framework.test import APIClient
 
-from api import tokens
+from accounts import services as tokens
+from accounts.choices import Role
 from benchmarks.models import RawOutput
 from billing import invoicing
 from incidents.models import Incident
 from leases import services
-from leases.choices import LeaseStatus, Role
+from leases.choices import LeaseStatus
 from tests.factories import (
     MembershipFactory,
     NicPortFactory,

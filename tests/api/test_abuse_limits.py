@@ -6,8 +6,8 @@ from django.test import Client
 from rest_framework.test import APIClient
 from rest_framework.throttling import SimpleRateThrottle
 
-from api import tokens
-from leases.choices import Role
+from accounts import services as tokens
+from accounts.choices import Role
 
 
 @pytest.fixture

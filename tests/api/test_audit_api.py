@@ -6,11 +6,11 @@ from pathlib import Path
 import pytest
 from django.urls import reverse
 
-from api import tokens
+from accounts import services as tokens
+from accounts.choices import Role
 from billing import audit, invoicing
 from billing.ingest import ingest_all
 from billing.models import Dispute
-from leases.choices import Role
 from tests.factories import at
 
 pytestmark = pytest.mark.django_db

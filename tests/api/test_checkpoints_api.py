@@ -4,9 +4,9 @@ lease's tenant only (the world is tests/api/conftest.py)."""
 import pytest
 from django.urls import reverse
 
+from accounts.choices import Role
 from billing import checkpoints
 from billing.ingest import ingest_all
-from leases.choices import Role
 from tests.factories import at
 
 pytestmark = pytest.mark.django_db

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
+from accounts.choices import Role
 from billing import ingest, invoicing
-from leases.choices import Role
 from tests.factories import (
     MembershipFactory,
     NicPortFactory,

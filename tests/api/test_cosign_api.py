@@ -12,13 +12,13 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from rest_framework.test import APIClient
 
+from accounts.choices import Role
 from benchmarks.links import link_pending
 from benchmarks.models import ProbeRun
 from billing import invoicing
 from gpulease_verify.bundle import verify_report
 from gpulease_verify.canonical import canonical_json
 from leases import services
-from leases.choices import Role
 from leases.models import TenantKey, TenantLink
 from tests.billing.test_audit import AFTER_NOVEMBER, NOVEMBER, month  # noqa: F401
 from tests.factories import MembershipFactory, StaffFactory, TenantFactory, at

@@ -9,8 +9,8 @@ import time_machine
 from django.test import Client
 from django.urls import reverse
 
+from accounts.choices import Role
 from billing.documents import einvoice
-from leases.choices import Role
 from tests.api.isolation_cases import credit_note_of, issued_invoice_of
 from tests.factories import at
 

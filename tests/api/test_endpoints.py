@@ -7,8 +7,8 @@ from datetime import timedelta
 
 import pytest
 
+from accounts.choices import Role
 from benchmarks.models import ProbeRun
-from leases.choices import Role
 from leases.models import LeaseEvent
 from tests.factories import NicPortFactory, NodeFactory, at, make_run, make_sweep
 
@@ -256,7 +256,7 @@ LISTS = [
 def test_list_query_counts_do_not_grow_with_rows(
     world, token_client, django_assert_max_num_queries, url, who
 ):
-    from api import tokens
+    from accounts import services as tokens
 
     user = world.staff if who == "staff" else world.alpha.members[Role.ADMIN]
     client = token_client(tokens.issue_token(user=user, scopes=["read"]).secret)

@@ -4,7 +4,7 @@ periods, and the services' own refusals."""
 
 import pytest
 
-from leases.choices import Role
+from accounts.choices import Role
 
 pytestmark = pytest.mark.django_db
 
@@ -188,7 +188,7 @@ def test_run_now_on_a_lease_that_is_not_active_is_a_409(world, client_for):
 
 
 def test_rate_limit_per_token_is_a_429(world, token_client, monkeypatch):
-    from api import tokens
+    from accounts import services as tokens
     from api.throttling import TokenRateThrottle
 
     monkeypatch.setattr(TokenRateThrottle, "THROTTLE_RATES", {"api": "3/min"})

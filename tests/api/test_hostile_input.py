@@ -29,11 +29,11 @@ from django.urls import resolve, reverse
 from django.utils import timezone
 from django_filters.rest_framework import DjangoFilterBackend
 
+from accounts.choices import Role
 from api.filtersets import IdFilter, InstantRangeFilter
 from api.parsers import MAX_DEPTH, StrictJSONParser
 from api.throttling import TokenRateThrottle
 from leases import services
-from leases.choices import Role
 from tests.api.conftest import build_world
 from tests.api.isolation_cases import (
     CASES,

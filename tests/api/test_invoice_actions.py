@@ -11,10 +11,10 @@ from django.core.management.base import CommandError
 from django.test import Client
 from django.urls import reverse
 
+from accounts.choices import Role
 from billing import services
 from billing.choices import InvoiceStatus
 from billing.models import CreditNote
-from leases.choices import Role
 from tests.factories import at
 
 pytestmark = pytest.mark.django_db

@@ -12,9 +12,9 @@ from django.core.management import call_command
 from django.test import Client
 from django.urls import reverse
 
+from accounts.choices import Role
 from billing import services
 from billing.models import InvoiceEvent
-from leases.choices import Role
 from tests.factories import at
 
 pytestmark = pytest.mark.django_db

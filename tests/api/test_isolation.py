@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
-from leases.choices import Role
+from accounts.choices import Role
 from tests.api.isolation_cases import CASES, BodyOf, DetailOf, ListOf, NoRows
 
 pytestmark = pytest.mark.django_db

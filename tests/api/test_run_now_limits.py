@@ -7,9 +7,9 @@ from datetime import timedelta
 import pytest
 import time_machine
 
+from accounts.choices import Role
 from benchmarks.choices import RunState, Trigger
 from benchmarks.models import ProbeRun
-from leases.choices import Role
 from tests.factories import at
 
 pytestmark = pytest.mark.django_db

@@ -20,9 +20,9 @@ from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import response_schema_conformance
 
-from api import tokens
+from accounts import services as tokens
+from accounts.choices import Role
 from config.wsgi import application
-from leases.choices import Role
 
 pytestmark = pytest.mark.django_db
 

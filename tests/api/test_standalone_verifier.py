@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from accounts.choices import Role
 from billing import audit, ingest, invoicing
-from leases.choices import Role
 from tests.api.test_contract_audit_script import new_token
 from tests.factories import MembershipFactory, NodeFactory, at, make_lease, make_run
 

@@ -6,9 +6,9 @@ import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
-from api import tokens
-from api.models import ApiToken
-from leases.choices import Role
+from accounts import services as tokens
+from accounts.choices import Role
+from accounts.models import ApiToken
 from leases.models import LeaseTerms, TermsAmendment
 from tests.factories import MembershipFactory, StaffFactory, amend_acknowledged, at, make_lease
 

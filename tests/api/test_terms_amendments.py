@@ -5,7 +5,7 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from leases.choices import Role
+from accounts.choices import Role
 from leases.models import TermsAmendment
 
 pytestmark = pytest.mark.django_db

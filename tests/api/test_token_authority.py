@@ -11,10 +11,9 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.utils import timezone
 
-from api import tokens
-from api.models import ApiToken
-from leases.choices import Role
-from leases.models import Membership
+from accounts import services as tokens
+from accounts.choices import Role
+from accounts.models import ApiToken, Membership
 from tests.factories import MembershipFactory, StaffFactory
 
 

@@ -8,8 +8,8 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from api.models import ApiToken
-from leases.choices import Role
+from accounts.choices import Role
+from accounts.models import ApiToken
 
 pytestmark = pytest.mark.django_db
 

@@ -7,11 +7,11 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIRequestFactory
 
-from api import tokens
+from accounts import services as tokens
+from accounts.choices import Role
+from accounts.models import ApiToken, Membership
 from api.authentication import ApiTokenAuthentication
-from api.models import ApiToken
-from leases.choices import Role
-from leases.models import Membership, TermsAmendment
+from leases.models import TermsAmendment
 from leases.services import propose_retroactive_amendment
 from tests.factories import MembershipFactory, at
 

@@ -9,9 +9,9 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
-from api import tokens
-from api.models import ApiToken
-from leases.choices import Role
+from accounts import services as tokens
+from accounts.choices import Role
+from accounts.models import ApiToken
 
 pytestmark = pytest.mark.django_db
 

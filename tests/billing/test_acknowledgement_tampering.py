@@ -8,12 +8,13 @@ from typing import Any
 
 import pytest
 
+from accounts.choices import Role
+from accounts.models import Membership
 from benchmarks.links import link_pending
 from billing import audit, invoicing
 from gpulease_verify.canonical import iso_utc
-from leases.choices import Role
 from leases.links import link_terms
-from leases.models import LeaseTerms, Membership
+from leases.models import LeaseTerms
 from tests.billing.test_audit import AFTER_NOVEMBER, NOVEMBER, month, signed  # noqa: F401
 from tests.factories import MembershipFactory, StaffFactory, amend_acknowledged, at
 

@@ -11,6 +11,7 @@ import pytest
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.utils import timezone
 
+from accounts.choices import Role
 from benchmarks import acceptance
 from benchmarks.links import link_pending
 from benchmarks.models import ProbeRun, Rejudgement
@@ -22,7 +23,6 @@ from gpulease_verify.canonical import iso_utc
 from gpulease_verify.chain import GENESIS, link_hash
 from gpulease_verify.keys import fingerprint
 from leases import cosign, services
-from leases.choices import Role
 from leases.models import LeaseTerms, TenantKey, TenantLink
 from ledger.chain import stored_links, verify_lease
 from telemetry.models import TelemetryBatch

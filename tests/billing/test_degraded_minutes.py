@@ -12,12 +12,13 @@ from decimal import Decimal as D
 import pytest
 from django.test import Client
 
+from accounts.choices import Role
 from billing import audit, invoicing, sla
 from billing.ingest import ingest_all
 from billing.models import Invoice
 from billing.reports import sla_report
 from leases import services
-from leases.choices import LeaseStatus, Role
+from leases.choices import LeaseStatus
 from tests.factories import MembershipFactory, NodeFactory, at, make_lease, make_run
 
 pytestmark = pytest.mark.django_db

@@ -10,12 +10,13 @@ from pathlib import Path
 import pytest
 from django.core.exceptions import PermissionDenied, ValidationError
 
+from accounts.choices import Role
 from billing import evidence, invoicing
 from billing import services as services_billing
 from billing.choices import LineKind
 from billing.models import DisputeEvent, DisputeState
 from leases import services
-from leases.choices import LeaseStatus, Role
+from leases.choices import LeaseStatus
 from tests.factories import MembershipFactory, NodeFactory, StaffFactory, at, make_lease, make_run
 
 pytestmark = pytest.mark.django_db

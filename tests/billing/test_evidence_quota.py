@@ -7,9 +7,10 @@ import pytest
 from django.test import Client
 from rest_framework.test import APIClient
 
+from accounts.choices import Role
 from billing.models import Evidence
 from leases import services
-from leases.choices import LeaseStatus, Role
+from leases.choices import LeaseStatus
 from tests.benchmarks.parsers import fixture_text
 from tests.factories import MembershipFactory, NodeFactory, make_lease
 

@@ -18,13 +18,13 @@ from django.utils import translation
 from pypdf import PdfReader
 from rest_framework.test import APIClient
 
+from accounts.choices import Role
 from billing import services
 from billing.balance import PaymentStatus, balance
 from billing.documents import pdf
 from billing.documents.labels import line_text
 from billing.documents.rows import invoice_document, unit_price_of
 from billing.models import Invoice
-from leases.choices import Role
 from tests.billing.test_audit import AFTER_NOVEMBER, month  # noqa: F401
 from tests.factories import MembershipFactory, at
 from tests.portal.support import client_for

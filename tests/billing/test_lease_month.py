@@ -8,6 +8,7 @@ from decimal import Decimal as D
 import pytest
 from rest_framework.test import APIClient
 
+from accounts.choices import Role
 from benchmarks.choices import Pattern, RunState, Tool, Trigger, Verdict
 from benchmarks.models import ProbeRun
 from billing import invoicing
@@ -17,7 +18,7 @@ from billing.lease_month import lease_month
 from billing.models import HourlyRollup
 from billing.reports import sla_report
 from leases import services
-from leases.choices import LeaseStatus, ProbeKind, Role
+from leases.choices import LeaseStatus, ProbeKind
 from tests.factories import MembershipFactory, NodeFactory, amend_acknowledged, at, make_lease
 from tests.portal.support import client_for
 

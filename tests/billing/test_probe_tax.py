@@ -19,6 +19,7 @@ from django.test import Client
 from django.urls import reverse
 from rest_framework.test import APIClient
 
+from accounts.choices import Role
 from benchmarks import services as probe_services
 from benchmarks.choices import RunState, Trigger
 from benchmarks.models import ProbeRun, outputs
@@ -34,7 +35,7 @@ from gpulease_verify.interpret import interpret
 from gpulease_verify.periods import Period
 from gpulease_verify.verdicts import TermsView
 from leases import services
-from leases.choices import BillingMode, LeaseStatus, Role
+from leases.choices import BillingMode, LeaseStatus
 from tests.factories import (
     MembershipFactory,
     NicPortFactory,

@@ -33,6 +33,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from rest_framework.test import APIClient
 
+from accounts.choices import Role
 from billing import audit, invoicing, services
 from billing.documents.labels import line_text
 from billing.ingest import ingest_all
@@ -41,7 +42,7 @@ from gpulease_verify import repair as rules
 from gpulease_verify.terms import terms_content
 from incidents.models import Incident
 from leases import services as lease_services
-from leases.choices import LeaseStatus, ProbeKind, Role
+from leases.choices import LeaseStatus, ProbeKind
 from leases.links import terms_fields
 from tests.factories import MembershipFactory, NodeFactory, at, make_lease, make_run
 from tests.portal.support import client_for

@@ -19,10 +19,11 @@ from django.db import connection, transaction
 from django.forms.models import model_to_dict
 from rest_framework.test import APIClient
 
+from accounts.choices import Role
 from billing import running
 from billing.ingest import ingest_all
 from billing.models import RunningFigure, TrafficSample
-from leases.choices import BillingMode, Role
+from leases.choices import BillingMode
 from leases.models import Lease
 from monitoring import metrics
 from tests.billing.test_traffic_intervals import (

@@ -8,6 +8,7 @@ from django.apps import apps
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.utils import timezone
 
+from accounts.choices import Role
 from benchmarks.links import link_pending, run_content
 from benchmarks.models import ProbeRun
 from billing import audit, invoicing
@@ -15,7 +16,7 @@ from billing.ingest import ingest_all
 from gpulease_verify.chain import GENESIS, link_hash
 from gpulease_verify.terms import DEFAULTED_FIELDS, terms_content
 from leases import selectors, services
-from leases.choices import LeaseStatus, Role
+from leases.choices import LeaseStatus
 from leases.links import terms_fields
 from leases.models import LeaseEvent, LeaseTerms, TermsAmendment
 from ledger.chain import verify_lease

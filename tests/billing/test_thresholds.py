@@ -22,6 +22,7 @@ from django.db import connection, transaction
 from django.utils import translation
 from rest_framework.test import APIClient
 
+from accounts.choices import Role
 from billing import thresholds
 from billing.ingest import ingest_all
 from billing.models import Threshold, ThresholdCrossing
@@ -29,7 +30,7 @@ from billing.tasks import evaluate_thresholds, notify_threshold
 from config.celery import app as celery_app
 from gpulease_verify import webhooks
 from leases import services
-from leases.choices import BillingMode, LeaseStatus, Role
+from leases.choices import BillingMode, LeaseStatus
 from tests.billing.test_notifications import (  # noqa: F401 (fixtures)
     SECRET,
     _receiver_on_loopback_allowed,

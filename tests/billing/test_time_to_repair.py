@@ -8,10 +8,10 @@ import pytest
 from django.contrib.auth.models import Permission
 from rest_framework.test import APIClient
 
+from accounts.choices import Role
 from billing.reports import sla_report
 from incidents import repair
 from incidents.models import Incident
-from leases.choices import Role
 from tests.factories import MembershipFactory, UserFactory, at, make_lease
 from tests.portal.support import client_for
 

@@ -28,13 +28,14 @@ import pytest
 from django.test import Client
 from rest_framework.test import APIClient
 
+from accounts.choices import Role
 from billing import audit, invoicing, services, vouchers
 from billing.balance import balance
 from billing.documents import einvoice
 from billing.ingest import ingest_all
 from billing.models import Invoice, Voucher, VoucherRedemption
 from leases import services as lease_services
-from leases.choices import LeaseStatus, Role
+from leases.choices import LeaseStatus
 from tests.billing.test_degraded_minutes import (
     DAY_S,
     FEE,

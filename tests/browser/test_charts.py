@@ -9,7 +9,7 @@ import pytest
 from django.conf import settings
 from django.urls import reverse
 
-from leases.choices import Role
+from accounts.choices import Role
 from tests.browser.test_portal import active_lease
 from tests.factories import MembershipFactory
 from tests.portal.support import NOW

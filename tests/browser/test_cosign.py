@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from django.db import transaction
 
+from accounts.choices import Role
 from leases import services
-from leases.choices import Role
 from leases.models import TenantKey, TenantLink, TermsAmendment
 from tests.factories import MembershipFactory, NodeFactory, at, make_lease
 from tests.portal.support import active

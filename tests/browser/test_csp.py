@@ -5,7 +5,7 @@ image, and the Permissions-Policy header raises no complaint from chromium."""
 import pytest
 from django.urls import reverse
 
-from leases.choices import Role
+from accounts.choices import Role
 from tests.browser.test_portal import active_lease
 from tests.factories import MembershipFactory, StaffFactory
 from tests.portal.support import NOW

@@ -9,8 +9,8 @@ import pytest
 from django.conf import settings
 from django.urls import reverse
 
+from accounts.choices import Role
 from leases import services
-from leases.choices import Role
 from tests.browser.test_portal import active_lease
 from tests.conftest import require
 from tests.factories import MembershipFactory, StaffFactory, at, register_tenant_key

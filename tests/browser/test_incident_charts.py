@@ -13,9 +13,9 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
+from accounts.choices import Role
 from demo.history import load_history
 from gpulease_verify.periods import Period
-from leases.choices import Role
 from leases.demo import load_demo
 from leases.models import Lease
 from tests.browser.conftest import served_once

@@ -14,11 +14,12 @@ import pytest
 from django.conf import settings
 from django.db import transaction
 
+from accounts.choices import Role
 from billing.ingest import ingest_all
 from billing.models import TrafficSample
 from billing.services import issue_invoice
 from leases import services
-from leases.choices import BillingMode, LeaseStatus, Role
+from leases.choices import BillingMode, LeaseStatus
 from tests.browser.test_portal import active_lease
 from tests.factories import MembershipFactory, NodeFactory, at, make_lease, make_run
 from tests.portal.support import NOW, active, october_invoice

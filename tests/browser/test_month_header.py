@@ -10,12 +10,12 @@ from decimal import Decimal
 from django.conf import settings
 from django.utils import timezone
 
+from accounts.choices import Role
 from billing import invoicing
 from billing.choices import LineKind
 from billing.invoicing import USAGE_KINDS, LeaseFacts
 from demo.history import load_history
 from gpulease_verify.periods import Period
-from leases.choices import Role
 from leases.demo import load_demo
 from leases.models import Lease, Tenant
 from tests.factories import MembershipFactory

@@ -22,9 +22,9 @@ from django.conf import settings
 from django.db import transaction
 from pypdf import PdfReader
 
+from accounts.choices import Role
 from billing.choices import LineKind
 from billing.models import Invoice
-from leases.choices import Role
 from tests.browser.test_design import WIDTHS, world  # noqa: F401  (a fixture, used below)
 from tests.factories import MembershipFactory, at
 from tests.portal.support import month_line

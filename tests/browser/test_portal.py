@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 from django.db import transaction
 
+from accounts.choices import Role
 from billing.ingest import ingest_all
 from leases import services
-from leases.choices import LeaseStatus, Role
+from leases.choices import LeaseStatus
 from tests.factories import (
     MembershipFactory,
     NodeFactory,

@@ -12,7 +12,7 @@ from django.test import RequestFactory, override_settings
 from django.utils.module_loading import import_string
 from rest_framework.test import APIClient
 
-from api import tokens
+from accounts import services as tokens
 from common.client_address import client_address
 from common.logs import ACCESS_ENVIRON_KEY, logging_config, redact
 from tests.factories import MembershipFactory, StaffFactory, TenantFactory

@@ -30,7 +30,7 @@ import pytest
 from celery import Celery
 from django.conf import global_settings
 
-from api import tokens
+from accounts import services as tokens
 from tests.conftest import require_tool
 from tests.deploy.conftest import STATE_DIR
 from tests.deploy.image_context import stages

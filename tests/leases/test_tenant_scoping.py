@@ -9,6 +9,7 @@ import pytest
 from django.apps import apps
 from django.contrib.auth.models import AnonymousUser
 
+from accounts.choices import Role
 from benchmarks import services as probe_services
 from benchmarks.models import Rejudgement
 from billing import checkpoints, evidence, invoicing, thresholds
@@ -23,7 +24,7 @@ from billing.models import (
 )
 from incidents.models import Incident
 from leases import services, tenant_settings
-from leases.choices import LeaseStatus, Role
+from leases.choices import LeaseStatus
 from leases.models import Node
 from telemetry.models import PortClearance, PortSample, TelemetryBatch
 from tests.factories import (

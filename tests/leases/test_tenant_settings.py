@@ -10,10 +10,10 @@ import pytest
 import time_machine
 from django.core.exceptions import PermissionDenied, ValidationError
 
+from accounts.choices import Role
 from common.querysets import acting_for
 from gpulease_verify import webhooks
 from leases import tenant_settings
-from leases.choices import Role
 from leases.models import Tenant, TenantSettingsEvent
 from leases.models.tenants import validate_phone
 from tests.factories import MembershipFactory, StaffFactory, TenantFactory, at

@@ -193,7 +193,6 @@ def test_the_intake_is_closed_without_a_configured_token(fabric, settings):
 
 
 def test_a_staff_api_token_is_not_alertmanager(fabric):
-    from api.models import ApiToken  # noqa: F401 (the token kind that must not work)
 
     assert post(payload(alert(node="n1")), token="gpl_abc_def").status_code == 401
 

@@ -9,11 +9,12 @@ from datetime import timedelta
 import pytest
 from django.test import Client
 
-from api.models import ApiToken
+from accounts.choices import Role
+from accounts.models import ApiToken
 from billing import audit, checkpoints
 from billing.ingest import ingest_all
 from leases import services
-from leases.choices import LeaseStatus, Role
+from leases.choices import LeaseStatus
 from tests.factories import MembershipFactory, NodeFactory, StaffFactory, at, make_lease, make_run
 from tests.portal.support import NOW, client_for
 

@@ -4,7 +4,7 @@ from decimal import Decimal
 
 import pytest
 
-from leases.choices import Role
+from accounts.choices import Role
 from portal import charts
 from tests.factories import (
     MembershipFactory,

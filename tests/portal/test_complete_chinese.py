@@ -12,11 +12,11 @@ from html.parser import HTMLParser
 import pytest
 from django.urls import reverse
 
+from accounts.choices import Role
 from billing import thresholds
 from billing.ingest import ingest_all
 from billing.invoicing import draft_invoice
 from leases import services, tenant_settings
-from leases.choices import Role
 from tests.factories import (
     MembershipFactory,
     NodeFactory,

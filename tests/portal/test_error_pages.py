@@ -6,7 +6,7 @@ import json
 import pytest
 from django.test import Client, RequestFactory, override_settings
 
-from leases.choices import Role
+from accounts.choices import Role
 from portal.errors import server_error
 from tests.factories import MembershipFactory
 from tests.portal.support import client_for

@@ -9,7 +9,7 @@ import html
 
 import pytest
 
-from leases.choices import Role
+from accounts.choices import Role
 from tests.factories import MembershipFactory, NicPortFactory, NodeFactory, make_lease
 from tests.portal.support import active, client_for
 

@@ -15,9 +15,9 @@ from decimal import Decimal
 
 import pytest
 
+from accounts.choices import Role
 from billing.models import Evidence
 from gpulease_verify.verdicts import Verdict
-from leases.choices import Role
 from tests.factories import MembershipFactory, NicPortFactory, NodeFactory, make_lease
 from tests.portal.support import active, client_for
 

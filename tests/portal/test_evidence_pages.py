@@ -7,9 +7,9 @@ from decimal import Decimal
 
 import pytest
 
+from accounts.choices import Role
 from billing.models import Evidence
 from gpulease_verify.parsers import ParseError, parse_iperf3
-from leases.choices import Role
 from tests.benchmarks.parsers import fixture_text
 from tests.factories import MembershipFactory, NodeFactory, StaffFactory, at, make_lease
 from tests.portal.support import NOW, active, client_for

@@ -22,10 +22,10 @@ from decimal import Decimal
 import pytest
 from openpyxl import load_workbook
 
+from accounts.choices import Role
 from billing import audit
 from billing.choices import LineKind
 from billing.models import Invoice
-from leases.choices import Role
 from leases.models import Lease, Node, Tenant
 from tests.factories import MembershipFactory, NodeFactory, at, make_lease
 from tests.portal.support import active, client_for, month_line

@@ -13,10 +13,11 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
+from accounts.choices import Role
 from billing.models import Evidence, HourlyRollup
 from incidents.choices import FabricIncidentKind, IncidentState
 from incidents.models import Incident
-from leases.choices import ProbeKind, Role
+from leases.choices import ProbeKind
 from tests.factories import MembershipFactory, NodeFactory, StaffFactory, make_lease, make_run
 from tests.portal.support import NOW, active, client_for
 from tests.portal.test_evidence_pages import upload

@@ -16,11 +16,11 @@ from django.db import transaction
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 from django.utils.html import escape
 
-from api import tokens
-from api.models import ApiToken
+from accounts import services as tokens
+from accounts.choices import Role
+from accounts.models import ApiToken
 from billing.models import Evidence
 from incidents.services import INGEST, open_incident
-from leases.choices import Role
 from tests.benchmarks.parsers import fixture_text
 from tests.factories import MembershipFactory, NodeFactory, StaffFactory, at, make_lease
 from tests.portal.support import active, client_for, october_invoice

@@ -12,10 +12,10 @@ from openpyxl import load_workbook
 from pypdf import PdfReader
 from rest_framework.test import APIClient
 
-from api import tokens
+from accounts import services as tokens
+from accounts.choices import Role
 from billing import invoicing, services
 from billing.models import Invoice
-from leases.choices import Role
 from tests.factories import (
     MembershipFactory,
     NodeFactory,

@@ -9,9 +9,10 @@ from html import unescape
 
 import pytest
 
+from accounts.choices import Role
 from billing.ingest import ingest_all
 from leases import services
-from leases.choices import LeaseStatus, LinkLayer, Role
+from leases.choices import LeaseStatus, LinkLayer
 from portal import selectors
 from tests.factories import MembershipFactory, NicPortFactory, NodeFactory, at, make_lease, make_run
 from tests.portal.support import NOW, client_for

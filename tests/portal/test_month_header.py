@@ -17,12 +17,13 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
+from accounts.choices import Role
 from benchmarks.choices import Pattern, RunState, Tool, Trigger, Verdict
 from benchmarks.models import ProbeRun
 from billing.models import HourlyRollup, TrafficSample
 from incidents.choices import IncidentState
 from incidents.models import Incident
-from leases.choices import BillingMode, ProbeKind, Role
+from leases.choices import BillingMode, ProbeKind
 from leases.models import Lease
 from portal.month_header import leases_header
 from tests.factories import MembershipFactory, NodeFactory, StaffFactory, at, make_lease, make_run

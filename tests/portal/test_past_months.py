@@ -7,11 +7,12 @@ from decimal import Decimal
 
 import pytest
 
+from accounts.choices import Role
 from billing.choices import InvoiceStatus
 from billing.ingest import ingest_all
 from billing.models import Invoice
 from leases import services
-from leases.choices import LeaseStatus, Role
+from leases.choices import LeaseStatus
 from tests.factories import MembershipFactory, NodeFactory, TenantFactory, at, make_lease, make_run
 from tests.portal.support import client_for
 

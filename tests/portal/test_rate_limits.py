@@ -5,10 +5,11 @@ the API's bundle route. Past one: 429, Retry-After and a page in the visitor's l
 import pytest
 from rest_framework.test import APIClient
 
-from api import tokens
+from accounts import services as tokens
+from accounts.choices import Role
 from billing.ingest import ingest_all
 from leases import services
-from leases.choices import LeaseStatus, Role
+from leases.choices import LeaseStatus
 from tests.factories import MembershipFactory, NodeFactory, at, make_lease, make_run
 from tests.portal.support import client_for
 

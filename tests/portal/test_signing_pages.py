@@ -14,9 +14,9 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
+from accounts.choices import Role
 from gpulease_verify.canonical import canonical_json
 from leases import services
-from leases.choices import Role
 from leases.models import TenantKey, TenantLink, TermsAmendment
 from tests.factories import MembershipFactory, NodeFactory, StaffFactory, at, make_lease
 from tests.portal.support import active, client_for

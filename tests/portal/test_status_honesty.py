@@ -8,9 +8,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.template.loader import render_to_string
 
+from accounts.choices import Role
 from billing.models import HourlyRollup
 from leases import services
-from leases.choices import LeaseStatus, ProbeKind, Role
+from leases.choices import LeaseStatus, ProbeKind
 from portal import lease_status, selectors
 from tests.factories import MembershipFactory, NodeFactory, at, make_lease, make_run
 from tests.portal.support import NOW, active, client_for

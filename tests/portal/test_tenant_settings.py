@@ -15,10 +15,10 @@ import pytest
 import time_machine
 from django.utils.html import escape
 
+from accounts.choices import Role
 from gpulease_verify import webhooks
 from incidents import notifications
 from leases import tenant_settings
-from leases.choices import Role
 from leases.models import Tenant, TenantSettingsEvent
 from leases.models.tenants import MASKED_SECRET
 from tests.factories import MembershipFactory, StaffFactory, TenantFactory

@@ -9,10 +9,11 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from api import tokens
-from api.models import ApiToken
+from accounts import services as tokens
+from accounts.choices import Role
+from accounts.models import ApiToken
 from leases import services
-from leases.choices import LeaseStatus, Role
+from leases.choices import LeaseStatus
 from tests.factories import MembershipFactory, NodeFactory, at, make_lease
 from tests.portal.support import client_for
 

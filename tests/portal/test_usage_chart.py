@@ -12,10 +12,11 @@ import pytest
 import time_machine
 from rest_framework.test import APIClient
 
+from accounts.choices import Role
 from billing import running
 from billing.models import TrafficSample
 from gpulease_verify.calculations import TrafficRate, percentile_95
-from leases.choices import BillingMode, Role
+from leases.choices import BillingMode
 from tests.factories import MembershipFactory, NodeFactory, amend_acknowledged, at, make_lease
 from tests.portal.support import NOW, active, client_for
 

@@ -5,7 +5,7 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
-from api import tokens
+from accounts import services as tokens
 from leases.models import Tenant
 
 

@@ -1,13 +1,18 @@
-"""Writes for API tokens: issue and revoke. The whole token exists only in the return
-value of issue_token; the database keeps its prefix and SHA-256.
+"""The writes of accounts: issuing and revoking API tokens, adding, changing and removing
+memberships. The whole token exists only in the return value of issue_token; the database
+keeps its prefix and SHA-256.
 
-A token is minted on a standing (``api.models``): for a tenant user, one tenant and their
-role there, issued by themselves or by an admin of that tenant; for provider staff, the
-provider's standing. Provider staff never mint a token that acts as a tenant user.
+A token is minted on a standing (``accounts.models``): for a tenant user, one tenant and
+their role there, issued by themselves or by an admin of that tenant; for provider staff,
+the provider's standing. Provider staff never mint a token that acts as a tenant user.
 
 Anybody issues and revokes their own tokens. Provider staff need ISSUE_ANY to issue a
 token held by other staff (and only a superuser issues one held by a superuser: the token
-would act with every permission) and REVOKE_ANY to revoke another user's token."""
+would act with every permission) and REVOKE_ANY to revoke another user's token.
+
+A membership is never given to provider staff (Membership.clean). Changing or removing
+one revokes the tokens whose standing it ended (``accounts.signals``, which the admin's
+forms reach too)."""
 
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -22,22 +27,14 @@ from django.db.models import Q
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from api.models import (
-    ROLE_SCOPES,
-    ApiToken,
-    Scope,
-    administered_tenants,
-    hash_token,
-    managed_users,
-    new_token_parts,
-)
+from accounts.choices import Role, Scope
+from accounts.models import ROLE_SCOPES, ApiToken, Membership, hash_token, new_token_parts
+from accounts.selectors import administered_tenants, managed_users, role_scopes, scopes_held
 from common.locks import lock_in_key_order
 from common.querysets import is_provider_staff
-from leases.choices import Role
-from leases.models import Membership, Tenant
 
-ISSUE_ANY = "api.issue_any_token"
-REVOKE_ANY = "api.revoke_any_token"
+ISSUE_ANY = "accounts.issue_any_token"
+REVOKE_ANY = "accounts.revoke_any_token"
 
 # Writes to last_used_at are spread out: at most one per token per this interval.
 LAST_USED_RESOLUTION = timedelta(minutes=1)
@@ -62,34 +59,11 @@ def parse_scopes(scopes: Iterable[str]) -> list[str]:
     return [scope for scope in Scope.values if scope in wanted]
 
 
-def role_scopes(user: Any, tenant_id: int | None = None) -> frozenset[str]:
-    """What ``user``'s standing allows a token to do: staff everything, a member what
-    their roles allow (ROLE_SCOPES; in ``tenant_id`` only, when given), anybody else
-    nothing."""
-    if is_provider_staff(user):
-        return frozenset(Scope.values)
-    roles = Membership.objects.filter(user_id=user.pk)
-    if tenant_id is not None:
-        roles = roles.filter(tenant_id=tenant_id)
-    return frozenset().union(
-        *(ROLE_SCOPES.get(role, frozenset()) for role in roles.values_list("role", flat=True))
-    )
-
-
-def scopes_held(
-    *, user: Any, token: ApiToken | None = None, tenant_id: int | None = None
-) -> frozenset[str]:
-    """What a request may hand on: the user's role scopes (in ``tenant_id``), narrowed to
-    the token's when it acts through one (a write-only token cannot mint an audit token)."""
-    held = role_scopes(user, tenant_id)
-    return held & frozenset(token.scopes) if token is not None else held
-
-
 def _is_staff_account(user: Any) -> bool:
     return bool(user.is_staff or user.is_superuser)
 
 
-def _standing(user: Any, tenant: Tenant | None) -> tuple[Tenant | None, str]:
+def _standing(user: Any, tenant: Any) -> tuple[Any, str]:
     """The tenant and role a token of ``user`` acts with: none for provider staff; for a
     member, the named tenant, or their only one."""
     if user.is_staff:
@@ -136,9 +110,7 @@ def _standing(user: Any, tenant: Tenant | None) -> tuple[Tenant | None, str]:
     return tenant, held[tenant.pk].role
 
 
-def _check_issuer(
-    issuer: Any, user: Any, tenant: Tenant | None, issuer_token: ApiToken | None
-) -> None:
+def _check_issuer(issuer: Any, user: Any, tenant: Any, issuer_token: ApiToken | None) -> None:
     """Refuse an issuer who may not mint this token: staff for a tenant user (403), a
     token of one tenant for another, anybody for a user they do not manage."""
     bound = issuer_token.tenant_id if issuer_token is not None else None
@@ -191,13 +163,13 @@ def _expiry(expires_at: datetime | None, now: datetime, issuer_token: ApiToken |
     return expires_at
 
 
-def _check_caps(user: Any, tenant: Tenant | None, now: datetime) -> None:
+def _check_caps(user: Any, tenant: Any, now: datetime) -> None:
     """Refuse a token beyond API_TOKENS_PER_TENANT active tokens of its tenant or
     API_TOKENS_PER_USER of its holder (each with its own request budget, unlimited tokens
     would be an unlimited budget). The tenant's row, then the holder's, is locked first,
     so two issues at once cannot both take the last place."""
     if tenant is not None:
-        lock_in_key_order(Tenant.objects.filter(pk=tenant.pk))
+        lock_in_key_order(type(tenant)._default_manager.filter(pk=tenant.pk))
     lock_in_key_order(get_user_model().objects.filter(pk=user.pk))
     active = ApiToken.objects.active(now)
     cap = settings.API_TOKENS_PER_TENANT
@@ -230,7 +202,7 @@ def issue_token(
     now: datetime | None = None,
     issuer: Any = None,
     issuer_token: ApiToken | None = None,
-    tenant: Tenant | None = None,
+    tenant: Any = None,
 ) -> IssuedToken:
     """A new token for ``user``, acting for ``tenant`` (needed only when the user belongs
     to several; a token issued through another token acts for that token's tenant).
@@ -305,38 +277,6 @@ def revoke_lapsed(
     return ApiToken.objects.filter(pk__in=list(lapsed)).update(revoked_at=now or timezone.now())
 
 
-def lapse_reason(token: ApiToken) -> str:
-    """Why a token's standing no longer holds, in a sentence (a few queries: only asked
-    once the token is refused)."""
-    holder, issuer = token.user, token.issuer
-    if not holder.is_active:
-        return _("its holder %(user)s is inactive") % {"user": holder.get_username()}
-    if holder.is_staff and not token.holder_is_staff:
-        return _("its holder %(user)s has become provider staff since it was issued") % {
-            "user": holder.get_username()
-        }
-    if token.holder_is_staff and not holder.is_staff:
-        return _("its holder %(user)s is no longer provider staff") % {
-            "user": holder.get_username()
-        }
-    if (
-        token.tenant_id is not None
-        and not Membership.objects.filter(
-            user_id=holder.pk, tenant_id=token.tenant_id, role=token.role
-        ).exists()
-    ):
-        return _("its holder %(user)s is no longer %(role)s of %(tenant)s") % {
-            "user": holder.get_username(),
-            "role": Role(token.role).label if token.role in Role.values else token.role,
-            "tenant": token.tenant.slug if token.tenant else token.tenant_id,
-        }
-    if issuer is None:
-        return _("the user who issued it no longer exists")
-    return _("%(issuer)s, who issued it, may no longer issue it") % {
-        "issuer": issuer.get_username()
-    }
-
-
 def check_revoker(actor: Any, token: ApiToken) -> None:
     """Refuse provider staff who revoke another user's token without REVOKE_ANY. (Which
     tokens a tenant admin may revoke is which they see: ApiToken.objects.visible_to.)"""
@@ -365,3 +305,30 @@ def touch(token: ApiToken, now: datetime | None = None) -> None:
     if token.last_used_at is None or now - token.last_used_at >= LAST_USED_RESOLUTION:
         token.last_used_at = now
         ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
+
+
+@transaction.atomic
+def add_membership(*, user: Any, tenant: Any, role: str = Role.VIEWER) -> Membership:
+    """Make ``user`` a member of ``tenant`` with ``role``. Refused (ValidationError) for
+    provider staff, a user who already belongs to the tenant, or an unknown role."""
+    membership = Membership(user=user, tenant=tenant, role=role)
+    membership.full_clean()
+    membership.save()
+    return membership
+
+
+@transaction.atomic
+def change_role(*, membership: Membership, role: str) -> Membership:
+    """Give the member another role; the tokens minted on the old role are revoked
+    (``accounts.signals``)."""
+    membership.role = role
+    membership.full_clean()
+    membership.save()
+    return membership
+
+
+@transaction.atomic
+def remove_membership(*, membership: Membership) -> None:
+    """End the membership; the tokens minted on it, and those its holder issued in the
+    tenant as its admin, are revoked (``accounts.signals``)."""
+    membership.delete()

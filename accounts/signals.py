@@ -1,7 +1,7 @@
 """Tokens die with the standing that granted them: every change of a user (activity, the
 staff flag) or of a membership (added, role changed, moved, removed) revokes the tokens
 held or issued by the people concerned, and those of the tenants concerned, whose standing
-no longer holds (``api.tokens.revoke_lapsed``). Receivers, because these changes are made
+no longer holds (``accounts.services.revoke_lapsed``). Receivers, because these changes are made
 in Django's own admin (the user form, the membership inline), which calls no service of
 ours. Authentication checks the same standing on every request: a change these receivers
 do not see (a raw UPDATE) still ends the token at its next use."""
@@ -11,8 +11,8 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.db.models.signals import post_delete, post_save, pre_save
 
-from api.tokens import revoke_lapsed
-from leases.models import Membership
+from accounts.models import Membership
+from accounts.services import revoke_lapsed
 
 
 def _user_saved(sender: Any, instance: Any, **kwargs: Any) -> None:

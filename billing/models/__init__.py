@@ -10,6 +10,8 @@ from billing.models.invoices import (
     InvoiceLine,
     Voucher,
     VoucherRedemption,
+    VoucherReduction,
+    VoucherReturn,
 )
 from billing.models.rollups import HourlyRollup, IngestCursor, RunningFigure, TrafficSample
 from billing.models.thresholds import Threshold, ThresholdCrossing
@@ -36,4 +38,6 @@ __all__ = [
     "TrafficSample",
     "Voucher",
     "VoucherRedemption",
+    "VoucherReduction",
+    "VoucherReturn",
 ]

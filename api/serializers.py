@@ -656,8 +656,23 @@ class VoucherRedemptionSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = VoucherRedemption
-        fields = ["voucher", "invoice", "invoice_number", "invoice_status", "amount", "at"]
+        fields = [
+            "voucher",
+            "invoice",
+            "invoice_number",
+            "invoice_status",
+            "amount",
+            "returned",
+            "at",
+        ]
         read_only_fields = fields
+
+    returned = serializers.DecimalField(
+        max_digits=14,
+        decimal_places=2,
+        read_only=True,
+        help_text="What credit notes on the invoice gave back of it to the voucher.",
+    )
 
 
 class VoucherSerializer(serializers.ModelSerializer):
@@ -668,9 +683,20 @@ class VoucherSerializer(serializers.ModelSerializer):
     source_invoice_number = serializers.CharField(source="source_invoice.number", read_only=True)
     redemptions = VoucherRedemptionSerializer(many=True, read_only=True)
     redeemed = serializers.SerializerMethodField(
-        help_text="What invoices that are not void used of it."
+        help_text="What invoices that are not void used of it, less what credit notes on "
+        "them gave back."
     )
-    remaining = serializers.SerializerMethodField(help_text="amount - redeemed.")
+    reduced = serializers.SerializerMethodField(
+        help_text="What late results that lowered its month's credit took off what was left."
+    )
+    remaining = serializers.SerializerMethodField(help_text="amount - redeemed - reduced.")
+    supplements = serializers.CharField(
+        source="supplements.number",
+        read_only=True,
+        allow_null=True,
+        help_text="The voucher of the same month this one adds to (a late result raised the "
+        "credit), or null.",
+    )
     state = serializers.SerializerMethodField(
         help_text="open, partly_redeemed, redeemed (in full), expired or void, now."
     )
@@ -693,8 +719,11 @@ class VoucherSerializer(serializers.ModelSerializer):
             "expires_at",
             "voided_at",
             "description",
+            "reason",
+            "supplements",
             "detail",
             "redeemed",
+            "reduced",
             "remaining",
             "state",
             "redemptions",
@@ -709,6 +738,10 @@ class VoucherSerializer(serializers.ModelSerializer):
     @extend_schema_field(serializers.DecimalField(max_digits=14, decimal_places=2))
     def get_redeemed(self, voucher: Voucher) -> str:
         return str(self._standing(voucher).used)
+
+    @extend_schema_field(serializers.DecimalField(max_digits=14, decimal_places=2))
+    def get_reduced(self, voucher: Voucher) -> str:
+        return str(self._standing(voucher).reduced)
 
     @extend_schema_field(serializers.DecimalField(max_digits=14, decimal_places=2))
     def get_remaining(self, voucher: Voucher) -> str:

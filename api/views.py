@@ -642,9 +642,9 @@ class InvoiceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewS
                 ),
                 Prefetch(
                     "voucher_redemptions",
-                    queryset=VoucherRedemption.objects.select_related(
-                        "voucher", "invoice"
-                    ).order_by("at", "id"),
+                    queryset=VoucherRedemption.objects.select_related("voucher", "invoice")
+                    .prefetch_related("returns")
+                    .order_by("at", "id"),
                 ),
                 Prefetch("vouchers_issued", queryset=Voucher.objects.only("id", "number")),
             )

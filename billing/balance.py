@@ -5,11 +5,13 @@ status. The one reading that the invoice page, the list, the PDF and the API sho
   the notes' totals are negative);
 - **net**: total - credited;
 - **vouchers**: what vouchers (代金券, ``billing.vouchers``) paid of it when it was
-  issued, after tax (its redemptions; released, so none, once it is void);
+  issued, after tax (its redemptions; released, so none, once it is void), less what its
+  credit notes gave back to them (the vouchers' share of each note);
 - **due**: what the tenant still owes: net - vouchers while issued (never below 0),
   nothing once paid or void, nothing yet on a draft (it is not an invoice until issued);
-- **refund**: credit notes issued after the invoice was paid: money owed back to the tenant
-  (payment was for what was due then: the total less the notes issued before it).
+- **refund**: credit notes issued after the invoice was paid, less what they gave back to
+  vouchers: money owed back to the tenant (payment was for what was due then: the total
+  less the notes issued before it and the vouchers).
 
 Status: draft, void, paid (``refund`` > 0 says it was credited after payment), credited in
 full (issued, net 0), covered by vouchers (issued, vouchers leave nothing to pay), partly
@@ -76,11 +78,12 @@ def balance(
     invoice: Invoice, notes: Iterable[CreditNote], redemptions: Iterable[Any] = ()
 ) -> Balance:
     """``notes``: the invoice's credit notes; ``redemptions``: its voucher redemptions
-    (the caller fetches both, once for a list)."""
+    with their ``returns`` (the caller fetches them, once for a list)."""
     notes = list(notes)
+    redemptions = list(redemptions)
     credited = -sum((note.total for note in notes), ZERO)
     net = invoice.total - credited
-    used = sum((r.amount for r in redemptions), ZERO)
+    used = sum((r.kept for r in redemptions), ZERO)
     if invoice.status == InvoiceStatus.DRAFT:
         return Balance(PaymentStatus.DRAFT, invoice.total, credited, net, None, ZERO)
     if invoice.status == InvoiceStatus.VOID:
@@ -88,7 +91,17 @@ def balance(
     if invoice.status == InvoiceStatus.PAID:
         paid_at = invoice.paid_at
         after = [note for note in notes if paid_at is None or note.issued_at > paid_at]
-        refund = -sum((note.total for note in after), ZERO)
+        later = {note.pk for note in after}
+        to_vouchers = sum(
+            (
+                back.amount
+                for r in redemptions
+                for back in r.returns.all()
+                if back.credit_note_id in later
+            ),
+            ZERO,
+        )
+        refund = -sum((note.total for note in after), ZERO) - to_vouchers
         return Balance(PaymentStatus.PAID, invoice.total, credited, net, ZERO, refund, used)
     if credited == ZERO and used == ZERO:
         status = PaymentStatus.ISSUED

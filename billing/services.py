@@ -252,16 +252,19 @@ def issue_invoice(
         tenant_id=tenant.pk, start=locked.period_start, end=locked.period_end
     )
     locked.save()
-    # Vouchers of earlier months first (after tax), then the ones this month earned.
-    vouchers.redeem(invoice=locked, now=now)
-    vouchers.issue(
-        invoice=locked,
-        credits=computed.voucher_credits,
-        now=now,
-        number=lambda: next_number(
+
+    # Late changes to earlier months' vouchers first, then the vouchers of earlier months
+    # are used (after tax), then the ones this month earned are issued.
+    def voucher_number() -> str:
+        return next_number(
             series=vouchers.SERIES, seller_tax_id=seller["tax_id"], year=issued_on.year
-        ),
+        )
+
+    vouchers.adjust(
+        invoice=locked, changes=computed.voucher_changes, now=now, number=voucher_number
     )
+    vouchers.redeem(invoice=locked, now=now)
+    vouchers.issue(invoice=locked, credits=computed.voucher_credits, now=now, number=voucher_number)
     _record(
         locked,
         InvoiceEventKind.ISSUED,
@@ -346,6 +349,7 @@ def void_invoice(
         .values_list("invoice__period", flat=True)
         .distinct()
     )
+    carried = sorted({*carried, *vouchers.carried_by(locked)})
     if carried:
         raise LifecycleError(
             _(
@@ -529,6 +533,8 @@ def create_credit_note(
         )
         for position, (line, amount) in enumerate(chosen, start=1)
     )
+    # The vouchers the invoice used get back their share of what is credited.
+    vouchers.give_back(note=note, now=now)
     _record(
         locked,
         InvoiceEventKind.CREDITED,

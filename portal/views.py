@@ -25,7 +25,7 @@ from billing.documents.cells import CsvWriter
 from billing.documents.rows import credit_note_document, invoice_document
 from billing.evidence import can_write_for
 from billing.lease_month import LeaseMonth, lease_month
-from billing.models import CreditNote, CreditNoteLine, Evidence, Invoice, InvoiceLine
+from billing.models import CreditNote, CreditNoteLine, Evidence, Invoice, InvoiceLine, Voucher
 from billing.reports import sla_report
 from common.attachments import attachment
 from gpulease_verify.units import plain
@@ -531,7 +531,7 @@ def invoice_list(request: HttpRequest) -> HttpResponse:
             Prefetch(
                 "credit_notes", queryset=CreditNote.objects.only("invoice_id", "total", "issued_at")
             ),
-            "voucher_redemptions",
+            "voucher_redemptions__returns",
         )
     )
     rows = [
@@ -540,6 +540,57 @@ def invoice_list(request: HttpRequest) -> HttpResponse:
     ]
     header = month_header.leases_header(user=request.user, instant=selectors.now())
     return render(request, "portal/invoice_list.html", {"rows": rows, "header": header})
+
+
+def _voucher_row(voucher: Voucher, now: datetime) -> dict[str, Any]:
+    """A voucher with its standing now and the invoices that used it (not void ones)."""
+    return {
+        "voucher": voucher,
+        "standing": vouchers.standing(voucher, now),
+        "invoices": [
+            redemption.invoice
+            for redemption in voucher.redemptions.all()
+            if redemption.invoice.status != "void"
+        ],
+    }
+
+
+@login_required
+def voucher_list(request: HttpRequest) -> HttpResponse:
+    """The vouchers (代金券) the user's tenants hold: amount, used, what is left, expiry in
+    the tenant's zone, state, and the invoices that used each (``billing.vouchers``)."""
+    now = selectors.now()
+    found = vouchers.with_ledger(
+        Voucher.objects.visible_to(request.user).select_related("tenant")
+    ).order_by("-issued_at", "-id")
+    return render(
+        request,
+        "portal/voucher_list.html",
+        {"rows": [_voucher_row(voucher, now) for voucher in found]},
+    )
+
+
+@login_required
+def voucher_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    """One voucher and its ledger: issue, uses, what credit notes gave back, what late
+    results took off or added (supplements)."""
+    voucher = get_object_or_404(
+        vouchers.with_ledger(Voucher.objects.visible_to(request.user).select_related("tenant")),
+        pk=pk,
+    )
+    now = selectors.now()
+    supplements = vouchers.with_ledger(
+        Voucher.objects.visible_to(request.user).filter(supplements=voucher)
+    ).order_by("issued_at", "number")
+    return render(
+        request,
+        "portal/voucher_detail.html",
+        {
+            **_voucher_row(voucher, now),
+            "ledger": vouchers.ledger_rows(voucher),
+            "supplemented_by": [_voucher_row(other, now) for other in supplements],
+        },
+    )
 
 
 def _invoice(request: HttpRequest, pk: int) -> tuple[Invoice, list[InvoiceLine]]:

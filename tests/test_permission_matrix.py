@@ -357,8 +357,9 @@ def test_pages_of_alpha_objects_are_404_to_betas_admin(callers):
         if kwargs:
             data = row.query if method == "get" else row.body(callers.world)
             got[(name, method)] = getattr(client, method)(reverse(name, kwargs=kwargs), data)
-    # 14 routes with GET and POST (the invoice PDF, XLSX and 数电票 JSON, the credit note PDF
-    # and 数电票 JSON, the amendment, an incident's page and a chart's CSV among them), the
-    # token and signing key revokes, and the audit bundle and checkpoint downloads (GET only).
-    assert len(got) == 32
+    # 15 routes with GET and POST (the invoice PDF, XLSX and 数电票 JSON, the credit note PDF
+    # and 数电票 JSON, the amendment, an incident's page, a chart's CSV and a voucher's page
+    # among them), the token and signing key revokes, and the audit bundle and checkpoint
+    # downloads (GET only).
+    assert len(got) == 34
     assert {key: response.status_code for key, response in got.items()} == dict.fromkeys(got, 404)

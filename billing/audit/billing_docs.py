@@ -103,20 +103,26 @@ def _invoice_doc(lease: Lease, period: str) -> dict[str, Any]:
             "lines": [_line(line, line.position) for line in lines],
             "credit_notes": _credit_notes_doc(invoice),
             "events": _events_doc(invoice),
+            # The month's vouchers for the lease: those its invoice issued, and those the
+            # late results found by later invoices issued (supplements, by issue).
             "vouchers_issued": [
                 _voucher_doc(voucher)
                 for voucher in vouchers.with_ledger(
-                    invoice.vouchers_issued.filter(lease=lease)
-                ).order_by("number")
+                    Voucher.objects.filter(lease=lease, period=invoice.period).filter(
+                        Q(source_invoice=invoice) | ~Q(source_invoice__period=invoice.period)
+                    )
+                ).order_by("issued_at", "number")
             ],
             "vouchers_applied": [
                 {
                     "amount": _plain(redemption.amount),
                     "at": iso_utc(redemption.at),
+                    "returns": _returns_doc(redemption),
                     "voucher": _voucher_doc(redemption.voucher),
                 }
                 for redemption in invoice.voucher_redemptions.prefetch_related(
-                    Prefetch("voucher", queryset=vouchers.with_ledger(Voucher.objects.all()))
+                    Prefetch("voucher", queryset=vouchers.with_ledger(Voucher.objects.all())),
+                    "returns__credit_note",
                 ).order_by("at", "pk")
             ],
             "other_lines": [
@@ -154,6 +160,11 @@ def _voucher_doc(voucher: Voucher) -> dict[str, Any]:
         "lease": voucher.lease.reference,
         "period": voucher.period,
         "source_invoice_number": voucher.source_invoice.number,
+        "source_invoice_status": voucher.source_invoice.status,
+        "source_invoice_issued_at": iso_utc(voucher.source_invoice.issued_at),
+        "supplements": voucher.supplements.number if voucher.supplements else None,
+        "reason": voucher.reason,
+        "adjustment": _adjustment_doc(voucher.detail) if voucher.reason else None,
         "amount": _plain(voucher.amount),
         "issued_at": iso_utc(voucher.issued_at),
         "validity_months": voucher.validity_months,
@@ -165,10 +176,46 @@ def _voucher_doc(voucher: Voucher) -> dict[str, Any]:
                 "invoice_status": redemption.invoice.status,
                 "amount": _plain(redemption.amount),
                 "at": iso_utc(redemption.at),
+                "returns": _returns_doc(redemption),
             }
             for redemption in voucher.redemptions.all()
         ],
+        "reductions": [
+            {
+                "invoice_number": reduction.invoice.number,
+                "invoice_status": reduction.invoice.status,
+                "amount": _plain(reduction.amount),
+                "excess": _plain(reduction.excess),
+                "at": iso_utc(reduction.at),
+                "reason": reduction.reason,
+                "adjustment": _adjustment_doc(reduction.detail),
+            }
+            for reduction in voucher.reductions.all()
+        ],
     }
+
+
+def _adjustment_doc(detail: dict[str, Any]) -> dict[str, Any]:
+    """A late change's figures: what the month's vouchers gave before, the credit's
+    voucher recomputed then, and the month and invoice it adjusts."""
+    return {
+        "given_before": detail.get("given_before"),
+        "recomputed": detail.get("recomputed"),
+        "adjusted_period": detail.get("adjusted_period"),
+        "adjusted_invoice_number": detail.get("adjusted_invoice_number"),
+    }
+
+
+def _returns_doc(redemption: Any) -> list[dict[str, Any]]:
+    """What credit notes on the redemption's invoice gave back of it, in order."""
+    return [
+        {
+            "credit_note_number": back.credit_note.number,
+            "amount": _plain(back.amount),
+            "at": iso_utc(back.at),
+        }
+        for back in sorted(redemption.returns.all(), key=lambda row: (row.at, row.pk))
+    ]
 
 
 def _credit_notes_doc(invoice: Invoice) -> list[dict[str, Any]]:

@@ -62,7 +62,10 @@ The rules, in the order an invoice is built:
    once that draft is issued the line counts as billed, so nothing is carried twice and
    nothing is lost. An accepted dispute's credit (``billing.evidence``) is one more
    adjustment line, minus the credit, at the network service's rate of the terms in force
-   when it was accepted, on the invoice of the month it was accepted in.
+   when it was accepted, on the invoice of the month it was accepted in. A credit the
+   terms give as a voucher is compared the same way, per lease, with what the month's
+   vouchers give so far (``voucher_changes``): no line; issuing the draft issues a
+   supplementary voucher or reduces the month's vouchers (``billing.vouchers.adjust``).
 7. **Tax and totals.** Each price component carries its VAT rate in the terms: node rent
    lines the version's ``rent_tax_rate_percent``; network fee, traffic, 95th percentile
    and SLA credit lines (a credit reduces the network service) its

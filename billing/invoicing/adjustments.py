@@ -9,7 +9,7 @@ from collections import defaultdict
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import Q
+from django.db.models import Prefetch, Q
 
 from billing.choices import BILLED_INVOICE_STATUSES, CreditNoteKind, InvoiceStatus, LineKind
 from billing.invoicing.computed import (
@@ -17,13 +17,14 @@ from billing.invoicing.computed import (
     KIND_ORDER,
     ZERO,
     ComputedLine,
+    VoucherChange,
     iso,
     local,
     money,
     rate_text,
 )
 from billing.invoicing.lines import lease_part
-from billing.models import CreditNoteLine, Dispute, Invoice, InvoiceLine
+from billing.models import CreditNoteLine, Dispute, Invoice, InvoiceLine, Voucher, VoucherReduction
 from leases.models import Lease, Tenant
 from leases.selectors import TermsTimeline
 
@@ -88,22 +89,102 @@ def billed_so_far(invoice: Invoice) -> tuple[dict[Key, Decimal], dict[Key, list[
     return amounts, sources
 
 
-def adjustments(tenant: Tenant, period: str) -> list[ComputedLine]:
+def adjustments(
+    tenant: Tenant, period: str, vouchers: list[VoucherChange] | None = None
+) -> list[ComputedLine]:
     """Late changes to the billed months this draft is the next open invoice of: one
-    line per (lease, kind, rate) whose recomputation differs from what was billed so far."""
+    line per (lease, kind, rate) whose recomputation differs from what was billed so far.
+    A credit given as vouchers is no line: a change to it goes into ``vouchers`` when
+    given (``voucher_changes``)."""
     result: list[ComputedLine] = []
     for billed in adjustable_invoices(tenant, period):
-        result += _adjust_month(tenant, billed)
+        result += _adjust_month(tenant, billed, vouchers)
     return result
 
 
-def _adjust_month(tenant: Tenant, billed: Invoice) -> list[ComputedLine]:
+def month_vouchers(tenant_id: int, period: str) -> dict[int, list[Voucher]]:
+    """The live vouchers of the tenant's month, by lease, in issue order (the first is the
+    one the month's invoice issued, or the first a late result did): not void, issued
+    with an invoice that is not void."""
+    found: dict[int, list[Voucher]] = defaultdict(list)
+    rows = (
+        Voucher.objects.filter(tenant_id=tenant_id, period=period, voided_at__isnull=True)
+        .exclude(source_invoice__status=InvoiceStatus.VOID)
+        .select_related("lease")
+        .prefetch_related(
+            Prefetch("reductions", queryset=VoucherReduction.objects.select_related("invoice"))
+        )
+        .order_by("issued_at", "number")
+    )
+    for voucher in rows:
+        found[voucher.lease_id].append(voucher)
+    return found
+
+
+def given_so_far(vouchers: list[Voucher]) -> Decimal:
+    """What a month's vouchers give the lease so far: their amounts less the reductions
+    late results made (excess included: the lowering the month took, used or not)."""
+    total = ZERO
+    for voucher in vouchers:
+        total += voucher.amount
+        for reduction in voucher.reductions.all():
+            if reduction.invoice.status != InvoiceStatus.VOID:
+                total -= reduction.amount + reduction.excess
+    return total
+
+
+def voucher_changes(
+    tenant: Tenant, billed: Invoice, credits: list[ComputedLine]
+) -> list[VoucherChange]:
+    """The leases of a billed month whose credit, given as vouchers, is recomputed to
+    another amount than the month's vouchers give so far (``credits``: the voucher credits
+    the month earns now, as the lines they would be)."""
+    so_far = month_vouchers(tenant.pk, billed.period)
+    now = {line.lease.pk: line for line in credits if line.lease is not None}
+    leases = {line.lease.pk: line.lease for line in credits if line.lease is not None}
+    for lease_id, found in so_far.items():
+        leases.setdefault(lease_id, found[0].lease)
+    changes = []
+    for lease_id in sorted(leases, key=lambda pk: leases[pk].reference):
+        line = now.get(lease_id)
+        recomputed = -line.amount if line is not None else ZERO
+        given = given_so_far(so_far.get(lease_id, []))
+        if recomputed == given:
+            continue
+        changes.append(
+            VoucherChange(
+                lease=leases[lease_id],
+                period=billed.period,
+                adjusted_invoice=billed.pk,
+                adjusted_invoice_number=billed.number,
+                given=given,
+                recomputed=recomputed,
+                validity_months=(
+                    int(line.detail["voucher_validity_months"]) if line is not None else None
+                ),
+                detail=(
+                    {"recomputed_credit": {"description": line.description, **line.detail}}
+                    if line is not None
+                    else {"recomputed_credit": None}
+                ),
+            )
+        )
+    return changes
+
+
+def _adjust_month(
+    tenant: Tenant, billed: Invoice, vouchers: list[VoucherChange] | None = None
+) -> list[ComputedLine]:
     before = billed.period
     old, sources = billed_so_far(billed)
     leases = {lease.pk: lease for lease in Lease.objects.filter(pk__in={k[0] for k in old})}
     new: dict[Key, Decimal] = defaultdict(lambda: ZERO)
     new_lines: dict[Key, list[ComputedLine]] = defaultdict(list)
-    for line in lease_part(tenant, before):
+    credits: list[ComputedLine] = []
+    lines = lease_part(tenant, before, credits)
+    if vouchers is not None:
+        vouchers += voucher_changes(tenant, billed, credits)
+    for line in lines:
         new[line.key] += line.amount
         new_lines[line.key].append(line)
         if line.lease is not None:

@@ -121,6 +121,36 @@ class ComputedInvoice:
     # SLA credits the terms give as vouchers (billing.vouchers): the lines they would have
     # been, on no invoice; issuing the invoice issues them.
     voucher_credits: list[ComputedLine] = field(default_factory=list)
+    # Late changes to the credits earlier months gave as vouchers (rule 6): issuing the
+    # invoice supplements or reduces them (billing.vouchers.adjust).
+    voucher_changes: list[VoucherChange] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class VoucherChange:
+    """A billed month whose credit, given as vouchers, is recomputed to another amount
+    (rule 6): ``given`` the month's vouchers so far for the lease (issued, supplemented,
+    reduced; net), ``recomputed`` the voucher the credit is worth now (0.00 for none)."""
+
+    lease: Lease
+    period: str
+    adjusted_invoice: int
+    adjusted_invoice_number: str | None
+    given: Decimal
+    recomputed: Decimal
+    validity_months: int | None
+    detail: dict[str, Any]
+
+    @property
+    def difference(self) -> Decimal:
+        return self.recomputed - self.given
+
+    @property
+    def reason(self) -> str:
+        return (
+            f"SLA credit of {self.lease.reference} for {self.period} recomputed from late "
+            f"results: voucher {money(self.given)} → {money(self.recomputed)}"
+        )
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,12 @@ from django.utils.translation import gettext as _
 
 from billing.choices import BILLED_INVOICE_STATUSES, InvoiceStatus
 from billing.invoicing.adjustments import adjustments, dispute_credits
-from billing.invoicing.computed import ComputedInvoice, ComputedLine, check_period
+from billing.invoicing.computed import (
+    ComputedInvoice,
+    ComputedLine,
+    VoucherChange,
+    check_period,
+)
 from billing.invoicing.lines import lease_part, lease_share
 from billing.invoicing.summary import issued_message
 from billing.invoicing.windows import BILLED_STATUSES, billed_leases
@@ -33,8 +38,9 @@ def compute_invoice(*, tenant: Tenant, period: str) -> ComputedInvoice:
     check_period(period)
     start, end = Period.parse(period).bounds(tenant.time_zone)
     vouchers: list[ComputedLine] = []
+    changes: list[VoucherChange] = []
     leases = lease_part(tenant, period, vouchers)
-    lines = leases + adjustments(tenant, period) + dispute_credits(tenant, period)
+    lines = leases + adjustments(tenant, period, changes) + dispute_credits(tenant, period)
     totals = invoice_totals_by_rate([(line.amount, line.tax_rate_percent) for line in lines])
     rates = {line.tax_rate_percent for line in lines}
     return ComputedInvoice(
@@ -50,6 +56,7 @@ def compute_invoice(*, tenant: Tenant, period: str) -> ComputedInvoice:
         total=totals.total,
         network_cost_share=lease_share(leases),
         voucher_credits=vouchers,
+        voucher_changes=changes,
     )
 
 
@@ -150,10 +157,12 @@ def draft_period(
         if existing is not None and existing.status != InvoiceStatus.DRAFT:
             invoices.append(existing)
             continue
+        changes: list[VoucherChange] = []
         if (
             existing is None
             and not billed_leases(tenant=candidate, period=period)
-            and not adjustments(candidate, period)
+            and not adjustments(candidate, period, changes)
+            and not changes
             and not dispute_credits(candidate, period)
         ):
             continue  # nothing to bill and nothing to carry

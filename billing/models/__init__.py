@@ -8,11 +8,10 @@ from billing.models.invoices import (
     InvoiceEvent,
     InvoiceImmutable,
     InvoiceLine,
-    Voucher,
-    VoucherRedemption,
 )
 from billing.models.rollups import HourlyRollup, IngestCursor, RunningFigure, TrafficSample
 from billing.models.thresholds import Threshold, ThresholdCrossing
+from billing.models.vouchers import Voucher, VoucherRedemption, VoucherReduction, VoucherReturn
 
 __all__ = [
     "ChainCheckpoint",
@@ -36,4 +35,6 @@ __all__ = [
     "TrafficSample",
     "Voucher",
     "VoucherRedemption",
+    "VoucherReduction",
+    "VoucherReturn",
 ]

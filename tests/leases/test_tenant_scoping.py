@@ -21,6 +21,8 @@ from billing.models import (
     TrafficSample,
     Voucher,
     VoucherRedemption,
+    VoucherReduction,
+    VoucherReturn,
 )
 from incidents.models import Incident
 from leases import services, tenant_settings
@@ -112,7 +114,7 @@ def world():
         issued = billing_services.issue_invoice(
             invoice=november, force=True, reason="test world", now=at("2026-12-02 00:00")
         )
-        billing_services.create_credit_note(invoice=issued, reason="Reversed.")
+        note = billing_services.create_credit_note(invoice=issued, reason="Reversed.")
         # A voucher (billing.vouchers) and its redemption on a later invoice.
         voucher = Voucher.objects.create(
             tenant=membership.tenant,
@@ -126,8 +128,15 @@ def world():
             expires_at=at("2027-12-02 00:00"),
             description="SLA credit",
         )
-        VoucherRedemption.objects.create(
+        redemption = VoucherRedemption.objects.create(
             voucher=voucher, invoice=issued, amount="10.00", at=issued.issued_at
+        )
+        # What a credit note gave back of it, and what a late result took off.
+        VoucherReturn.objects.create(
+            redemption=redemption, credit_note=note, amount="1.00", at=issued.issued_at
+        )
+        VoucherReduction.objects.create(
+            voucher=voucher, invoice=issued, amount="1.00", at=issued.issued_at, reason="late"
         )
         checkpoints.create_checkpoint(lease=lease, period="2026-11", now=at("2026-12-01 00:00"))
         proof = evidence.submit_evidence(

@@ -208,6 +208,7 @@ def world():  # type: ignore[no-untyped-def]
         reverse("portal:evidence-upload", args=[lease.pk]),
         reverse("portal:tokens"),
         reverse("portal:invoices"),
+        reverse("portal:vouchers"),
         reverse("portal:invoice", args=[invoice.pk]),
         reverse("portal:signing-keys"),
         reverse("portal:amendment", args=[amendment.pk]),

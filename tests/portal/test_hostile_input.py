@@ -8,6 +8,7 @@ bodies that are not UTF-8, too many fields and bodies past the size limit. A for
 ours answers 400 with the reason shown beside its field; Django's own views (login,
 language switch) keep their answers, which are never a 5xx."""
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -85,6 +86,20 @@ def page_ids(admin, lease) -> dict[str, Any]:
     )
     invoice = october_invoice(tenant=admin.tenant, lease=lease)
     note = billing_services.create_credit_note(invoice=issued, reason="Goodwill.", now=NOW)
+    from billing.models import Voucher
+
+    voucher = Voucher.objects.create(
+        tenant=admin.tenant,
+        lease=lease,
+        source_invoice=issued,
+        number="GL-VC-2026-000001",
+        period="2026-09",
+        amount="100.00",
+        issued_at=NOW,
+        validity_months=12,
+        expires_at=NOW + timedelta(days=365),
+        description="SLA credit",
+    )
     token = tokens.issue_token(user=admin.user, scopes=["read"], name="ci").token
     from leases import services as lease_services
     from tests.factories import register_tenant_key
@@ -125,6 +140,7 @@ def page_ids(admin, lease) -> dict[str, Any]:
         "portal:credit-note-pdf": {"pk": note.pk},
         "portal:invoice-einvoice": {"pk": issued.pk},
         "portal:credit-note-einvoice": {"pk": note.pk},
+        "portal:voucher": {"pk": voucher.pk},
     }
 
 

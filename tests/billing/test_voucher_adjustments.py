@@ -21,8 +21,10 @@ import copy
 from decimal import Decimal as D
 
 import pytest
+import time_machine
 from django.core.exceptions import ValidationError
 from django.test import Client
+from rest_framework.test import APIClient
 
 from accounts.choices import Role
 from billing import audit, services, vouchers
@@ -377,3 +379,39 @@ def test_the_portal_lists_the_tenants_vouchers_with_their_ledger(world):
     stranger.force_login(MembershipFactory(role=Role.ADMIN).user)
     assert "No vouchers yet." in stranger.get("/vouchers/").content.decode()
     assert stranger.get(f"/vouchers/{first.pk}/").status_code == 404
+
+
+def test_the_api_shows_what_late_results_and_credit_notes_did_to_a_voucher(world):
+    """The same ledger through /api/v1/vouchers/, as an auditor's script reads it: a late
+    pass reduces November's voucher by 981.48 before it is used (654.32 left), December
+    uses all 654.32, and a full credit note on December gives the 654.32 back, so nothing
+    counts as redeemed and 654.32 is left, open until 2027-12-01 02:00."""
+    tenant, a, _b = world
+    admin = MembershipFactory(tenant=tenant, role=Role.ADMIN).user
+    api = APIClient(HTTP_ACCEPT_LANGUAGE="en")
+    api.force_authenticate(admin)
+    issue(tenant, NOVEMBER, AFTER_NOVEMBER)
+    late_link(a, "pass")
+    december = issue(tenant, DECEMBER, AFTER_DECEMBER)
+    services.create_credit_note(
+        invoice=december, reason="Goodwill.", kind="commercial", now=at("2027-01-10 10:00")
+    )
+    with time_machine.travel(at("2027-01-10 12:00"), tick=False):
+        [voucher] = api.get("/api/v1/vouchers/").json()["results"]
+    assert (voucher["number"], voucher["amount"], voucher["supplements"]) == (
+        "GL-VC-2026-000001",
+        "1635.80",
+        None,
+    )
+    assert (voucher["reduced"], voucher["redeemed"], voucher["remaining"]) == (
+        "981.48",
+        "0.00",
+        "654.32",
+    )
+    [used] = voucher["redemptions"]
+    assert (used["invoice_number"], used["amount"], used["returned"]) == (
+        december.number,
+        "654.32",
+        "654.32",
+    )
+    assert voucher["state"] == "open"

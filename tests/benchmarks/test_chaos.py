@@ -324,4 +324,8 @@ def test_killed_workers_broker_and_beat_lose_no_run_and_double_nothing(
         if "Sending due task chaos" in path.read_text()
     ]
     assert beats[holder_pid] in senders and len(senders) == 2, senders
-    assert sum("is standing by" in path.read_text() for path in beat_logs) >= 2
+    # Whichever of the two others took over when the lock expired (under load the late
+    # beat may be first), the beat that never sent said it stood by.
+    for n, path in zip((2, 3, 6), beat_logs, strict=True):
+        if n not in senders:
+            assert "is standing by" in path.read_text(), n

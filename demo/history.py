@@ -274,7 +274,7 @@ def _acceptance(demo: LeaseDemo, now: datetime) -> None:
 # --- the nodes' timelines, the sweeps, storing -------------------------------------------
 
 
-def _timelines(demo: LeaseDemo, now: datetime, days: int) -> None:
+def _timelines(demo: LeaseDemo, now: datetime, days: int, telemetry: timedelta) -> None:
     """Each port's timeline: a metered lease's drawn traffic, else a steady share of the
     contract; the node's probes on its data port; the flapping port's outages."""
     drawn = metered(demo, now, days)
@@ -309,7 +309,9 @@ def _timelines(demo: LeaseDemo, now: datetime, days: int) -> None:
                 if name in demo.reboots:
                     timeline.reboots = [demo.reboots[name]]
             if (demo.lease.reference, index, number) == (flap.reference, flap.node, flap.port):
-                timeline.outages = telemetry_demo.flap_outages(now, telemetry_demo.STEP_S)
+                timeline.outages = telemetry_demo.flap_outages(
+                    now, telemetry_demo.STEP_S, window=telemetry
+                )
             ports.append(timeline)
         demo.ports[name] = ports
 
@@ -335,7 +337,9 @@ def _nodes(lease: Lease) -> list[Node]:
     )
 
 
-def build(lease: Lease, now: datetime, days: int) -> LeaseDemo | None:
+def build(
+    lease: Lease, now: datetime, days: int, telemetry: timedelta = telemetry_demo.WINDOW
+) -> LeaseDemo | None:
     """The lease's whole history, not stored yet; None for a lease without nodes."""
     nodes = _nodes(lease)
     if not nodes:
@@ -352,7 +356,7 @@ def build(lease: Lease, now: datetime, days: int) -> LeaseDemo | None:
     )
     _acceptance(demo, now)
     _history(demo, now, days)
-    _timelines(demo, now, days)
+    _timelines(demo, now, days, telemetry)
     for heavy in demo.heavy:
         witnessed(demo, heavy)
     made = [(heavy.run, [demo.by_name[n] for n in heavy.nodes]) for heavy in demo.heavy]
@@ -405,11 +409,17 @@ def _telemetry_nodes(demo: LeaseDemo) -> list[telemetry_demo.DemoNode]:
     ]
 
 
-def load_history(*, now: datetime | None = None, days: int = DAYS) -> DemoHistory:
+def load_history(
+    *,
+    now: datetime | None = None,
+    days: int = DAYS,
+    telemetry: timedelta = telemetry_demo.WINDOW,
+) -> DemoHistory:
     """History for every active demo lease that has none (probes_enabled off: the demo's
-    own; the network lab's lease is measured for real): its runs, then the last stretch
-    of telemetry of every lease (``telemetry.demo.WINDOW``), each poll stored after the
-    runs that finished before it, so that the chain holds both in time order."""
+    own; the network lab's lease is measured for real): its runs, then the last
+    ``telemetry`` of every lease's telemetry (75 minutes: ``telemetry.demo.WINDOW``), each
+    poll stored after the runs that finished before it, so that the chain holds both in
+    time order."""
     from billing.ingest import ingest_all
 
     now = now or timezone.now()
@@ -419,7 +429,7 @@ def load_history(*, now: datetime | None = None, days: int = DAYS) -> DemoHistor
     )
     demos = []
     for lease in progress(list(leases.select_related("tenant")), desc="demo history", unit="lease"):
-        demo = build(lease, now, days)
+        demo = build(lease, now, days, telemetry)
         if demo is not None and demo.pending:
             demos.append(demo)
     if not demos:
@@ -435,7 +445,7 @@ def load_history(*, now: datetime | None = None, days: int = DAYS) -> DemoHistor
     # One transaction: thousands of small writes, committed (and on SQLite synced to disk)
     # once rather than each on its own.
     with transaction.atomic():
-        polls = telemetry_demo.poll_grid(now, telemetry_demo.STEP_S)
+        polls = telemetry_demo.poll_grid(now, telemetry_demo.STEP_S, telemetry)
         for demo in demos:
             store(demo, before=polls[0] if polls else None, now=now)
         loaded = telemetry_demo.load(
@@ -444,6 +454,7 @@ def load_history(*, now: datetime | None = None, days: int = DAYS) -> DemoHistor
             now=now,
             step_s=telemetry_demo.STEP_S,
             before_poll=before_poll,
+            window=telemetry,
         )
         for demo in demos:
             store(demo, before=None, now=now)

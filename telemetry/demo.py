@@ -51,17 +51,21 @@ class Flap:
 
 FLAP = Flap("ZY-2026-001", node=2, port=1)
 # The telemetry history the demo stores: every poll of the last 75 minutes, 30 s apart
-# (the terms' default telemetry interval).
+# (the terms' default telemetry interval). A shorter window (``demo --telemetry-minutes``)
+# loads faster; below FLAP_WINDOW it has no room for the flap, which is then left out.
 WINDOW = timedelta(minutes=75)
+FLAP_WINDOW = timedelta(minutes=30)
 MARGIN = timedelta(minutes=2)
 STEP_S = 30
 # The counters a poll reads before any outage: the carrier went down and up once at boot.
 CARRIER_CHANGES_AT_BOOT = 2
 
 
-def poll_grid(now: datetime, step_s: int) -> list[datetime]:
-    """The polls of the window before ``now``, ``step_s`` apart on the minute grid."""
-    first = now - WINDOW
+def poll_grid(now: datetime, step_s: int, window: timedelta = WINDOW) -> list[datetime]:
+    """The polls of the ``window`` before ``now``, ``step_s`` apart on the minute grid."""
+    if window <= timedelta(0):
+        return []
+    first = now - window
     first = first.replace(second=0, microsecond=0) + timedelta(minutes=1)
     polls, at = [], first
     while at <= now:
@@ -70,11 +74,15 @@ def poll_grid(now: datetime, step_s: int) -> list[datetime]:
     return polls
 
 
-def flap_outages(now: datetime, step_s: int, flap: Flap = FLAP) -> list[Outage]:
+def flap_outages(
+    now: datetime, step_s: int, flap: Flap = FLAP, window: timedelta = WINDOW
+) -> list[Outage]:
     """The flapping port's outages before ``now``: ``flap.events`` of them from about
     ``flap.ago`` on the poll grid, none across a whole hour, when link checks and heavy
-    probes run."""
-    polls = poll_grid(now, step_s)
+    probes run; none in a window shorter than ``FLAP_WINDOW``."""
+    if window < FLAP_WINDOW:
+        return []
+    polls = poll_grid(now, step_s, window)
     span = timedelta(seconds=step_s * (flap.every * (flap.events - 1) + 2))
     start = now - flap.ago
     hour = (start + span).replace(minute=0, second=0, microsecond=0)
@@ -274,6 +282,7 @@ def load(
     now: datetime,
     step_s: int,
     before_poll: Callable[[datetime], None],
+    window: timedelta = WINDOW,
 ) -> Loaded:
     """Every poll of the window before ``now`` over ``nodes``, stored by the telemetry
     cycle (``telemetry.services.record``); ``before_poll(at)`` runs first at each poll (the
@@ -281,7 +290,7 @@ def load(
     order)."""
     loaded = Loaded()
     by_name = {node.plan.hostname: node for node in nodes}
-    for at in poll_grid(now, step_s):
+    for at in poll_grid(now, step_s, window):
         before_poll(at)
         due = []
         for node in nodes:

@@ -3,7 +3,8 @@
 Every instant below is a wall-clock moment that once broke, or could break, month
 arithmetic: the last and first minute of a month in Asia/Shanghai (16:00 UTC the day
 before), New Year in Shanghai and in UTC, 29 February 2028 and 1 March 2027, and the 31st of
-31-day months. At each one the demo loads, ingest runs, `sla_report` and `bill --dry-run`
+31-day months. At each one the demo loads (a day of history and the last 30 minutes of
+telemetry, the flap included, which cross the turn), ingest runs, `sla_report` and `bill --dry-run`
 answer for this month and the last, the portal's pages render for a customer and for the
 provider, and this month's audit bundle verifies.
 """
@@ -63,7 +64,7 @@ def _client(username: str) -> Client:
 def test_demo_reports_bills_pages_and_bundle_at(instant):
     now = _instant(instant)
     with time_machine.travel(now, tick=False):
-        _run("demo", history_days=1)
+        _run("demo", history_days=1, telemetry_minutes=30)
         lease = Lease.objects.select_related("tenant").get(reference="ZY-2026-001")
         zone = lease.tenant.time_zone
         this_month = Period.containing(now, zone)

@@ -1,9 +1,11 @@
+from datetime import timedelta
+
 from django.core.management.base import BaseCommand
 
 from demo.history import load_history
 from demo.invoices import load_invoices
 from leases.demo import load_demo
-from telemetry.demo import FLAP
+from telemetry.demo import FLAP, FLAP_WINDOW
 from telemetry.demo import WINDOW as TELEMETRY_WINDOW
 
 
@@ -18,10 +20,18 @@ class Command(BaseCommand):
             default=21,
             help="Days of synthetic measurement history for the demo's leases (default 21).",
         )
+        parser.add_argument(
+            "--telemetry-minutes",
+            type=int,
+            default=int(TELEMETRY_WINDOW.total_seconds() // 60),
+            help="Minutes of fabric telemetry polls before now (default 75; 0 loads none, "
+            "under 30 leaves out the flapping port).",
+        )
 
     def handle(self, *args, **options):  # type: ignore[no-untyped-def]
         result = load_demo()
-        history = load_history(days=options["history_days"])
+        window = timedelta(minutes=max(0, options["telemetry_minutes"]))
+        history = load_history(days=options["history_days"], telemetry=window)
         invoices = load_invoices()
         self.stdout.write(
             f"Demo data ready: {result.tenants} tenants, {result.nodes} nodes, "
@@ -35,10 +45,15 @@ class Command(BaseCommand):
             )
             self.stdout.write(
                 f"Telemetry: {history.telemetry_polls} polls of the last "
-                f"{int(TELEMETRY_WINDOW.total_seconds() // 60)} minutes, "
+                f"{int(window.total_seconds() // 60)} minutes, "
                 f"{history.telemetry_samples} port intervals and {history.switch_readings} "
-                f"switch readings stored; a port of {FLAP.reference} flaps (manage.py "
-                f"fabric_health --lease {FLAP.reference})."
+                "switch readings stored"
+                + (
+                    f"; a port of {FLAP.reference} flaps (manage.py fabric_health --lease "
+                    f"{FLAP.reference})."
+                    if window >= FLAP_WINDOW
+                    else "."
+                )
             )
         self.stdout.write(
             f"Invoices: {invoices.issued} issued with an SLA credit, credit note "

@@ -374,7 +374,7 @@ def store(demo: LeaseDemo, *, before: datetime | None, now: datetime) -> int:
         return 0
     with transaction.atomic():
         runs = probe_services.bulk_store_runs(
-            runs=[run for run, _ in made], nodes=[nodes for _, (_, nodes) in made]
+            runs=[run for run, _ in made], nodes=[nodes for _, nodes in made]
         )
     link_pending(lease_id=demo.lease.pk, now=now)
     demo.stored += len(runs)

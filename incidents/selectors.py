@@ -129,7 +129,9 @@ def metering_gaps_at(
     )
 
 
-def metering_gap_spans(*, lease: Any, start: datetime, end: datetime) -> QuerySet[Incident]:
+def metering_gap_spans(
+    *, lease: Any, start: datetime, end: datetime
+) -> QuerySet[Incident, tuple[datetime, datetime | None]]:
     """(opened_at, closed_at) of the lease's metering gaps that reach into [start, end)."""
     return Incident.objects.filter(
         lease=lease, kind=MeteringIncidentKind.GAP, opened_at__lt=end, closed_at__gt=start

@@ -40,7 +40,9 @@ __all__ = [
 # --- read by billing ---
 
 
-def acceptance_rows(*, lease_id: int) -> QuerySet[ProbeRun]:
+def acceptance_rows(
+    *, lease_id: int
+) -> QuerySet[ProbeRun, tuple[datetime, str, str, datetime | None]]:
     """(slot, state, verdict, finished_at) of the lease's acceptance runs not skipped, in
     slot order (``gpulease_verify.window.billing_start`` reads them)."""
     return (
@@ -51,7 +53,9 @@ def acceptance_rows(*, lease_id: int) -> QuerySet[ProbeRun]:
     )
 
 
-def acceptance_rows_of(*, lease_ids: Iterable[int]) -> QuerySet[ProbeRun]:
+def acceptance_rows_of(
+    *, lease_ids: Iterable[int]
+) -> QuerySet[ProbeRun, tuple[int, datetime, str, str, datetime | None]]:
     """(lease id, slot, state, verdict, finished_at) of the leases' acceptance runs not
     skipped, by lease and slot: one query for a page of leases."""
     return (
@@ -86,7 +90,7 @@ def linked_rejudgements(
     )
 
 
-def failed_rejudgement_run_ids(*, lease: Any) -> QuerySet[Rejudgement]:
+def failed_rejudgement_run_ids(*, lease: Any) -> QuerySet[Rejudgement, Any]:
     """The ids (``run_id``) of the lease's runs re-judged a fail, as a subquery."""
     return Rejudgement.objects.filter(lease=lease, verdict=Verdict.FAIL).values("run_id")
 
@@ -137,7 +141,7 @@ def chain_stretch(*, lease: Any, first: int, last: int) -> list[ProbeRun]:
     )
 
 
-def chain_head_before(*, lease_id: int, end: datetime) -> tuple[int, str] | None:
+def chain_head_before(*, lease_id: int, end: datetime) -> tuple[int | None, str] | None:
     """(index, hash) of the lease's last link of a run whose slot is before ``end``; None
     when there is none."""
     return (

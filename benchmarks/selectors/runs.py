@@ -49,7 +49,7 @@ def run_node_links() -> QuerySet[Any]:
     return ProbeRun.nodes.through.objects.all()
 
 
-def newest_ok_finish(*, kind: str) -> QuerySet[ProbeRun]:
+def newest_ok_finish(*, kind: str) -> QuerySet[ProbeRun, Any]:
     """A subquery on the outer lease: when its newest run of ``kind`` that ended ``ok``
     finished (its (lease, kind, -slot) index)."""
     return (
@@ -59,7 +59,7 @@ def newest_ok_finish(*, kind: str) -> QuerySet[ProbeRun]:
     )
 
 
-def newest_counter_sweep(*, instant: datetime) -> QuerySet[ProbeRun]:
+def newest_counter_sweep(*, instant: datetime) -> QuerySet[ProbeRun, Any]:
     """A subquery on the outer lease: the parsed output of its newest counters sweep over
     by ``instant``, in the months a current reading can be in."""
     return (
@@ -77,7 +77,9 @@ def newest_counter_sweep(*, instant: datetime) -> QuerySet[ProbeRun]:
     )
 
 
-def run_counts_by_site_and_state(*, since: datetime, until: datetime) -> QuerySet[ProbeRun]:
+def run_counts_by_site_and_state(
+    *, since: datetime, until: datetime
+) -> QuerySet[Any, tuple[int, str, int]]:
     """(site id, state, count) of the runs with a slot in [since, until]."""
     return (
         ProbeRun.objects.filter(slot_at__gte=since, slot_at__lte=until)

@@ -173,3 +173,17 @@ def require_tenant_admin(user: Any, tenant: Any, refusal: str) -> str:
     if role != Role.ADMIN:
         raise PermissionDenied(refusal)
     return role
+
+
+# --- read by api ---
+
+
+def tokens_for_provider() -> "QuerySet[ApiToken]":
+    """Every API token, unscoped."""
+    return ApiToken.objects.all()
+
+
+def token_with_standing(*, prefix: str) -> ApiToken | None:
+    """The token of ``prefix`` with its holder and whether its standing still holds
+    (ApiToken.objects.with_standing); None when there is none."""
+    return ApiToken.objects.select_related("user").with_standing().filter(prefix=prefix).first()

@@ -13,6 +13,7 @@ from django.utils.translation import gettext as _
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 
+from accounts import selectors as token_selectors
 from accounts import services as tokens
 from accounts.models import ApiToken, split_token
 from accounts.selectors import lapse_reason
@@ -39,9 +40,7 @@ class ApiTokenAuthentication(authentication.BaseAuthentication):
             raise exceptions.AuthenticationFailed(
                 _("The API token is malformed: tokens read gpl_<prefix>_<secret>.")
             )
-        token = (
-            ApiToken.objects.select_related("user").with_standing().filter(prefix=prefix).first()
-        )
+        token = token_selectors.token_with_standing(prefix=prefix)
         if token is None or not token.matches(raw):
             raise exceptions.AuthenticationFailed(_("Unknown API token."))
         if token.revoked_at is not None:

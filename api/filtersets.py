@@ -7,6 +7,7 @@ from django.db.models import Exists, OuterRef, Q
 from django.utils.dateparse import parse_datetime
 
 from accounts.models import ApiToken
+from benchmarks import selectors as run_selectors
 from benchmarks.choices import Pattern, RunState, Trigger, Verdict
 from benchmarks.models import ProbeRun
 from billing.choices import InvoiceStatus
@@ -118,7 +119,7 @@ class ProbeRunFilterSet(filters.FilterSet):
         fields = ["lease", "kind", "state", "trigger", "verdict", "node", "batch", "slot_at"]
 
     def involving(self, queryset, name, value):  # type: ignore[no-untyped-def]
-        linked = ProbeRun.nodes.through.objects.filter(proberun_id=OuterRef("pk"), node_id=value)
+        linked = run_selectors.run_node_links().filter(proberun_id=OuterRef("pk"), node_id=value)
         held = NodeAssignment.objects.filter(
             lease_id=OuterRef("lease_id"),
             node_id=value,

@@ -20,6 +20,7 @@ from accounts.choices import Role, Scope, TokenState
 from accounts.models import ApiToken
 from api.base import StrictModelSerializer, StrictSerializer
 from api.fields import InstantField
+from benchmarks import selectors as run_selectors
 from benchmarks.choices import Pattern
 from benchmarks.models import ProbeRun
 from billing.balance import PaymentStatus, balance
@@ -491,7 +492,7 @@ class ProbeRunSerializer(serializers.ModelSerializer):
 
         ids = [row["id"] for row in rows]
         nodes: dict[int, list[str]] = {pk: [] for pk in ids}
-        through = ProbeRun.nodes.through.objects.filter(proberun_id__in=ids)
+        through = run_selectors.run_node_links().filter(proberun_id__in=ids)
         for run_id, hostname in through.order_by("node__hostname").values_list(
             "proberun_id", "node__hostname"
         ):
@@ -499,7 +500,7 @@ class ProbeRunSerializer(serializers.ModelSerializer):
         sweeps = [row for row in rows if row["pattern"] == Pattern.SWEEP]
         if sweeps:
             for run_id, hostnames in (
-                ProbeRun.objects.keyed((row["id"], row["slot_at"]) for row in sweeps)
+                run_selectors.runs_keyed((row["id"], row["slot_at"]) for row in sweeps)
                 .annotate(hostnames=SweptNodes("parsed"))
                 .values_list("pk", "hostnames")
             ):

@@ -19,6 +19,7 @@ from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from accounts import selectors as token_selectors
 from accounts import services as tokens
 from accounts.choices import Role
 from accounts.models import ApiToken
@@ -35,8 +36,8 @@ from api.views_cosign import (
     signed_fields,
     signing_answer,
 )
+from benchmarks import selectors as run_selectors
 from benchmarks import services as probe_services
-from benchmarks.models import ProbeRun
 from billing import probe_tax, running
 from billing import services as billing_services
 from billing.documents import document_language, einvoice, xlsx
@@ -54,7 +55,7 @@ from billing.models import (
 from billing.reports import sla_report
 from common.attachments import attachment
 from incidents import repair
-from incidents.models import Incident
+from incidents import selectors as incident_selectors
 from leases import selectors
 from leases import services as lease_services
 from leases.choices import LeaseStatus
@@ -495,7 +496,7 @@ def einvoice_response(build: Any) -> Response:
 class ProbeRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewSet):
     """Probe runs, newest slot first, with cursor pagination."""
 
-    queryset = ProbeRun.objects.all()
+    queryset = run_selectors.runs_for_provider()
     serializer_class = s.ProbeRunSerializer
     filterset_class = filtersets.ProbeRunFilterSet
     pagination_class = SlotCursorPagination
@@ -555,7 +556,7 @@ class IncidentViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseView
     network fault or mitigated it (incidents.repair); the fault and the resolution come from
     evidence and cannot be written."""
 
-    queryset = Incident.objects.all()
+    queryset = incident_selectors.incidents_for_provider()
     serializer_class = s.IncidentSerializer
     filterset_class = filtersets.IncidentFilterSet
     staff_permissions = {
@@ -601,7 +602,9 @@ class IncidentViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseView
     def optimize(self, queryset: QuerySet) -> QuerySet:
         return (
             queryset.select_related("lease", "terms")
-            .prefetch_related(Prefetch("runs", queryset=ProbeRun.objects.only("id", "slot_at")))
+            .prefetch_related(
+                Prefetch("runs", queryset=run_selectors.runs_for_provider().only("id", "slot_at"))
+            )
             .order_by("-opened_at", "-id")
         )
 
@@ -858,7 +861,7 @@ class ApiTokenViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseView
     """API tokens: your own, and as a tenant admin every token of your tenant (whoever
     holds or issued it). A new token is shown once, in the answer to its creation."""
 
-    queryset = ApiToken.objects.all()
+    queryset = token_selectors.tokens_for_provider()
     serializer_class = s.ApiTokenSerializer
     filterset_class = filtersets.ApiTokenFilterSet
     read_roles = ALL_ROLES | {"owner"}

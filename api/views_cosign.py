@@ -25,6 +25,7 @@ from api.fields import InstantField
 from api.permissions import SERVICE_DECIDES
 from api.serializers import SignedSerializer
 from benchmarks import acceptance
+from benchmarks import selectors as run_selectors
 from benchmarks.models import ProbeRun
 from gpulease_verify.canonical import canonical_json
 from leases import cosign
@@ -185,7 +186,7 @@ class TenantLinkSerializer(serializers.ModelSerializer):
 
 def _acceptance_run(lease: Lease, user: Any, run_id: int) -> ProbeRun:
     run = (
-        ProbeRun.objects.visible_to(user)
+        run_selectors.runs_visible_to(user)
         .filter(pk=run_id, lease=lease)
         .select_related("lease__tenant")
         .first()

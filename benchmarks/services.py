@@ -34,6 +34,7 @@ from benchmarks.missed_slots import mark_missed
 from benchmarks.models import (
     ProbeRun,
 )
+from benchmarks.models.outputs import store_unsaved
 from benchmarks.probes.plan import PlannedBatch, PlanNode, plan_batches
 from benchmarks.task_names import EXECUTE_BATCH
 from common.locks import locking
@@ -560,3 +561,25 @@ def _refuse_within_cooldown(lease: Lease, now: datetime) -> None:
     left = settings.RUN_NOW_COOLDOWN_S - (now - over_at).total_seconds()
     if left > 0:
         raise CoolingDown(lease=lease, retry_after_s=math.ceil(left))
+
+
+# --- written by billing, demo ---
+
+
+def record_sent_bytes(*, run: ProbeRun) -> None:
+    """Store the run's ``sent_bytes`` as it stands (one pruned row update)."""
+    ProbeRun.objects.filter(pk=run.pk, slot_at=run.slot_at).update(sent_bytes=run.sent_bytes)
+
+
+def bulk_store_runs(*, runs: Sequence[ProbeRun], nodes: Sequence[Iterable[Node]]) -> list[ProbeRun]:
+    """Store new runs (their texts first) and link each to its ``nodes`` (the same order),
+    in bulk; returns the runs stored."""
+    store_unsaved(runs)
+    stored = ProbeRun.objects.bulk_create(runs, batch_size=500)
+    links = [
+        ProbeRun.nodes.through(proberun_id=run.pk, node_id=node.pk)
+        for run, held in zip(stored, nodes, strict=True)
+        for node in held
+    ]
+    ProbeRun.nodes.through.objects.bulk_create(links, batch_size=1000)
+    return stored

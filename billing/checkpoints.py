@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from benchmarks import selectors as run_selectors
 from benchmarks.links import link_pending
-from benchmarks.models import ProbeRun
 from billing import invoicing
 from billing.audit_keys import signing_key
 from billing.models import ChainCheckpoint
@@ -32,12 +32,7 @@ if TYPE_CHECKING:
 def period_head(*, lease_id: int, end: datetime) -> tuple[int, str]:
     """The last link of a run whose slot is before ``end``: (index, hash); (0, genesis)
     when there is none."""
-    head = (
-        ProbeRun.objects.filter(lease_id=lease_id, chain_index__isnull=False, slot_at__lt=end)
-        .order_by("-chain_index")
-        .values_list("chain_index", "run_hash")
-        .first()
-    )
+    head = run_selectors.chain_head_before(lease_id=lease_id, end=end)
     return (head[0] or 0, head[1]) if head else (0, GENESIS)
 
 
@@ -54,9 +49,11 @@ def create_checkpoint(
     link_pending(lease_id=lease.pk, now=now)
     start, end = Period.parse(period).bounds(lease.tenant.time_zone)
     index, digest = period_head(lease_id=lease.pk, end=end)
-    period_links = ProbeRun.objects.filter(
-        lease=lease, slot_at__gte=start, slot_at__lt=end, chain_index__lte=index
-    ).count()
+    period_links = (
+        run_selectors.runs_in_period(lease=lease, start=start, end=end)
+        .filter(chain_index__lte=index)
+        .count()
+    )
     key = signing_key()
     info = public_key_info(key.public_key())
     checkpoint = ChainCheckpoint(

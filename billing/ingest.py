@@ -22,12 +22,12 @@ from django.db import transaction
 from django.db.models import Count, Max, Min, Q, QuerySet
 from django.utils import timezone
 
+from benchmarks import selectors as run_selectors
 from benchmarks.choices import Pattern, RunState, Tool, Trigger, Verdict
 from benchmarks.models import (
     NOT_PASSED,
     SLOT_REACH,
     ProbeRun,
-    Rejudgement,
     effective_terms_id,
     sample_verdict,
     with_confirmation,
@@ -62,7 +62,7 @@ from gpulease_verify.traffic import (
 from incidents import selectors as incident_selectors
 from incidents import services as incident_services
 from incidents.models import Incident
-from leases.choices import HEAVY_PROBE_KINDS, ProbeKind
+from leases.choices import ProbeKind
 from leases.contract_rules import in_weekly_windows
 from leases.models import Lease, LeaseTerms
 
@@ -163,14 +163,9 @@ def recompute_hours(*, lease: Lease, kind: str, hours: Iterable[datetime]) -> in
     for block in _blocks(hours):
         first, end = block[0], block[-1] + HOUR
         runs = with_effective_judgement(
-            ProbeRun.objects.filter(
-                lease=lease,
-                kind=kind,
-                trigger=Trigger.SCHEDULE,
-                state__in=FINAL,
-                slot_at__gte=first,
-                slot_at__lt=end,
-            ).select_related("terms")
+            run_selectors.scheduled_samples(
+                lease=lease, kind=kind, states=FINAL, start=first, end=end
+            )
         )
         runs = list(with_confirmation(runs) if kind in CONFIRMED_KINDS else runs)
         judged_by = _judged_by(runs, lease)
@@ -226,17 +221,11 @@ def short_throughput(*, lease: Lease, start: datetime, end: datetime) -> ShortSp
     maintenance windows of the terms they count under. Only samples that did not pass, or
     were re-judged, can make a slot short: one query on the ``run_not_passed`` index (two
     with a rejudgement)."""
-    rejudged = Rejudgement.objects.filter(lease=lease, verdict=Verdict.FAIL).values("run_id")
+    rejudged = run_selectors.failed_rejudgement_run_ids(lease=lease)
     runs = with_confirmation(
         with_effective_judgement(
-            ProbeRun.objects.filter(
-                lease=lease,
-                kind=ProbeKind.THROUGHPUT,
-                trigger=Trigger.SCHEDULE,
-                state__in=FINAL,
-                slot_at__gte=start - SLOT_REACH,
-                slot_at__lt=end,
-                deadline_at__gt=start,
+            run_selectors.scheduled_throughput_reaching(
+                lease=lease, states=FINAL, start=start, end=end
             )
             .filter(NOT_PASSED | Q(pk__in=rejudged))
             .select_related("terms")
@@ -353,16 +342,10 @@ def telemetry_down(
     """((node, port), interval) of the lease's telemetry that can make a link-check slot
     in [start, end) unavailable (``gpulease_verify.health.unavailable_only``), as the audit
     bundle carries them, in time order: one query, on the few intervals that are not up."""
+    from telemetry import selectors as telemetry_selectors
     from telemetry.links import as_sample
-    from telemetry.models import PortSample
 
-    rows = (
-        PortSample.objects.filter(batch__lease=lease, at__gt=start, at__lte=end + HOUR)
-        .filter(Q(up=False) | Q(down_cycles__gt=0))
-        .filter(disputed=False)
-        .select_related("node")
-        .order_by("at")
-    )
+    rows = telemetry_selectors.unavailable_samples(lease=lease, after=start, until=end + HOUR)
     return [((row.node.hostname, row.port), as_sample(row)) for row in rows]
 
 
@@ -372,9 +355,7 @@ def telemetry_down(
 def _counter_runs(lease: Lease):  # type: ignore[no-untyped-def]
     """The lease's scheduled counters runs that can hold readings: sweeps that are over
     (their nodes read one by one) and, stored before sweeps, per-node runs that ended ok."""
-    return ProbeRun.objects.filter(
-        lease=lease, kind=ProbeKind.COUNTERS, trigger=Trigger.SCHEDULE
-    ).filter(Q(state=RunState.OK) | Q(pattern=Pattern.SWEEP, finished_at__isnull=False))
+    return run_selectors.counter_reading_runs(lease=lease)
 
 
 READ = ("pk", "slot_at", "deadline_at", "pattern", "target", "state", "verdict", "parsed")
@@ -493,15 +474,7 @@ def _probe_senders(run: ProbeRun) -> list[str]:
 def _heavy_runs(*, lease: Lease, start: datetime, end: datetime) -> QuerySet[ProbeRun]:
     """The lease's finished heavy probes that ran in [start, end]: what the traffic
     samples of that span are taken away from."""
-    return ProbeRun.objects.filter(
-        lease=lease,
-        kind__in=HEAVY_PROBE_KINDS,
-        state=RunState.OK,
-        started_at__lte=end,
-        finished_at__gte=start,
-        slot_at__gte=start - SLOT_REACH,  # the partitions such runs can be in
-        slot_at__lte=end,
-    )
+    return run_selectors.heavy_runs_between(lease=lease, start=start, end=end)
 
 
 def probe_sends(*, lease: Lease, start: datetime, end: datetime) -> dict[str, list[ProbeSend]]:
@@ -567,9 +540,9 @@ def traffic_evidence(*, lease: Lease, start: datetime, end: datetime) -> QuerySe
     hi = max([end, *(slot for _pk, slot in after.values())])
     at_end = _counter_runs(lease).filter(slot_at=end).values("pk")  # closes the last slot
     heavy = _heavy_runs(lease=lease, start=lo, end=hi).values("pk")
-    return ProbeRun.objects.filter(
-        lease=lease, slot_at__gte=lo - SLOT_REACH, slot_at__lte=hi
-    ).filter(Q(pk__in=[pk for pk, _slot in edges]) | Q(pk__in=at_end) | Q(pk__in=heavy))
+    return run_selectors.runs_slotted_within(lease=lease, since=lo - SLOT_REACH, until=hi).filter(
+        Q(pk__in=[pk for pk, _slot in edges]) | Q(pk__in=at_end) | Q(pk__in=heavy)
+    )
 
 
 def recompute_traffic(*, lease: Lease, start: datetime, end: datetime) -> int:
@@ -590,7 +563,7 @@ def recompute_traffic(*, lease: Lease, start: datetime, end: datetime) -> int:
     before, after = _edges(lease, start, end, set(by_node))
     edges: dict[tuple[int, str], Reading] = {}
     for pk, slot_at, deadline_at, result in _read(
-        ProbeRun.objects.keyed([*before.values(), *after.values()]).values_list(*READ)
+        run_selectors.runs_keyed([*before.values(), *after.values()]).values_list(*READ)
     ):
         edges[(pk, result.node)] = reading_of(
             result.parsed, slot_at=slot_at, deadline_at=deadline_at
@@ -651,13 +624,7 @@ def _judged_until(run: ProbeRun, node: str, count: int) -> list[tuple[ProbeRun, 
     """The ``count`` latest judged samples of the run's target up to and including its
     slot, newest first, as (run, verdict): of a sweep's ``node``, the sweeps in which that
     node was judged; of any other run, the runs of its target that were."""
-    runs = ProbeRun.objects.filter(
-        lease_id=run.lease_id,
-        kind=run.kind,
-        pattern=run.pattern,
-        trigger=Trigger.SCHEDULE,
-        slot_at__lte=run.slot_at,
-    ).order_by("-slot_at")
+    runs = run_selectors.scheduled_runs_up_to(run=run)
     if run.pattern != Pattern.SWEEP:
         judged = runs.filter(
             target=run.target, state=RunState.OK, verdict__in=[Verdict.PASS, Verdict.FAIL]
@@ -707,7 +674,7 @@ def _sample_verdict_of(run: ProbeRun) -> str:
     confirmation (one query, for the few runs that fail)."""
     if run.verdict != Verdict.FAIL or run.kind not in CONFIRMED_KINDS:
         return run.verdict
-    return sample_verdict(with_confirmation(ProbeRun.objects.keyed([(run.pk, run.slot_at)]))[0])
+    return sample_verdict(with_confirmation(run_selectors.runs_keyed([(run.pk, run.slot_at)]))[0])
 
 
 def track_incident(
@@ -769,7 +736,7 @@ def pending_runs() -> QuerySet[ProbeRun]:
     """The finished runs ingest has not read yet (``ingested_at`` unset; a partial index
     holds just them): the one definition that ingest, issuing, ``/readyz`` and
     ``/metrics`` share. Not a cursor on finished_at: runs commit in any order of it."""
-    return ProbeRun.objects.filter(finished_at__isnull=False, ingested_at__isnull=True)
+    return run_selectors.runs_not_ingested()
 
 
 def ingest(*, limit: int = BATCH, notify: bool = True) -> IngestResult:
@@ -787,7 +754,7 @@ def ingest(*, limit: int = BATCH, notify: bool = True) -> IngestResult:
         # lease -> node -> slot of its first and of its last new counter reading
         first_new: dict[int, dict[str, datetime]] = defaultdict(dict)
         last_new: dict[int, dict[str, datetime]] = defaultdict(dict)
-        these = ProbeRun.objects.keyed((run.pk, run.slot_at) for run in batch)
+        these = run_selectors.runs_keyed((run.pk, run.slot_at) for run in batch)
         lock_in_key_order(these)  # the chain appender may be linking some of them
         leases = {run.lease_id: run.lease for run in batch}
         record_sent(batch)

@@ -29,6 +29,7 @@ from django.utils.translation import gettext as _
 
 from gpulease_verify.canonical import iso_utc
 from gpulease_verify.traffic import READING_REACH, Gap
+from incidents import selectors as incident_selectors
 from incidents import services as incident_services
 from incidents.choices import METERING_GAP_PATTERN, MeteringIncidentKind
 from incidents.models import Incident
@@ -58,11 +59,10 @@ def record(
     ``evidence``: gap -> (id, slot) of its two readings. Returns the incidents made now."""
     existing = {
         (incident.target, incident.opened_at): incident
-        for incident in Incident.objects.filter(
+        for incident in incident_selectors.metering_gaps_at(
             lease=lease,
-            kind=MeteringIncidentKind.GAP,
-            target__in={gap.node for gap in gaps},
-            opened_at__in={gap.start for gap in gaps},
+            targets={gap.node for gap in gaps},
+            opened_at={gap.start for gap in gaps},
         )
     }
     timeline: TermsTimeline | None = None
@@ -101,9 +101,9 @@ def reach(lease: Lease, start: datetime, end: datetime) -> timedelta:
     ``READING_REACH``, or farther where a recorded metering gap of the lease reaches over
     an edge."""
     farthest = READING_REACH
-    for opened_at, closed_at in Incident.objects.filter(
-        lease=lease, kind=MeteringIncidentKind.GAP, opened_at__lt=end, closed_at__gt=start
-    ).values_list("opened_at", "closed_at"):
+    for opened_at, closed_at in incident_selectors.metering_gap_spans(
+        lease=lease, start=start, end=end
+    ):
         assert closed_at is not None  # a gap is recorded once it is over
         farthest = max(farthest, start - opened_at, closed_at - end)
     return farthest
@@ -111,12 +111,7 @@ def reach(lease: Lease, start: datetime, end: datetime) -> timedelta:
 
 def within(*, tenant_id: int, start: datetime, end: datetime) -> QuerySet[Incident]:
     """The metering gaps of the tenant's leases that reach into ``[start, end)``."""
-    return Incident.objects.filter(
-        lease__tenant_id=tenant_id,
-        kind=MeteringIncidentKind.GAP,
-        opened_at__lt=end,
-        closed_at__gt=start,
-    )
+    return incident_selectors.metering_gaps_of_tenant(tenant_id=tenant_id, start=start, end=end)
 
 
 def bytes_within(incident: Incident, start: datetime, end: datetime) -> int:

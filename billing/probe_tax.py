@@ -23,6 +23,8 @@ from typing import Any
 
 from django.db.models import BooleanField, Count, ExpressionWrapper, Q, Sum
 
+from benchmarks import selectors as run_selectors
+from benchmarks import services as probe_services
 from benchmarks.choices import RunState
 from benchmarks.models import ProbeRun, slot_reach
 from benchmarks.models.outputs import load_texts
@@ -181,7 +183,7 @@ def _read_all(keys: Sequence[tuple[int, datetime]]) -> dict[int, dict[str, int]]
     fetched whole, with its texts and nodes, in three queries."""
     if not keys:
         return {}
-    whole = list(ProbeRun.objects.keyed(keys).prefetch_related("nodes"))
+    whole = list(run_selectors.runs_keyed(keys).prefetch_related("nodes"))
     load_texts(whole)
     read: dict[int, dict[str, int]] = {}
     unread: dict[str, list[int]] = defaultdict(list)  # reason -> run ids
@@ -213,7 +215,7 @@ def record_sent(runs: Iterable[ProbeRun]) -> None:
     for run in missing:
         run.sent_bytes = read.get(run.pk, {})
         # one pruned row update each: heavy runs are a few an hour per lease
-        ProbeRun.objects.filter(pk=run.pk, slot_at=run.slot_at).update(sent_bytes=run.sent_bytes)
+        probe_services.record_sent_bytes(run=run)
 
 
 Sent = dict[str, int]  # node -> bytes
@@ -238,18 +240,15 @@ def probe_tax_of(*, lease: Lease, period: str, listed: int | None = None) -> Pro
     A run counts when it sent bytes: ingest records ``{}`` for an output it cannot read,
     and such a run is neither counted nor listed."""
     start, end = Period.parse(period).bounds(lease.tenant.time_zone)
-    runs = ProbeRun.objects.filter(
+    # ingest records {} for an output it cannot read: such runs are left out
+    runs = run_selectors.heavy_runs_started_within(
         lease=lease,
-        kind__in=HEAVY_PROBE_KINDS,
-        state=RunState.OK,
-        started_at__gte=start,
-        started_at__lt=end,
-        finished_at__isnull=False,
+        start=start,
+        end=end,
         # a heavy run starts before its slot's deadline, at most its cadence after it:
         # this bounds the partitions and the index range read
-        slot_at__gte=start - slot_reach(_longest_heavy_cadence(lease)),
-        slot_at__lt=end,
-    ).exclude(sent_bytes={})  # ingest records {} for an output it cannot read
+        slots_from=start - slot_reach(_longest_heavy_cadence(lease)),
+    )
 
     totals: dict[Decimal | None, tuple[int, int, int]] = {}  # price -> runs, bytes, seconds
 
@@ -292,14 +291,9 @@ def probe_tax_of(*, lease: Lease, period: str, listed: int | None = None) -> Pro
         item = _taxed_run(row, row[7] if row[7] is not None else read_now.get(row[0], {}))
         if item is not None:
             ledger.runs.append(item)
-    ledger.deferred = ProbeRun.objects.filter(
-        lease=lease,
-        kind__in=HEAVY_PROBE_KINDS,
-        state=RunState.SKIPPED,
-        error__startswith=DEFERRED,
-        slot_at__gte=start,
-        slot_at__lt=end,
-    ).count()
+    ledger.deferred = run_selectors.deferred_heavy_count(
+        lease=lease, start=start, end=end, prefix=DEFERRED
+    )
     return ledger
 
 

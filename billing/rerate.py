@@ -33,10 +33,10 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from benchmarks.choices import Trigger, Verdict
+from benchmarks import selectors as run_selectors
+from benchmarks.choices import Verdict
 from benchmarks.links import link_pending, link_rejudgements, run_content
 from benchmarks.models import (
-    ProbeRun,
     Rejudgement,
     effective_terms_id,
     effective_verdict,
@@ -159,14 +159,7 @@ def _due(
     timeline = TermsTimeline.for_lease(lease)
     runs = (
         with_effective_judgement(
-            ProbeRun.objects.filter(
-                lease=lease,
-                # a confirmation is judged with the sample it confirms
-                trigger__in=[Trigger.SCHEDULE, Trigger.CONFIRMATION],
-                chain_index__isnull=False,
-                slot_at__gte=start,
-                slot_at__lt=end,
-            )
+            run_selectors.judged_links_within(lease=lease, start=start, end=end)
         )
         .select_related("lease", "terms")
         .order_by("chain_index")

@@ -31,8 +31,8 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
+from benchmarks import selectors as run_selectors
 from benchmarks.choices import RunState
-from benchmarks.models import ProbeRun
 from billing import invoicing, metering_gaps, vouchers
 from billing.choices import CreditNoteKind, InvoiceEventKind, InvoiceStatus
 from billing.ingest import pending_runs
@@ -147,10 +147,8 @@ def draft_period(
 def issue_blockers(invoice: Invoice) -> list[str]:
     """Why the invoice's month is not complete yet: runs of the tenant's leases with a
     slot in the month that have not finished, and finished ones ingest has not read."""
-    runs = ProbeRun.objects.filter(
-        lease__tenant_id=invoice.tenant_id,
-        slot_at__gte=invoice.period_start,
-        slot_at__lt=invoice.period_end,
+    runs = run_selectors.tenant_runs_in_period(
+        tenant_id=invoice.tenant_id, start=invoice.period_start, end=invoice.period_end
     )
     name = invoice.label
     blockers = []

@@ -50,12 +50,12 @@ from django.db import transaction
 from django.utils import timezone
 
 from benchmarks import selectors
+from benchmarks import services as probe_services
 from benchmarks import witness as switch_witness
 from benchmarks.choices import Pattern, Tool, Trigger
 from benchmarks.demo_traffic import WOBBLE, PortTimeline, ProbeBytes, Steady
 from benchmarks.links import link_pending
 from benchmarks.models import ProbeRun
-from benchmarks.models.outputs import store_unsaved
 from benchmarks.probes.plan import plan_batches
 from benchmarks.services import MANUAL_DEADLINE
 from common.progress import progress
@@ -377,14 +377,9 @@ def store(demo: LeaseDemo, *, before: datetime | None, now: datetime) -> int:
     if not made:
         return 0
     with transaction.atomic():
-        store_unsaved(run for run, _ in made)
-        runs = ProbeRun.objects.bulk_create([run for run, _ in made], batch_size=500)
-        links = [
-            ProbeRun.nodes.through(proberun_id=run.pk, node_id=node.pk)
-            for run, (_, nodes) in zip(runs, made, strict=True)
-            for node in nodes
-        ]
-        ProbeRun.nodes.through.objects.bulk_create(links, batch_size=1000)
+        runs = probe_services.bulk_store_runs(
+            runs=[run for run, _ in made], nodes=[nodes for _, nodes in made]
+        )
     link_pending(lease_id=demo.lease.pk, now=now)
     demo.stored += len(runs)
     return len(runs)

@@ -10,7 +10,7 @@ from typing import Any
 
 from django.db.models import Count, Q, QuerySet, Sum
 
-from incidents.choices import FabricIncidentKind, IncidentState
+from incidents.choices import FabricIncidentKind, IncidentState, MeteringIncidentKind
 from incidents.models import Incident
 from incidents.repair import REPAIR_KINDS
 
@@ -105,4 +105,46 @@ def repairs_overlapping(*, lease_id: int, start: datetime, end: datetime) -> lis
         .exclude(closed_at__lt=start)
         .prefetch_related("runs")
         .order_by("opened_at", "pk")
+    )
+
+
+# --- read by api, billing, portal ---
+
+
+def incidents_for_provider() -> QuerySet[Incident]:
+    """Every incident, unscoped."""
+    return Incident.objects.all()
+
+
+def metering_gaps_at(
+    *, lease: Any, targets: Iterable[str], opened_at: Iterable[datetime]
+) -> QuerySet[Incident]:
+    """The lease's metering-gap incidents of ``targets`` (nodes) opened at one of
+    ``opened_at`` (a gap's start)."""
+    return Incident.objects.filter(
+        lease=lease,
+        kind=MeteringIncidentKind.GAP,
+        target__in=targets,
+        opened_at__in=opened_at,
+    )
+
+
+def metering_gap_spans(
+    *, lease: Any, start: datetime, end: datetime
+) -> QuerySet[Incident, tuple[datetime, datetime | None]]:
+    """(opened_at, closed_at) of the lease's metering gaps that reach into [start, end)."""
+    return Incident.objects.filter(
+        lease=lease, kind=MeteringIncidentKind.GAP, opened_at__lt=end, closed_at__gt=start
+    ).values_list("opened_at", "closed_at")
+
+
+def metering_gaps_of_tenant(
+    *, tenant_id: int, start: datetime, end: datetime
+) -> QuerySet[Incident]:
+    """The metering gaps of the tenant's leases that reach into [start, end)."""
+    return Incident.objects.filter(
+        lease__tenant_id=tenant_id,
+        kind=MeteringIncidentKind.GAP,
+        opened_at__lt=end,
+        closed_at__gt=start,
     )

@@ -30,7 +30,7 @@ from decimal import Decimal
 from typing import Any
 
 from django.db import transaction
-from django.db.models import F, Value
+from django.db.models import F, QuerySet, Value
 from django.db.models.functions import Concat
 
 from common.locks import locking
@@ -244,3 +244,29 @@ def notify_after_commit(incident: Incident, event: str) -> None:
     from incidents.tasks import notify_incident
 
     transaction.on_commit(lambda: notify_incident.delay(incident.pk, event))
+
+
+# --- written by telemetry ---
+
+
+def lock_open_of_leases(*, lease_ids: Iterable[int], kind: str) -> QuerySet[Incident]:
+    """The open incidents of ``kind`` of the leases, locked for update."""
+    return locking(Incident.objects).filter(
+        lease_id__in=lease_ids,
+        kind=kind,
+        state=IncidentState.OPEN,
+    )
+
+
+def lock_open_at(
+    *, lease: Any, kind: str, target: str, patterns: Iterable[str]
+) -> QuerySet[Incident]:
+    """The lease's open incidents of ``kind`` at ``target`` by one of ``patterns``, locked
+    for update."""
+    return locking(Incident.objects).filter(
+        lease=lease,
+        kind=kind,
+        state=IncidentState.OPEN,
+        target=target,
+        pattern__in=patterns,
+    )

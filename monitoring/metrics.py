@@ -43,7 +43,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.cache import cache
-from django.db.models import Count, Min, OuterRef, Subquery
+from django.db.models import Min, Subquery
 from prometheus_client import (
     CollectorRegistry,
     GCCollector,
@@ -59,8 +59,8 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
+from benchmarks import selectors as run_selectors
 from benchmarks.choices import Pattern, RunState
-from benchmarks.models import SLOT_REACH, MissedRunCount, ProbeRun
 from billing.ingest import pending_runs
 from billing.lease_month import lease_month
 from billing.models import RunningFigure
@@ -180,12 +180,7 @@ def _last_good(leases: list[Lease]) -> dict[int, dict[str, datetime | None]]:
     one query, a subquery per kind that walks the (lease, kind, -slot) index."""
     kinds = list(ProbeKind.values)
     annotations = {
-        f"last_{kind}": Subquery(
-            ProbeRun.objects.filter(lease=OuterRef("pk"), kind=kind, state=RunState.OK)
-            .order_by("-slot_at")
-            .values("finished_at")[:1]
-        )
-        for kind in kinds
+        f"last_{kind}": Subquery(run_selectors.newest_ok_finish(kind=kind)) for kind in kinds
     }
     rows = Lease.objects.filter(pk__in=[lease.pk for lease in leases]).annotate(**annotations)
     return {
@@ -449,20 +444,12 @@ def _site_metrics(instant: datetime) -> Iterator[Metric]:
         labels=["site"],
     )
     by_state: dict[int, dict[str, int]] = defaultdict(dict)
-    for site_id, state, count in (
-        ProbeRun.objects.filter(slot_at__gte=instant - RUNS_WINDOW, slot_at__lte=instant)
-        .values_list("site_id", "state")
-        .annotate(n=Count("pk"))
-        .order_by()
+    for site_id, state, count in run_selectors.run_counts_by_site_and_state(
+        since=instant - RUNS_WINDOW, until=instant
     ):
         by_state[site_id][state] = count
-    queued = dict(
-        ProbeRun.objects.filter(state=RunState.SCHEDULED)
-        .values_list("site_id")
-        .annotate(n=Count("pk"))
-        .order_by()
-    )
-    missed_count = dict(MissedRunCount.objects.values_list("site_id", "total"))
+    queued = run_selectors.queued_counts_by_site()
+    missed_count = run_selectors.missed_totals_by_site()
     pending = pending_runs().filter(finished_at__lte=instant)
     oldest = dict(pending.values_list("site_id").annotate(oldest=Min("finished_at")).order_by())
     for site_id, code in sorted(sites.items(), key=lambda item: item[1]):
@@ -488,19 +475,7 @@ def _fabric_metrics(instant: datetime) -> Iterator[Metric]:
     counters sweep: one query for the sweeps (a subquery per lease walks its (kind, -slot)
     index), one for the nodes held, one for their NIC ports."""
     held = NodeAssignment.objects.in_force_at(instant).filter(lease__status=LeaseStatus.ACTIVE)
-    newest = (
-        ProbeRun.objects.filter(
-            lease=OuterRef("pk"),
-            kind=ProbeKind.COUNTERS,
-            pattern=Pattern.SWEEP,
-            finished_at__isnull=False,
-            # the months a current reading can be in, not every month held or made ahead
-            slot_at__gte=instant - SLOT_REACH,
-            slot_at__lte=instant,
-        )
-        .order_by("-slot_at")
-        .values("parsed")[:1]
-    )
+    newest = run_selectors.newest_counter_sweep(instant=instant)
     sweeps = dict(
         Lease.objects.filter(pk__in=held.values("lease_id"))
         .annotate(parsed=Subquery(newest))

@@ -21,9 +21,9 @@ from django.utils.translation import gettext_lazy
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
+from accounts import selectors as token_selectors
 from accounts import services as tokens
 from accounts.choices import Role, Scope, TokenState
-from accounts.models import ApiToken
 from accounts.selectors import role_scopes
 from api.permissions import roles_of
 from benchmarks.probes import guide as measuring_guide
@@ -285,7 +285,7 @@ def _tokens_page(
     zone = _zone(request)
     allowed = role_scopes(request.user)
     listed = list(
-        ApiToken.objects.visible_to(request.user).select_related("user", "issuer", "tenant")
+        token_selectors.tokens_visible_to(request.user).select_related("user", "issuer", "tenant")
     )
     for token in listed:
         token.state_label = TokenState(token.state).label  # type: ignore[attr-defined]
@@ -345,6 +345,6 @@ def token_list(request: HttpRequest) -> HttpResponse:
 def token_revoke(request: HttpRequest, pk: int) -> HttpResponse:
     """Revoke at once. Whose tokens one may revoke is whose one sees (ApiToken.visible_to:
     one's own, every token of a tenant one administers, staff all); any other is a 404."""
-    token = get_object_or_404(ApiToken.objects.visible_to(request.user), pk=pk)
+    token = get_object_or_404(token_selectors.tokens_visible_to(request.user), pk=pk)
     tokens.revoke_token(token=token, actor=request.user)
     return redirect("portal:tokens")

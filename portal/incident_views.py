@@ -19,6 +19,7 @@ from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.utils.translation import gettext as _
 
+from benchmarks import selectors as run_selectors
 from benchmarks.choices import Verdict
 from benchmarks.models import ProbeRun
 from billing.lease_month import LeaseMonth, lease_month
@@ -56,7 +57,7 @@ class MonthEffect:
 
 def _runs(user: Any, incident: Incident) -> list[ProbeRun]:
     return list(
-        ProbeRun.objects.visible_to(user)
+        run_selectors.runs_visible_to(user)
         .filter(incidents=incident)
         .only(
             "pk",

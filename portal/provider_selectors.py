@@ -24,8 +24,8 @@ from django.db.models import (
 )
 from django.db.models.functions import Coalesce
 
+from benchmarks import selectors as run_selectors
 from benchmarks.choices import RunState, Verdict
-from benchmarks.models import ProbeRun
 from billing import invoicing
 from billing.choices import LineKind
 from gpulease_verify.calculations import network_cost_share
@@ -139,9 +139,8 @@ class FabricHealth:
 def _runs_through_leaf(user, since: datetime, until: datetime) -> QuerySet:  # type: ignore[no-untyped-def]
     """Judged throughput runs of the window with at least one node under the outer leaf.
     A run between two nodes of the same leaf counts once for that leaf."""
-    through = ProbeRun.nodes.through
     return (
-        ProbeRun.objects.visible_to(user)
+        run_selectors.runs_visible_to(user)
         .filter(
             kind=ProbeKind.THROUGHPUT,
             state=RunState.OK,
@@ -150,7 +149,7 @@ def _runs_through_leaf(user, since: datetime, until: datetime) -> QuerySet:  # t
         )
         .filter(
             Exists(
-                through.objects.filter(
+                run_selectors.run_node_links().filter(
                     proberun_id=OuterRef("pk"), node__leaf_switch_id=OuterRef(OuterRef("pk"))
                 )
             )
@@ -337,6 +336,8 @@ def open_incidents(*, user) -> QuerySet:  # type: ignore[no-untyped-def]
     return (
         incident_selectors.open_for(user)
         .select_related("lease__tenant")
-        .prefetch_related(Prefetch("runs", queryset=ProbeRun.objects.only("pk").order_by("pk")))
+        .prefetch_related(
+            Prefetch("runs", queryset=run_selectors.runs_for_provider().only("pk").order_by("pk"))
+        )
         .order_by("opened_at", "pk")
     )

@@ -12,8 +12,9 @@ from django.db.models.functions import RowNumber, Trunc
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from benchmarks import selectors as run_selectors
 from benchmarks.choices import RunState, Verdict
-from benchmarks.models import NOT_PASSED, ProbeRun
+from benchmarks.models import NOT_PASSED
 from billing import sla
 from billing.choices import InvoiceStatus
 from billing.invoicing import LeaseCredit
@@ -145,7 +146,7 @@ MEASURED_THROUGHPUT = Q(kind=ProbeKind.THROUGHPUT, state=RunState.OK, measured_b
 
 
 def _latest_throughput(field: str) -> Subquery:
-    runs = ProbeRun.objects.filter(MEASURED_THROUGHPUT, lease=OuterRef("pk"))
+    runs = run_selectors.runs_for_provider().filter(MEASURED_THROUGHPUT, lease=OuterRef("pk"))
     return Subquery(runs.order_by("-slot_at", "-pk").values(field)[:1])
 
 
@@ -165,7 +166,7 @@ def worst_pairs(
         # slot_at bounds the index scan: a run starts by its slot's deadline, a cadence on.
         recent |= Q(lease_id=lease.pk, finished_at__gte=since, slot_at__gte=since - cadence)
     rows = (
-        ProbeRun.objects.visible_to(user)
+        run_selectors.runs_visible_to(user)
         .filter(MEASURED_THROUGHPUT, recent, finished_at__lte=instant)
         .annotate(
             rank=Window(
@@ -284,7 +285,7 @@ def _extremes(
     start = instant - timedelta(days=days)
     if days <= CHART_DAYS:
         rows = (
-            ProbeRun.objects.visible_to(user)
+            run_selectors.runs_visible_to(user)
             .filter(
                 lease=lease,
                 kind=kind,
@@ -438,7 +439,7 @@ def link_timeline(
     ports_down: dict[tuple[str, str], set[int]] = defaultdict(set)
     port_names: dict[str, set[str]] = defaultdict(set)
     for pattern, target, slot_at, verdict, state, parsed in (
-        ProbeRun.objects.visible_to(user)
+        run_selectors.runs_visible_to(user)
         .filter(lease=lease, kind=ProbeKind.LINK, slot_at__gte=start, slot_at__lt=instant)
         .filter(NOT_PASSED)
         .values_list("pattern", "target", "slot_at", "verdict", "state", "parsed")

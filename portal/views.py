@@ -30,7 +30,6 @@ from billing.reports import sla_report
 from common.attachments import attachment
 from gpulease_verify.units import plain
 from incidents import selectors as incident_selectors
-from incidents.models import Incident
 from leases.choices import ProbeKind
 from leases.contract_rules import DEFAULT_PROBE_CADENCE_S
 from leases.models import Lease, LeaseTerms, TermsAmendment
@@ -478,7 +477,7 @@ def lease_detail(request: HttpRequest, pk: int) -> HttpResponse:
         user=request.user, lease=lease, instant=chart_range.end, days=chart_range.days
     )
     timeline, link_summary = _timeline(links, zone, chart_range, bands)
-    incidents = Incident.objects.visible_to(request.user).filter(lease=lease)
+    incidents = incident_selectors.visible_to(request.user).filter(lease=lease)
     if month.chosen:  # that month's, as its SLA report counts them
         incidents = selectors.incidents_in(incidents, month.start, month.end)
     incidents = incidents.annotate(run_count=Count("runs")).order_by("-opened_at")[:50]

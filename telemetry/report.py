@@ -13,7 +13,6 @@ from decimal import Decimal
 from typing import Any
 
 from benchmarks import selectors, witness
-from benchmarks.models import ProbeRun
 from gpulease_verify import health
 from gpulease_verify import witness as witness_rules
 from gpulease_verify.canonical import iso_utc
@@ -48,9 +47,9 @@ def fabric_health(lease: Lease, *, since: datetime, until: datetime) -> dict[str
     )
     ports = witness.witness_ports(nodes)
     disputed = defaultdict(list)
-    for run in ProbeRun.objects.filter(
-        lease=lease, slot_at__gte=since, slot_at__lte=until, rule__startswith=witness_rules.RULE
-    ).order_by("slot_at"):
+    for run in selectors.integrity_disputes(
+        lease=lease, since=since, until=until, rule_prefix=witness_rules.RULE
+    ):
         disputed[run.target.split(">")[0]].append(
             {
                 "run": run.pk,

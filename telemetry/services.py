@@ -51,7 +51,6 @@ from gpulease_verify.telemetry import (
 )
 from incidents import services as incident_services
 from incidents.choices import FabricIncidentKind, IncidentState
-from incidents.models import Incident
 from leases.choices import LeaseStatus, ProbeKind
 from leases.models import Lease, LeaseTerms, Node, NodeAssignment
 from leases.selectors import TermsTimeline
@@ -673,10 +672,8 @@ def _judge(
     judging = {pk: Judged.by(h.terms) for pk, h in by_node.items()}
     existing = {
         (incident.lease_id, incident.target, incident.pattern): incident
-        for incident in locking(Incident.objects).filter(
-            lease_id__in={h.lease.pk for h in due},
-            kind=FabricIncidentKind.TELEMETRY,
-            state=IncidentState.OPEN,
+        for incident in incident_services.lock_open_of_leases(
+            lease_ids={h.lease.pk for h in due}, kind=FabricIncidentKind.TELEMETRY
         )
     }
     judged = set(moved)
@@ -786,12 +783,11 @@ def clear_port(
             ]
         )
         note = f"Cleared by {by} at {at:%Y-%m-%d %H:%M} UTC: {clearance.reason}"
-        for incident in locking(Incident.objects).filter(
+        for incident in incident_services.lock_open_at(
             lease=lease,
             kind=FabricIncidentKind.TELEMETRY,
-            state=IncidentState.OPEN,
             target=f"{node.hostname}:{port}",
-            pattern__in=["link_flap", "link_drop"],
+            patterns=["link_flap", "link_drop"],
         ):
             incident_services.close(
                 incident, at=at, actor=incident_services.Actor.person(by), note=note

@@ -10,8 +10,7 @@ from typing import Any
 
 from django.db.models import Prefetch, Q
 
-from benchmarks.choices import Trigger
-from benchmarks.models import ProbeRun
+from benchmarks import selectors as run_selectors
 from billing import invoicing, sla, vouchers
 from billing.models import (
     CreditNote,
@@ -306,14 +305,12 @@ def _closing_run(incident: Incident) -> int | None:
     run's finish): a scheduled run of the incident's lease, kind, pattern and target."""
     if incident.closed_source != "ingest" or incident.closed_at is None:
         return None
-    runs = ProbeRun.objects.filter(
+    runs = run_selectors.scheduled_closing_runs(
         lease_id=incident.lease_id,
         kind=incident.kind,
         pattern=incident.pattern,
-        trigger=Trigger.SCHEDULE,
-        slot_at__gte=incident.opened_at,
-        slot_at__lte=incident.closed_at,
-        finished_at=incident.closed_at,
+        opened_at=incident.opened_at,
+        closed_at=incident.closed_at,
     )
     if incident.pattern != "sweep":
         runs = runs.filter(target=incident.target)

@@ -9,14 +9,13 @@ from typing import Any
 from django.db.models import Max, Min
 from django.utils import timezone
 
+from benchmarks import selectors as run_selectors
 from benchmarks.choices import Trigger
 from benchmarks.links import link_pending
 from benchmarks.models import (
-    SLOT_REACH,
     ProbeRun,
     effective_terms_id,
     effective_verdict,
-    with_effective_judgement,
 )
 from benchmarks.models.outputs import load_texts
 from billing import checkpoints, ingest, invoicing, metering, metering_gaps
@@ -29,7 +28,6 @@ from gpulease_verify.canonical import CANONICAL, iso_utc
 from gpulease_verify.chain import GENESIS, HASH_RULE
 from gpulease_verify.periods import Period
 from gpulease_verify.terms import terms_content
-from leases.choices import ProbeKind
 from leases.links import terms_fields
 from leases.models import Lease, LeaseTerms
 from leases.selectors import TermsTimeline
@@ -162,7 +160,7 @@ def _bundle(*, lease: Lease, period: str, now: datetime, include_raw: bool) -> d
     billed = month.window
     window_start, window_end, accepted = billed.start, billed.end, billed.accepted
 
-    in_period = ProbeRun.objects.filter(lease=lease, slot_at__gte=start, slot_at__lt=end)
+    in_period = run_selectors.runs_in_period(lease=lease, start=start, end=end)
     bounds = in_period.filter(chain_index__isnull=False).aggregate(
         lo=Min("chain_index"), hi=Max("chain_index")
     )
@@ -175,29 +173,12 @@ def _bundle(*, lease: Lease, period: str, now: datetime, include_raw: bool) -> d
             bounds = {"lo": min(bounds["lo"], reach["lo"]), "hi": max(bounds["hi"], reach["hi"])}
         # And the throughput samples of a slot that began before the period and reaches
         # into it: they can degrade its first link minutes (gpulease_verify.compliance).
-        spanning = ProbeRun.objects.filter(
-            lease=lease,
-            kind=ProbeKind.THROUGHPUT,
-            trigger__in=(Trigger.SCHEDULE, Trigger.CONFIRMATION),
-            slot_at__gte=start - SLOT_REACH,
-            slot_at__lt=start,
-            deadline_at__gt=start,
-            chain_index__isnull=False,
-        ).aggregate(lo=Min("chain_index"))
-        if spanning["lo"] is not None:
-            bounds["lo"] = min(bounds["lo"], spanning["lo"])
+        spanning = run_selectors.spanning_throughput_start(lease=lease, start=start)
+        if spanning is not None:
+            bounds["lo"] = min(bounds["lo"], spanning)
     runs: list[ProbeRun] = []
     if bounds["lo"] is not None:
-        runs = list(
-            with_effective_judgement(
-                ProbeRun.objects.filter(
-                    lease=lease, chain_index__gte=bounds["lo"], chain_index__lte=bounds["hi"]
-                )
-            )
-            .select_related("lease", "terms")
-            .prefetch_related("nodes")
-            .order_by("chain_index")
-        )
+        runs = run_selectors.chain_stretch(lease=lease, first=bounds["lo"], last=bounds["hi"])
     if include_raw:
         load_texts(runs)
     window = (window_start, window_end)

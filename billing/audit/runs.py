@@ -7,8 +7,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Q
-
+from benchmarks import selectors as run_selectors
 from benchmarks.links import rejudgement_link_content, run_content
 from benchmarks.models import ProbeRun, Rejudgement, effective_verdict
 from benchmarks.selectors import plan_nodes, ports_of
@@ -84,14 +83,8 @@ def _rejudgements_doc(
     its first and last run (so the stretch has no gap), in chain order."""
     if first is None or last is None:
         return []
-    return list(
-        Rejudgement.objects.filter(lease=lease, chain_index__isnull=False)
-        .filter(
-            Q(run_id__in=[run.pk for run in runs])
-            | Q(chain_index__gte=first, chain_index__lte=last)
-        )
-        .select_related("lease", "run", "terms")
-        .order_by("chain_index")
+    return run_selectors.linked_rejudgements(
+        lease=lease, run_ids=[run.pk for run in runs], first=first, last=last
     )
 
 
@@ -121,12 +114,7 @@ def _acceptance_doc(lease: Lease, accepted: datetime | None) -> dict[str, Any] |
     their latest finish (``gpulease_verify.window.billing_start``)."""
     if accepted is None:
         return None
-    runs = (
-        ProbeRun.objects.filter(lease=lease, trigger="acceptance", chain_index__isnull=False)
-        .exclude(state="skipped")
-        .select_related("lease", "terms")
-        .order_by("slot_at", "pk")
-    )
+    runs = run_selectors.acceptance_links(lease=lease)
     attempts: dict[datetime, list[ProbeRun]] = {}
     for run in runs:
         attempts.setdefault(run.slot_at, []).append(run)

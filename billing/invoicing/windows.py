@@ -14,8 +14,7 @@ from typing import Any
 
 from django.db.models import Q
 
-from benchmarks.choices import RunState, Trigger
-from benchmarks.models import ProbeRun
+from benchmarks import selectors as run_selectors
 from billing.invoicing.computed import iso
 from gpulease_verify import window as window_rules
 from gpulease_verify.calculations import overlap_seconds
@@ -35,12 +34,7 @@ def billing_start(lease: Lease) -> datetime | None:
     unparsable or missed, every verdict given is "pass" and there is at least one. Billing
     starts at the latest ``finished_at`` of its runs. Attempts are tried in slot order.
     """
-    runs = (
-        ProbeRun.objects.filter(lease_id=lease.pk, trigger=Trigger.ACCEPTANCE)
-        .exclude(state=RunState.SKIPPED)
-        .order_by("slot_at", "pk")
-        .values_list("slot_at", "state", "verdict", "finished_at")
-    )
+    runs = run_selectors.acceptance_rows(lease_id=lease.pk)
     return window_rules.billing_start(runs)
 
 
@@ -48,12 +42,7 @@ def billing_starts(lease_ids: Iterable[int]) -> dict[int, datetime | None]:
     """``billing_start`` of many leases in one query (a page of leases)."""
     runs: dict[int, list[tuple[datetime, str, str, datetime | None]]] = defaultdict(list)
     ids = list(lease_ids)
-    for lease_id, *row in (
-        ProbeRun.objects.filter(lease_id__in=ids, trigger=Trigger.ACCEPTANCE)
-        .exclude(state=RunState.SKIPPED)
-        .order_by("lease_id", "slot_at", "pk")
-        .values_list("lease_id", "slot_at", "state", "verdict", "finished_at")
-    ):
+    for lease_id, *row in run_selectors.acceptance_rows_of(lease_ids=ids):
         runs[lease_id].append(tuple(row))  # type: ignore[arg-type]
     return {lease_id: window_rules.billing_start(runs[lease_id]) for lease_id in ids}
 

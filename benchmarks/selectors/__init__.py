@@ -130,3 +130,9 @@ def last_on_demand_over_at(*, lease_id: int) -> datetime | None:
     return ProbeRun.objects.filter(
         lease_id=lease_id, trigger__in=ON_DEMAND, finished_at__isnull=False
     ).aggregate(last=Max("finished_at"))["last"]
+
+
+# --- read by billing, api, portal, monitoring, telemetry ---
+# Their homes are the modules named; each module's __all__ is what it offers.
+from benchmarks.selectors.billed import *  # noqa: E402, F403
+from benchmarks.selectors.runs import *  # noqa: E402, F403

@@ -39,19 +39,13 @@ from api.views_cosign import (
 from benchmarks import selectors as run_selectors
 from benchmarks import services as probe_services
 from billing import probe_tax, running
+from billing import selectors as billing_selectors
 from billing import services as billing_services
 from billing.documents import document_language, einvoice, xlsx
 from billing.documents import pdf as invoice_pdf
 from billing.documents.rows import invoice_document
 from billing.lease_month import lease_month
-from billing.models import (
-    CreditNote,
-    CreditNoteLine,
-    Invoice,
-    InvoiceEvent,
-    Voucher,
-    VoucherRedemption,
-)
+from billing.models import Invoice
 from billing.reports import sla_report
 from common.attachments import attachment
 from incidents import repair
@@ -613,7 +607,7 @@ class InvoiceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewS
     """Invoices with their lines. Issuing, voiding and credit notes are provider staff's
     (billing.services); a tenant reads its own."""
 
-    queryset = Invoice.objects.all()
+    queryset = billing_selectors.invoices_for_provider()
     serializer_class = s.InvoiceSerializer
     filterset_class = filtersets.InvoiceFilterSet
     staff_permissions = {
@@ -624,34 +618,8 @@ class InvoiceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewS
     }
 
     def optimize(self, queryset: QuerySet) -> QuerySet:
-        from billing.models import InvoiceLine
-
-        return (
-            queryset.select_related("tenant")
-            .prefetch_related(
-                Prefetch(
-                    "lines",
-                    queryset=InvoiceLine.objects.select_related("lease").order_by("position"),
-                ),
-                Prefetch(
-                    "credit_notes",
-                    queryset=CreditNote.objects.only("id", "invoice_id", "total", "issued_at"),
-                ),
-                Prefetch(
-                    "events",
-                    queryset=InvoiceEvent.objects.select_related("actor", "credit_note").order_by(
-                        "at", "id"
-                    ),
-                ),
-                Prefetch(
-                    "voucher_redemptions",
-                    queryset=VoucherRedemption.objects.select_related("voucher", "invoice")
-                    .prefetch_related("returns")
-                    .order_by("at", "id"),
-                ),
-                Prefetch("vouchers_issued", queryset=Voucher.objects.only("id", "number")),
-            )
-            .order_by("-period", "tenant__name", "id")
+        return billing_selectors.with_invoice_detail(invoices=queryset).order_by(
+            "-period", "tenant__name", "id"
         )
 
     def _answer(self, invoice: Invoice, code: int = status.HTTP_200_OK) -> Response:
@@ -806,7 +774,9 @@ class InvoiceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewS
                 actor=request.user,
             )
         )
-        note = CreditNoteViewSet.lines_prefetched(CreditNote.objects.filter(pk=note.pk)).get()
+        note = billing_selectors.with_credit_note_lines(
+            notes=billing_selectors.credit_notes_for_provider().filter(pk=note.pk)
+        ).get()
         return Response(s.CreditNoteSerializer(note).data, status=status.HTTP_201_CREATED)
 
 
@@ -814,23 +784,14 @@ class CreditNoteViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseVi
     """Credit notes (红字发票), each referencing the invoice it corrects; read-only here,
     made through ``POST /invoices/{id}/credit-notes/``."""
 
-    queryset = CreditNote.objects.all()
+    queryset = billing_selectors.credit_notes_for_provider()
     serializer_class = s.CreditNoteSerializer
     filterset_class = filtersets.CreditNoteFilterSet
 
-    @staticmethod
-    def lines_prefetched(queryset: QuerySet) -> QuerySet:
-        return queryset.select_related("tenant", "invoice").prefetch_related(
-            Prefetch(
-                "lines",
-                queryset=CreditNoteLine.objects.select_related("lease", "original_line").order_by(
-                    "position"
-                ),
-            )
-        )
-
     def optimize(self, queryset: QuerySet) -> QuerySet:
-        return self.lines_prefetched(queryset).order_by("-issued_at", "-id")
+        return billing_selectors.with_credit_note_lines(notes=queryset).order_by(
+            "-issued_at", "-id"
+        )
 
     @extend_schema(
         responses={200: OpenApiTypes.OBJECT},
@@ -847,7 +808,7 @@ class VoucherViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewS
     its ledger (redemptions, what is left, its state). Read-only: issuing an invoice issues
     and applies them (billing.vouchers)."""
 
-    queryset = Voucher.objects.all()
+    queryset = billing_selectors.vouchers_for_provider()
     serializer_class = s.VoucherSerializer
     filterset_class = filtersets.VoucherFilterSet
 

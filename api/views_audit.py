@@ -46,8 +46,8 @@ from api.views_cosign import SigningContentSerializer, signed_fields, signing_an
 from benchmarks.models import ProbeRun
 from billing import audit
 from billing import evidence as evidence_services
+from billing import selectors as billing_selectors
 from billing.models import (
-    ChainCheckpoint,
     Dispute,
     DisputeEvent,
     DisputeState,
@@ -262,7 +262,7 @@ class LeaseCheckpointViewSet(BaseViewSet):
     )
     def list_checkpoints(self, request: Request, pk: str | None = None) -> Response:
         lease = self.get_object()
-        rows = ChainCheckpoint.objects.visible_to(request.user).filter(lease=lease)
+        rows = billing_selectors.chain_checkpoints_of(user=request.user, lease=lease)
         if "period" in request.query_params:
             row = rows.filter(period=s.PeriodSerializer.of(request)).first()
             if row is None:
@@ -342,7 +342,9 @@ class LeaseEvidenceViewSet(BaseViewSet):
     @extend_schema(responses={200: EvidenceSerializer(many=True)}, summary="Evidence on a lease")
     def list_evidence(self, request: Request, pk: str | None = None) -> Response:
         lease = self.get_object()
-        rows = _evidence_rows(Evidence.objects.visible_to(request.user).filter(lease=lease))
+        rows = _evidence_rows(
+            billing_selectors.evidence_visible_to(request.user).filter(lease=lease)
+        )
         return Response(EvidenceSerializer(rows.order_by("-measured_at", "-id"), many=True).data)
 
     @extend_schema(
@@ -364,14 +366,14 @@ class LeaseEvidenceViewSet(BaseViewSet):
             measured_at=data.get("measured_at"),
             note=data.get("note", ""),
         )
-        item = _evidence_rows(Evidence.objects.filter(pk=item.pk)).get()
+        item = _evidence_rows(billing_selectors.evidence_for_provider().filter(pk=item.pk)).get()
         return Response(EvidenceSerializer(item).data, status=status.HTTP_201_CREATED)
 
 
 class EvidenceViewSet(mixins.RetrieveModelMixin, BaseViewSet):
     """One piece of customer evidence, with the raw output as posted."""
 
-    queryset = Evidence.objects.all()
+    queryset = billing_selectors.evidence_for_provider()
     serializer_class = EvidenceDetailSerializer
 
     def optimize(self, queryset: QuerySet) -> QuerySet:
@@ -381,7 +383,7 @@ class EvidenceViewSet(mixins.RetrieveModelMixin, BaseViewSet):
 class DisputeViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewSet):
     """Disputes: opened by the tenant admin, decided by provider staff, every step kept."""
 
-    queryset = Dispute.objects.all()
+    queryset = billing_selectors.disputes_for_provider()
     serializer_class = DisputeSerializer
     filterset_class = DisputeFilterSet
     write_roles = TENANT_WRITERS
@@ -394,17 +396,12 @@ class DisputeViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewS
     }
 
     def optimize(self, queryset: QuerySet) -> QuerySet:
-        return (
-            queryset.select_related("lease", "opened_by", "decided_by")
-            .prefetch_related(
-                Prefetch("events", queryset=DisputeEvent.objects.select_related("actor")),
-                Prefetch("evidence", queryset=Evidence.objects.only("id")),
-            )
-            .order_by("-created_at", "-id")
+        return billing_selectors.with_dispute_history(disputes=queryset).order_by(
+            "-created_at", "-id"
         )
 
     def _answer(self, dispute: Dispute, code: int = status.HTTP_200_OK) -> Response:
-        fresh = self.optimize(Dispute.objects.filter(pk=dispute.pk)).get()
+        fresh = self.optimize(billing_selectors.disputes_for_provider().filter(pk=dispute.pk)).get()
         return Response(DisputeSerializer(fresh).data, status=code)
 
     @extend_schema(

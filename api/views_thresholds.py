@@ -17,6 +17,7 @@ from rest_framework.response import Response
 from accounts.choices import Role
 from api.base import BaseViewSet, StrictSerializer
 from api.permissions import SERVICE_DECIDES
+from billing import selectors as billing_selectors
 from billing import thresholds
 from billing.choices import ThresholdKind
 from billing.models import Threshold, ThresholdCrossing
@@ -110,7 +111,7 @@ class ThresholdViewSet(
     """Usage and spend thresholds: the first sample of a month that takes a figure to its
     value sends a signed webhook (event ``threshold.crossed``) and an e-mail, once."""
 
-    queryset = Threshold.objects.all()
+    queryset = billing_selectors.thresholds_for_provider()
     serializer_class = ThresholdSerializer
     write_roles = ADMINS
     http_method_names = ["get", "post", "patch", "delete", "head", "options"]

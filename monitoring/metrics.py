@@ -61,6 +61,7 @@ from prometheus_client.registry import Collector
 
 from benchmarks import selectors as run_selectors
 from benchmarks.choices import Pattern, RunState
+from billing import selectors as billing_selectors
 from billing.ingest import pending_runs
 from billing.lease_month import lease_month
 from billing.models import RunningFigure
@@ -241,9 +242,9 @@ def _running_figures(rows: list[selectors.LeaseRow]) -> dict[int, RunningFigure]
     periods = set(current.values())
     periods |= {str(Period.parse(period).previous) for period in periods}
     newest: dict[int, RunningFigure] = {}
-    for figure in RunningFigure.objects.filter(
-        lease_id__in=list(current), period__in=sorted(periods)
-    ).order_by("lease_id", "period"):
+    for figure in billing_selectors.running_figures_of(
+        lease_ids=list(current), periods=sorted(periods)
+    ):
         if figure.period <= current[figure.lease_id]:
             newest[figure.lease_id] = figure  # the later month wins
     return newest

@@ -27,8 +27,8 @@ from django.views.decorators.http import require_GET
 from accounts.selectors import has_role
 from api.views_audit import AUDIT_READERS
 from billing import audit
+from billing import selectors as billing_selectors
 from billing.lease_month import lease_month
-from billing.models import ChainCheckpoint
 from billing.reports import sla_report
 from common.attachments import attachment
 from common.querysets import is_provider_staff
@@ -84,8 +84,7 @@ def lease_sla(request: HttpRequest, pk: int) -> HttpResponse:
         return months.refused(request, lease, refusal)
     rows = selectors.sla_history(user=request.user, lease=lease, instant=instant)
     checkpoints = list(
-        ChainCheckpoint.objects.visible_to(request.user)
-        .filter(lease=lease)
+        billing_selectors.chain_checkpoints_of(user=request.user, lease=lease)
         .select_related("lease")
         .order_by("-period")
     )
@@ -136,7 +135,7 @@ def audit_bundle(request: HttpRequest, pk: int, period: str) -> HttpResponse:
 @login_required
 def checkpoint(request: HttpRequest, pk: int) -> HttpResponse:
     lease = _audited_lease(request, pk)
-    rows = ChainCheckpoint.objects.visible_to(request.user).filter(lease=lease)
+    rows = billing_selectors.chain_checkpoints_of(user=request.user, lease=lease)
     if request.GET.get("period"):
         try:
             month = selectors.chosen_period(

@@ -28,8 +28,9 @@ from accounts.selectors import role_scopes
 from api.permissions import roles_of
 from benchmarks.probes import guide as measuring_guide
 from benchmarks.selectors import plan_nodes
+from billing import selectors as billing_selectors
 from billing.evidence import can_write_for, submit_evidence
-from billing.models import Evidence, EvidenceTool
+from billing.models import EvidenceTool
 from common.instants import InstantFormField
 from common.querysets import is_provider_staff
 from leases.models import Lease, LeaseTerms, NicPort, NodeAssignment, Tenant
@@ -209,7 +210,7 @@ def evidence_upload(request: HttpRequest, pk: int) -> HttpResponse:
 def evidence_detail(request: HttpRequest, pk: int, evidence_pk: int) -> HttpResponse:
     lease = _lease(request, pk)
     evidence = get_object_or_404(
-        Evidence.objects.visible_to(request.user)
+        billing_selectors.evidence_visible_to(request.user)
         .filter(lease=lease)
         .select_related("terms", "submitted_by")
         .prefetch_related("nodes"),

@@ -15,12 +15,13 @@ from django.utils.translation import gettext as _
 from benchmarks import selectors as run_selectors
 from benchmarks.choices import RunState, Verdict
 from benchmarks.models import NOT_PASSED
+from billing import selectors as billing_selectors
 from billing import sla
 from billing.choices import InvoiceStatus
 from billing.invoicing import LeaseCredit
 from billing.invoicing import Window as BilledWindow
 from billing.lease_month import LeaseMonth, current_months, lease_months
-from billing.models import HourlyRollup, Invoice
+from billing.models import Invoice
 from billing.probe_tax import ProbeTax, probe_tax_of
 from common.dbfunctions import EpochHour
 from common.instants import WRITE_YEARS
@@ -237,7 +238,9 @@ def lease_overview(*, user, instant: datetime) -> list[LeaseRow]:  # type: ignor
     ):
         terms[version.lease_id] = version
     worst = worst_pairs(user=user, leases=leases, terms=terms, instant=instant)
-    months = current_months(leases, instant=instant, rollups=HourlyRollup.objects.visible_to(user))
+    months = current_months(
+        leases, instant=instant, rollups=billing_selectors.hourly_rollups_visible_to(user)
+    )
     open_kinds: dict[int, list[str]] = defaultdict(list)
     for lease_id, kind in (
         incident_selectors.open_for(user).filter(lease_id__in=ids).values_list("lease_id", "kind")
@@ -306,7 +309,7 @@ def _extremes(
         )
     else:
         rows = (
-            HourlyRollup.objects.visible_to(user)
+            billing_selectors.hourly_rollups_visible_to(user)
             .filter(lease=lease, kind=kind, hour__gte=start, hour__lt=instant, measured__gt=0)
             .annotate(bucket=Trunc("hour", "day", tzinfo=zone), target=Value(everyone))
             .values("target", "bucket")
@@ -423,7 +426,7 @@ def link_timeline(
     start = instant - timedelta(days=days)
     checked = [
         hour
-        for hour, spoke in HourlyRollup.objects.visible_to(user)
+        for hour, spoke in billing_selectors.hourly_rollups_visible_to(user)
         .filter(lease=lease, kind=ProbeKind.LINK, hour__gte=start, hour__lt=instant)
         .annotate(epoch=EpochHour("hour"))
         .annotate(spoke=F("passed") + F("failed") + F("excluded") + F("informational"))
@@ -510,7 +513,7 @@ def month_invoices(*, user, lease: Lease, periods: list[str]) -> dict[str, Invoi
     """The tenant's invoice per month (one query; a voided one is no longer the month's)."""
     return {
         invoice.period: invoice
-        for invoice in Invoice.objects.visible_to(user)
+        for invoice in billing_selectors.invoices_visible_to(user)
         .filter(tenant_id=lease.tenant_id, period__in=periods)
         .exclude(status=InvoiceStatus.VOID)
         .only("pk", "period", "number", "status")

@@ -28,6 +28,7 @@ from django.views.decorators.http import require_http_methods
 from accounts.choices import Role
 from accounts.models import Membership
 from accounts.selectors import memberships_of
+from billing import selectors as billing_selectors
 from billing import thresholds
 from billing.choices import ThresholdKind
 from billing.models import Threshold
@@ -188,7 +189,7 @@ def _page(
             test_result=test_result,
             events=events,
             threshold_form=threshold or ThresholdForm(tenant=tenant),
-            thresholds=Threshold.objects.visible_to(request.user)
+            thresholds=billing_selectors.thresholds_visible_to(request.user)
             .filter(tenant=tenant)
             .select_related("lease")
             .prefetch_related("crossings"),
@@ -280,7 +281,11 @@ def _threshold(request: HttpRequest, tenant: Tenant) -> Threshold:
     raw = request.POST.get("threshold", "")
     if not raw.isascii() or not raw.isdigit() or len(raw) > 18:
         raise Http404
-    found = Threshold.objects.visible_to(request.user).filter(pk=int(raw), tenant=tenant).first()
+    found = (
+        billing_selectors.thresholds_visible_to(request.user)
+        .filter(pk=int(raw), tenant=tenant)
+        .first()
+    )
     if found is None:
         raise Http404
     return found

@@ -10,7 +10,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from django.contrib.auth.decorators import login_required
-from django.db.models import Count, Prefetch
+from django.db.models import Count
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
@@ -18,6 +18,7 @@ from django.utils import translation
 from django.utils.safestring import mark_safe
 from django.utils.translation import gettext as _
 
+from billing import selectors as billing_selectors
 from billing import vouchers
 from billing.balance import balance
 from billing.documents import csv_export, document_language, einvoice, pdf, xlsx
@@ -25,7 +26,7 @@ from billing.documents.cells import CsvWriter
 from billing.documents.rows import credit_note_document, invoice_document
 from billing.evidence import can_write_for
 from billing.lease_month import LeaseMonth, lease_month
-from billing.models import CreditNote, CreditNoteLine, Evidence, Invoice, InvoiceLine, Voucher
+from billing.models import Invoice, InvoiceLine, Voucher
 from billing.reports import sla_report
 from common.attachments import attachment
 from gpulease_verify.units import plain
@@ -482,7 +483,7 @@ def lease_detail(request: HttpRequest, pk: int) -> HttpResponse:
         incidents = selectors.incidents_in(incidents, month.start, month.end)
     incidents = incidents.annotate(run_count=Count("runs")).order_by("-opened_at")[:50]
     evidence = list(
-        Evidence.objects.visible_to(request.user)
+        billing_selectors.evidence_visible_to(request.user)
         .filter(lease=lease)
         .only("pk", "tool", "measured_at", "measured_bps", "latency_us", "verdict", "created_at")
         .order_by("-measured_at", "-pk")[:EVIDENCE_ON_DETAIL]
@@ -523,16 +524,7 @@ def lease_detail(request: HttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 def invoice_list(request: HttpRequest) -> HttpResponse:
-    invoices = list(
-        Invoice.objects.visible_to(request.user)
-        .select_related("tenant")
-        .prefetch_related(
-            Prefetch(
-                "credit_notes", queryset=CreditNote.objects.only("invoice_id", "total", "issued_at")
-            ),
-            "voucher_redemptions__returns",
-        )
-    )
+    invoices = list(billing_selectors.invoices_for_balance(user=request.user))
     rows = [
         (invoice, balance(invoice, invoice.credit_notes.all(), invoice.voucher_redemptions.all()))
         for invoice in invoices
@@ -560,7 +552,7 @@ def voucher_list(request: HttpRequest) -> HttpResponse:
     the tenant's zone, state, and the invoices that used each (``billing.vouchers``)."""
     now = selectors.now()
     found = vouchers.with_ledger(
-        Voucher.objects.visible_to(request.user).select_related("tenant")
+        billing_selectors.vouchers_visible_to(request.user).select_related("tenant")
     ).order_by("-issued_at", "-id")
     return render(
         request,
@@ -574,12 +566,14 @@ def voucher_detail(request: HttpRequest, pk: int) -> HttpResponse:
     """One voucher and its ledger: issue, uses, what credit notes gave back, what late
     results took off or added (supplements)."""
     voucher = get_object_or_404(
-        vouchers.with_ledger(Voucher.objects.visible_to(request.user).select_related("tenant")),
+        vouchers.with_ledger(
+            billing_selectors.vouchers_visible_to(request.user).select_related("tenant")
+        ),
         pk=pk,
     )
     now = selectors.now()
     supplements = vouchers.with_ledger(
-        Voucher.objects.visible_to(request.user).filter(supplements=voucher)
+        billing_selectors.vouchers_visible_to(request.user).filter(supplements=voucher)
     ).order_by("issued_at", "number")
     return render(
         request,
@@ -594,28 +588,16 @@ def voucher_detail(request: HttpRequest, pk: int) -> HttpResponse:
 
 def _invoice(request: HttpRequest, pk: int) -> tuple[Invoice, list[InvoiceLine]]:
     invoice = get_object_or_404(
-        Invoice.objects.visible_to(request.user).select_related("tenant"), pk=pk
+        billing_selectors.invoices_visible_to(request.user).select_related("tenant"), pk=pk
     )
-    lines = list(
-        InvoiceLine.objects.visible_to(request.user)
-        .filter(invoice=invoice)
-        .select_related("lease")
-        .order_by("position")
-    )
+    lines = list(billing_selectors.invoice_lines_of(user=request.user, invoice=invoice))
     return invoice, lines
 
 
 @login_required
 def invoice_detail(request: HttpRequest, pk: int) -> HttpResponse:
     invoice, lines = _invoice(request, pk)
-    credit_notes = list(
-        CreditNote.objects.visible_to(request.user)
-        .filter(invoice=invoice)
-        .prefetch_related(
-            Prefetch("lines", queryset=CreditNoteLine.objects.select_related("original_line"))
-        )
-        .order_by("issued_at", "pk")
-    )
+    credit_notes = list(billing_selectors.credit_notes_of(user=request.user, invoice=invoice))
     redemptions = vouchers.applied(invoice)
     return render(
         request,
@@ -655,7 +637,8 @@ def credit_note_pdf(request: HttpRequest, pk: int) -> HttpResponse:
     """A credit note (红字发票) as a PDF, looked up like its invoice: another tenant's is a
     404."""
     note = get_object_or_404(
-        CreditNote.objects.visible_to(request.user).select_related("tenant", "invoice"), pk=pk
+        billing_selectors.credit_notes_visible_to(request.user).select_related("tenant", "invoice"),
+        pk=pk,
     )
     with translation.override(document_language(request.LANGUAGE_CODE)):
         document = credit_note_document(note)
@@ -681,7 +664,8 @@ def invoice_einvoice(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 def credit_note_einvoice(request: HttpRequest, pk: int) -> HttpResponse:
     note = get_object_or_404(
-        CreditNote.objects.visible_to(request.user).select_related("tenant", "invoice"), pk=pk
+        billing_selectors.credit_notes_visible_to(request.user).select_related("tenant", "invoice"),
+        pk=pk,
     )
     return _einvoice(lambda: einvoice.credit_note_payload(note))
 

@@ -15,12 +15,12 @@ from django.utils.translation import gettext as _
 from accounts.selectors import require_tenant_admin
 from benchmarks.choices import Trigger
 from benchmarks.models import ProbeRun
-from common.locks import locking
 from gpulease_verify import cosign as rules
 from gpulease_verify.canonical import iso_utc
 from gpulease_verify.terms import TENANT_ADMIN
 from leases.cosign import cosignature, record
 from leases.models import Lease, TenantLink
+from leases.services import lock_lease
 
 
 def acceptance_content(*, run: ProbeRun, user: Any, at: datetime) -> dict[str, Any]:
@@ -56,7 +56,7 @@ def sign_off_acceptance(
     """A tenant admin's sign-off that the tenant accepts the lease's acceptance run, a
     tenant link of the chain (signed when the tenant has keys). Billing does not read it:
     when billing starts stays the terms' rule (``billing.invoicing.billing_start``)."""
-    lease = locking(Lease.objects).select_related("tenant").get(pk=lease.pk)
+    lease = lock_lease(pk=lease.pk)
     require_tenant_admin(
         user,
         lease.tenant,

@@ -24,8 +24,9 @@ from benchmarks.probes.plan import PlanNode
 from benchmarks.recording import terms_view
 from benchmarks.transports import AsyncTransport, LocalTransport, SSHTarget, SSHTransport, kept_open
 from common.locks import locking
+from leases import selectors as lease_selectors
 from leases.choices import HEAVY_PROBE_KINDS, ProbeKind
-from leases.models import Lease, LeaseTerms, Node
+from leases.models import Lease, Node
 
 log = logging.getLogger(__name__)
 
@@ -138,12 +139,14 @@ def execute_batch(
     runs = _claim(batch, now)
     if not runs:
         return []
-    lease = Lease.objects.get(pk=runs[0].lease_id)
+    lease = lease_selectors.lease_row(pk=runs[0].lease_id).get()
     if runs[0].pattern == Pattern.SWEEP:
         # A sweep reads every node the lease holds when it runs (in its last instant once
         # it has ended: its closing reading, or a sweep that runs just after the end); it
         # has no node links.
-        held = selectors.lease_nodes_at([lease.pk], sweep_nodes_at(lease, now)).get(lease.pk, [])
+        held = lease_selectors.lease_nodes_at(
+            lease_ids=[lease.pk], at=sweep_nodes_at(lease, now)
+        ).get(lease.pk, [])
         nodes = {node.pk: node for node in held}
         links = [(run.pk, node.pk) for run in runs for node in held]
     else:
@@ -154,9 +157,7 @@ def execute_batch(
         )
         nodes = {
             node.pk: node
-            for node in Node.objects.filter(
-                pk__in={node_id for _, node_id in links}
-            ).select_related("leaf_switch")
+            for node in lease_selectors.nodes_with_leaf(pks={node_id for _, node_id in links})
         }
     heavy = runs[0].kind in HEAVY_PROBE_KINDS
     if heavy:
@@ -171,8 +172,8 @@ def execute_batch(
         for run_id, node_id in links:
             node_ids[run_id].append(node_id)
         hostnames = {pk: [nodes[n].hostname for n in ids] for pk, ids in node_ids.items()}
-        plan = selectors.plan_nodes(nodes.values(), selectors.ports_of(nodes.values()))
-        terms = runs[0].terms or LeaseTerms.objects.in_force(lease.pk, now)
+        plan = selectors.plan_nodes(nodes.values(), lease_selectors.ports_of(nodes=nodes.values()))
+        terms = runs[0].terms or lease_selectors.terms_in_force(lease=lease, at=now)
         planned = [_planned(run, hostnames[run.pk], plan) for run in runs]
         by_name = {node.hostname: node for node in nodes.values()}
         witness_ports = (

@@ -15,6 +15,7 @@ from django.utils import timezone
 from benchmarks.netlab import LabState
 from benchmarks.netlab.sshd import AUTHORIZED_KEYS
 from benchmarks.probe_key import ensure_probe_key
+from leases import selectors as lease_selectors
 from leases import services as lease_services
 from leases.choices import (
     BillingMode,
@@ -24,7 +25,7 @@ from leases.choices import (
     Technology,
     Topology,
 )
-from leases.models import Lease, NicPort, Switch, Tenant
+from leases.models import Lease
 
 LAB_LEASE = "LAB-1"
 LAB_TENANT = "lab"
@@ -42,15 +43,17 @@ def authorize_probe_key(state: LabState) -> None:
 
 def _register_witness(state: LabState) -> None:
     """Leaf switches: where to read them over SNMP; data ports: their switch port."""
-    switches = Switch.objects.filter(fabric__site__code="lab", fabric__name="lab-fabric")
-    switches.filter(name__in=state.leaves).update(
+    lease_services.set_switch_snmp(
+        site_code="lab",
+        fabric_name="lab-fabric",
+        names=state.leaves,
         management_address=state.snmp_address or None,
         snmp_port=state.snmp_port,
         snmp_community=state.snmp_community,
     )
     for index, host in enumerate(state.hosts, start=1):
-        NicPort.objects.filter(node__hostname=host.name, device="data0").update(
-            switch_port=host.switch_port or f"h{index}-data"
+        lease_services.set_switch_port(
+            hostname=host.name, device="data0", switch_port=host.switch_port or f"h{index}-data"
         )
 
 
@@ -94,10 +97,8 @@ def register_lab(state: LabState) -> Lease:
         ],
     )
     _register_witness(state)
-    tenant, _ = Tenant.objects.get_or_create(
-        slug=LAB_TENANT, defaults={"name": "gpulease 网络实验室 network lab"}
-    )
-    lease = Lease.objects.filter(reference=LAB_LEASE).first()
+    tenant = lease_services.ensure_tenant(slug=LAB_TENANT, name="gpulease 网络实验室 network lab")
+    lease = lease_selectors.leases_with_reference(reference=LAB_LEASE).first()
     if lease is None or lease.status in (LeaseStatus.ENDED, LeaseStatus.CANCELLED):
         if lease is not None:
             lease.delete()

@@ -22,7 +22,7 @@ from benchmarks.models import (
     SiteAlert,
 )
 from common.locks import locking
-from leases.models import Site
+from leases.selectors import sites_among, sites_where
 
 log = logging.getLogger(__name__)
 
@@ -139,7 +139,7 @@ def check_results_arriving(*, now: datetime | None = None) -> list[SiteAlert]:
         started_at__isnull=False,
         slot_at__gte=now - window - SLOT_REACH,
     )
-    arriving = set(Site.objects.filter(Exists(finished_lately)).values_list("pk", flat=True))
+    arriving = set(sites_where(condition=Exists(finished_lately)).values_list("pk", flat=True))
     SiteAlert.objects.filter(
         kind=SiteAlert.Kind.RESULTS_STOPPED, cleared_at__isnull=True, site_id__in=arriving
     ).update(cleared_at=now)
@@ -149,7 +149,7 @@ def check_results_arriving(*, now: datetime | None = None) -> list[SiteAlert]:
             kind=SiteAlert.Kind.RESULTS_STOPPED, cleared_at__isnull=True
         ).values_list("site_id", flat=True)
     )
-    for site in Site.objects.filter(pk__in=due - arriving - open_alerts):
+    for site in sites_among(pks=due - arriving - open_alerts):
         message = (
             f"No probe result has arrived from site {site.code} for "
             f"{int(window.total_seconds() // 60)} minutes although runs were due: is the "

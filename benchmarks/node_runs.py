@@ -17,15 +17,16 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import connection
-from django.db.models import Q
 
 from benchmarks import selectors
 from benchmarks.choices import Pattern, RunState
 from benchmarks.models import ProbeRun
 from benchmarks.probes.plan import NODE_TOOLS, plan_batches
 from gpulease_verify import sweep
+from leases import selectors as lease_selectors
 from leases.choices import LinkLayer
-from leases.models import NicPort, NodeAssignment, Site
+from leases.models import NicPort
+from leases.selectors import live_assignments_meeting, sites_among
 
 NODE_KINDS = frozenset(NODE_TOOLS)
 
@@ -79,10 +80,9 @@ def _create_in_sql(due: Sequence[Due], now: datetime) -> Batches:
     quote = connection.ops.quote_name
     instants = [d.held_at or now for d in due]
     assigned, assigned_params = (
-        NodeAssignment.objects.filter(
-            void=False, lease_id__in={d.lease_id for d in due}, assigned_from__lte=max(instants)
+        live_assignments_meeting(
+            lease_ids={d.lease_id for d in due}, start=min(instants), end=max(instants)
         )
-        .filter(Q(assigned_until__isnull=True) | Q(assigned_until__gt=min(instants)))
         .order_by()
         .values(
             "lease_id",
@@ -154,21 +154,19 @@ def _create_in_sql(due: Sequence[Due], now: datetime) -> Batches:
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         made = cursor.fetchall()
-    queues = {
-        site.pk: site.probe_queue for site in Site.objects.filter(pk__in={s for _, s in made})
-    }
+    queues = {site.pk: site.probe_queue for site in sites_among(pks={s for _, s in made})}
     return [(batch, queues[site_id]) for batch, site_id in made]
 
 
 def _create_with_orm(due: Sequence[Due], now: datetime) -> Batches:
     held = {
-        instant: selectors.lease_nodes_at(
-            {d.lease_id for d in due if (d.held_at or now) == instant}, instant
+        instant: lease_selectors.lease_nodes_at(
+            lease_ids={d.lease_id for d in due if (d.held_at or now) == instant}, at=instant
         )
         for instant in {d.held_at or now for d in due}
     }
-    ports = selectors.ports_of(
-        node for by_lease in held.values() for nodes in by_lease.values() for node in nodes
+    ports = lease_selectors.ports_of(
+        nodes=(node for by_lease in held.values() for nodes in by_lease.values() for node in nodes)
     )
     runs: list[ProbeRun] = []
     for item in due:

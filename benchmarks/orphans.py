@@ -46,7 +46,7 @@ from kombu.exceptions import KombuError
 from benchmarks.choices import RunState
 from benchmarks.models import PendingWitness, ProbeRun
 from benchmarks.task_names import EXECUTE_BATCH
-from leases.models import Site
+from leases.selectors import sites_among
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +86,7 @@ def resend(*, now: datetime) -> int:
     found = orphaned(now)
     if not found:
         return 0
-    sites = Site.objects.in_bulk(set(found.values()))
+    sites = sites_among(pks=set(found.values())).in_bulk()
     by_queue: dict[str, list[uuid.UUID]] = defaultdict(list)
     for batch, site_id in found.items():
         by_queue[sites[site_id].probe_queue].append(batch)

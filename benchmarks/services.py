@@ -40,6 +40,7 @@ from benchmarks.task_names import EXECUTE_BATCH
 from common.locks import locking
 from common.tasks import send_after_commit
 from gpulease_verify.traffic import SLOT_EPOCH
+from leases import selectors as lease_selectors
 from leases.choices import HEAVY_PROBE_KINDS, HeavyProbePolicy, LeaseStatus, ProbeKind
 from leases.contract_rules import MAX_CADENCE_S, in_weekly_windows
 from leases.models import Lease, LeaseTerms, Node, Site
@@ -262,12 +263,9 @@ def dispatch_due(*, now: datetime | None = None, enqueue: bool = True) -> Dispat
     if enqueue:
         result.resent = orphans.resend(now=now)
     rows = list(
-        Lease.objects.filter(probes_enabled=True, starts_at__lte=now)
-        .filter(
-            Q(status=LeaseStatus.ACTIVE) & (Q(ends_at__isnull=True) | Q(ends_at__gt=now))
-            | _closing_due(now)
+        lease_selectors.probed_leases(now=now, closing=_closing_due(now)).values_list(
+            "pk", "starts_at", "ends_at"
         )
-        .values_list("pk", "starts_at", "ends_at")
     )
     if not rows:
         return result
@@ -277,7 +275,7 @@ def dispatch_due(*, now: datetime | None = None, enqueue: bool = True) -> Dispat
     # Every lease's versions as far as "what is due" reads them; the whole rows only of the
     # leases with a kind due that is not node-level (below).
     timelines: dict[int, list[Cadences]] = {lease_id: [] for lease_id in lease_ids}
-    for row in LeaseTerms.objects.filter(lease_id__in=lease_ids).values_list(
+    for row in lease_selectors.terms_of_leases(lease_ids=lease_ids).values_list(
         "pk", "lease_id", "effective_from", "probe_cadence_s"
     ):
         timelines[row[1]].append(Cadences(*row))
@@ -322,7 +320,7 @@ def dispatch_due(*, now: datetime | None = None, enqueue: bool = True) -> Dispat
     by_pk = (
         {
             lease.pk: lease
-            for lease in Lease.objects.filter(pk__in=list(other))
+            for lease in lease_selectors.leases_among(ids=list(other))
             .select_related("tenant")
             .annotate(
                 latest_tx_bytes=Subquery(latest_sample.values("tx_bytes")[:1]),
@@ -332,10 +330,10 @@ def dispatch_due(*, now: datetime | None = None, enqueue: bool = True) -> Dispat
         if other
         else {}
     )
-    in_force_of = LeaseTerms.objects.in_bulk([terms_of[lease_id] for lease_id in other])
-    held = selectors.lease_nodes_at(other, now)
+    in_force_of = lease_selectors.terms_by_pk(pks=[terms_of[lease_id] for lease_id in other])
+    held = lease_selectors.lease_nodes_at(lease_ids=other, at=now)
     ports_by_node: dict[int, list] = defaultdict(list)
-    for port in selectors.ports_of(node for nodes in held.values() for node in nodes):
+    for port in lease_selectors.ports_of(nodes=(node for nodes in held.values() for node in nodes)):
         ports_by_node[port.node_id].append(port)
     batches: list[NewBatch] = []
     for lease_id, due in other.items():
@@ -431,7 +429,7 @@ def _latest_slots(
 
     kinds = [kind for kind in ProbeKind.values if kind in cadence_s]
     rows = list(
-        Lease.objects.filter(pk__in=lease_ids)
+        lease_selectors.leases_among(ids=lease_ids)
         .annotate(
             accepted=Exists(
                 ProbeRun.objects.filter(lease=OuterRef("pk"), trigger=Trigger.ACCEPTANCE)
@@ -473,10 +471,10 @@ def request_runs(
     terms = TermsTimeline.for_lease(lease).at(now)
     if terms is None:
         raise ValueError(f"lease {lease.reference} has no terms in force now")
-    nodes = selectors.lease_nodes_at([lease.pk], now).get(lease.pk, [])
+    nodes = lease_selectors.lease_nodes_at(lease_ids=[lease.pk], at=now).get(lease.pk, [])
     if not nodes:
         raise ValueError(f"lease {lease.reference} holds no node now")
-    plan = selectors.plan_nodes(nodes, selectors.ports_of(nodes))
+    plan = selectors.plan_nodes(nodes, lease_selectors.ports_of(nodes=nodes))
     batches: list[NewBatch] = []
     for kind in kinds or ProbeKind.values:
         batches += _build_runs(
@@ -533,7 +531,7 @@ def run_now(
     requests at once queue one set of runs."""
     now = now or timezone.now()
     with transaction.atomic():
-        locking(Lease.objects).filter(pk=lease.pk).values_list("pk").first()
+        locking(lease_selectors.lease_row(pk=lease.pk)).values_list("pk").first()
         pending = selectors.pending_on_demand_batches(
             lease_id=lease.pk, now=now, live_claims_after=now - orphans.stale_claim_after()
         )

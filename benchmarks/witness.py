@@ -21,7 +21,8 @@ from gpulease_verify import witness
 from incidents import services as incident_services
 from incidents.choices import FabricIncidentKind, IncidentState
 from incidents.models import Incident
-from leases.models import NicPort, Node
+from leases.models import Node
+from leases.selectors import witnessed_ports
 
 log = logging.getLogger(__name__)
 
@@ -44,14 +45,7 @@ def witness_ports(nodes: Iterable[Node]) -> dict[str, WitnessPort]:
     """Hostname -> the switch port of its data port (the one with a data address, else its
     first mapped port), for nodes whose leaf switch is polled: one query."""
     found: dict[str, WitnessPort] = {}
-    ports = (
-        NicPort.objects.filter(node__in=[node.pk for node in nodes])
-        .exclude(switch_port="")
-        .exclude(node__leaf_switch__snmp_community="")
-        .filter(node__leaf_switch__management_address__isnull=False)
-        .select_related("node__leaf_switch")
-        .order_by("node_id", "address", "device", "port_number")
-    )
+    ports = witnessed_ports(nodes=nodes)
     for port in sorted(ports, key=lambda p: (p.node_id, p.address is None)):
         switch = port.node.leaf_switch
         found.setdefault(

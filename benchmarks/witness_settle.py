@@ -42,6 +42,7 @@ from common.locks import locking
 from common.tasks import send
 from gpulease_verify.canonical import iso_utc, parse_instant
 from leases.models import Lease, LeaseTerms
+from leases.selectors import terms_in_force_for
 
 log = logging.getLogger(__name__)
 
@@ -196,7 +197,7 @@ def settle(batch: uuid.UUID, *, now: datetime | None = None) -> list[ProbeRun]:
         first = measured[0].runs[0]
         record(
             measured=measured,
-            terms=first.terms or LeaseTerms.objects.in_force(first.lease_id, first.slot_at),
+            terms=first.terms or terms_in_force_for(lease_id=first.lease_id, at=first.slot_at),
             plan={},  # pairs are judged without a node's plan
             hostnames={pk: run.hostnames() for pk, run in by_pk.items()},
             witnesses=witnesses(ports, readings),

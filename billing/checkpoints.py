@@ -24,6 +24,7 @@ from gpulease_verify.chain import GENESIS
 from gpulease_verify.keys import public_key_info
 from gpulease_verify.periods import Period
 from leases.models import Lease, Tenant
+from leases.selectors import tenants_by_slug
 
 if TYPE_CHECKING:
     from common.archives import ArchivedMonth
@@ -94,7 +95,7 @@ def close_period(
     if lease is not None:
         leases = [lease]
     else:
-        tenants = [tenant] if tenant is not None else list(Tenant.objects.order_by("slug"))
+        tenants = [tenant] if tenant is not None else list(tenants_by_slug())
         leases = [
             billed
             for one in tenants
@@ -108,7 +109,7 @@ def close_due(*, now: datetime | None = None) -> int:
     (those not made yet). Returns how many were made."""
     now = now or timezone.now()
     made = 0
-    for tenant in Tenant.objects.order_by("slug"):
+    for tenant in tenants_by_slug():
         period = str(Period.containing(now, tenant.time_zone).previous)
         made += sum(created for _cp, created in close_period(period=period, tenant=tenant, now=now))
     return made

@@ -52,7 +52,9 @@ from gpulease_verify.parsers.base import storable
 from gpulease_verify.periods import Period
 from incidents.models import Incident
 from leases import cosign
-from leases.models import Lease, LeaseTerms, NodeAssignment
+from leases.models import Lease
+from leases.selectors import assignments_in_force, lease_row, terms_in_force
+from leases.services import lock_lease
 
 # Raw output a customer may post (the probes cap their own output well below this).
 EVIDENCE_MAX_BYTES = 1024 * 1024
@@ -161,9 +163,7 @@ def _nodes_of(lease: Lease, hostnames: Sequence[str], at: datetime, tool: str) -
         )
     held = {
         assignment.node.hostname: assignment.node
-        for assignment in NodeAssignment.objects.filter(lease=lease)
-        .in_force_at(at)
-        .select_related("node")
+        for assignment in assignments_in_force(lease=lease, at=at)
     }
     foreign = [name for name in names if name not in held]
     if foreign:
@@ -187,7 +187,7 @@ def _check_quota(lease: Lease, raw_output: str) -> None:
     EVIDENCE_MAX_BYTES_PER_LEASE bytes of raw output in all. The lease's row is locked
     first (until the caller's transaction ends), so two submissions at once cannot both
     take the last place."""
-    lock_in_key_order(Lease.objects.filter(pk=lease.pk))
+    lock_in_key_order(lease_row(pk=lease.pk))
     held = Evidence.objects.filter(lease=lease).aggregate(
         count=Count("pk"), size=Coalesce(Sum(OctetLength("raw_output")), 0)
     )
@@ -255,7 +255,7 @@ def submit_evidence(
     measured_at = measured_at or now
     if measured_at > now + CLOCK_SKEW:
         raise ValidationError({"measured_at": _("A measurement cannot come from the future.")})
-    terms = LeaseTerms.objects.in_force(lease.pk, measured_at)
+    terms = terms_in_force(lease=lease, at=measured_at)
     if terms is None:
         raise ValidationError(
             {
@@ -372,7 +372,7 @@ def open_dispute(
     one: an admin of the lease's tenant, never provider staff (who decide it). A tenant
     with a signing key signs ``dispute_content`` (at ``signed_at``, the dispute's time);
     the signature becomes a tenant link of the lease's chain (``leases.cosign``)."""
-    lease = locking(Lease.objects).select_related("tenant").get(pk=lease.pk)
+    lease = lock_lease(pk=lease.pk)
     require_tenant_admin(
         user,
         lease.tenant,

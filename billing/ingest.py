@@ -65,6 +65,7 @@ from incidents.models import Incident
 from leases.choices import ProbeKind
 from leases.contract_rules import in_weekly_windows
 from leases.models import Lease, LeaseTerms
+from leases.selectors import terms_of
 
 log = logging.getLogger(__name__)
 
@@ -123,7 +124,7 @@ def _judged_by(runs: list[ProbeRun], lease: Lease) -> dict[int, LeaseTerms | Non
     """Run id -> the terms version it counts under: its own, or its latest rejudgement's
     (the lease's versions are read once, only when some run was re-judged)."""
     rejudged = {run.pk for run in runs if effective_terms_id(run) != run.terms_id}
-    versions = {t.pk: t for t in LeaseTerms.objects.filter(lease=lease)} if rejudged else {}
+    versions = {t.pk: t for t in terms_of(lease=lease)} if rejudged else {}
     return {
         run.pk: versions.get(effective_terms_id(run) or 0) if run.pk in rejudged else run.terms
         for run in runs

@@ -35,7 +35,8 @@ from gpulease_verify.canonical import iso_utc
 from gpulease_verify.parsers import ParseError
 from gpulease_verify.periods import Period
 from leases.choices import HEAVY_PROBE_KINDS, ProbeKind
-from leases.models import Lease, LeaseTerms
+from leases.models import Lease
+from leases.selectors import terms_of
 
 log = logging.getLogger(__name__)
 
@@ -299,7 +300,7 @@ def probe_tax_of(*, lease: Lease, period: str, listed: int | None = None) -> Pro
 
 def _longest_heavy_cadence(lease: Lease) -> int:
     """The longest cadence of a heavy kind in any of the lease's terms versions (s)."""
-    versions = LeaseTerms.objects.filter(lease=lease).values_list("probe_cadence_s", flat=True)
+    versions = terms_of(lease=lease).values_list("probe_cadence_s", flat=True)
     return max(
         (
             seconds

@@ -54,8 +54,9 @@ from gpulease_verify.periods import Period
 from gpulease_verify.rejudge import judge_again
 from gpulease_verify.terms import TENANT_ADMIN, is_retroactive
 from leases.choices import ProbeKind
-from leases.models import Lease, LeaseEvent, LeaseTerms, Tenant, TermsAmendment
-from leases.selectors import TermsTimeline
+from leases.models import Lease, LeaseEvent, LeaseTerms, Tenant
+from leases.selectors import TermsTimeline, first_pending_amendment
+from leases.services import lock_lease, lock_tenant, record_event
 
 
 @dataclass
@@ -106,13 +107,7 @@ def _refuse_unacknowledged(lease: Lease, start: datetime, end: datetime) -> None
     """Refuse while an amendment of the window waits for its tenant admin, or a version in
     force in the window took effect before it was created without a tenant admin's
     acknowledgement (the rule ``gpulease_verify.terms`` checks bundles by)."""
-    pending = (
-        TermsAmendment.objects.filter(
-            lease=lease, status=TermsAmendment.Status.PENDING, effective_from__lt=end
-        )
-        .order_by("effective_from")
-        .first()
-    )
+    pending = first_pending_amendment(lease=lease, before=end)
     if pending is not None:
         raise ValidationError(
             _(
@@ -257,8 +252,8 @@ def rerate(
         # Ingest's lock first (the order ingest and `bill --dry-run` take them in): an
         # ingest running meanwhile would rebuild these hours from the old verdicts.
         locking(IngestCursor.objects).get_or_create(name=CURSOR)
-        tenant = locking(Tenant.objects).get(pk=lease.tenant_id)
-        lease = locking(Lease.objects).select_related("tenant").get(pk=lease.pk)
+        tenant = lock_tenant(pk=lease.tenant_id)
+        lease = lock_lease(pk=lease.pk)
         result = RerateResult(lease=lease, start=start, end=end)
         _refuse_unacknowledged(lease, start, end)
         link_pending(lease_id=lease.pk, now=now)
@@ -289,7 +284,7 @@ def rerate(
             draft = services.draft_invoice(tenant=tenant, period=period, now=now)
             result.drafts.append(draft)
             result.adjustments += _adjustments(draft, lease, {str(month) for month in months})
-        LeaseEvent.objects.create(
+        record_event(
             lease=lease,
             action=LeaseEvent.Action.RERATED,
             actor=user if getattr(user, "pk", None) else None,

@@ -49,6 +49,7 @@ from gpulease_verify.calculations import invoice_totals_by_rate
 from gpulease_verify.money import FEN
 from gpulease_verify.periods import Period
 from leases.models import Tenant
+from leases.services import lock_tenant
 
 INVOICE_SERIES = "invoice"
 CREDIT_NOTE_SERIES = "credit_note"
@@ -206,7 +207,7 @@ def issue_invoice(
     show them (``issue_warnings``)."""
     now = now or timezone.now()
     # The tenant row first, as drafting takes it: the two never wait on each other crosswise.
-    locking(Tenant.objects).get(pk=invoice.tenant_id)
+    lock_tenant(pk=invoice.tenant_id)
     locked = locking(Invoice.objects).select_related("tenant").get(pk=invoice.pk)
     if locked.status != InvoiceStatus.DRAFT:
         raise LifecycleError(

@@ -28,11 +28,11 @@ def draft_previous_month() -> int:
     from billing.invoicing import draft_period
     from billing.models import Invoice
     from gpulease_verify.periods import Period
-    from leases.models import Tenant
+    from leases.selectors import tenants_by_slug
 
     now = timezone.now()
     due = []
-    for tenant in Tenant.objects.order_by("slug"):
+    for tenant in tenants_by_slug():
         period = Period.containing(now, tenant.time_zone).previous
         if not Invoice.objects.filter(tenant=tenant, period=str(period)).exists():
             due.append((tenant, str(period)))

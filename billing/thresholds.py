@@ -47,6 +47,7 @@ from common.tasks import send_after_commit
 from gpulease_verify.money import to_fen
 from leases.choices import BillingMode
 from leases.models import Lease, Tenant
+from leases.selectors import every_lease_of, lease_with_tenant
 
 UNITS = {
     ThresholdKind.SPEND_CNY: "CNY",
@@ -232,7 +233,7 @@ def watch_after_commit(windows: dict[int, tuple[Lease, datetime, datetime]]) -> 
 def evaluate(*, lease_id: int, periods: list[str], now: datetime | None = None) -> list[int]:
     """Record the crossings of the lease's thresholds and of its tenant's all-leases ones
     in ``periods`` that have none yet; the new crossings' ids (each is told on commit)."""
-    lease = Lease.objects.select_related("tenant").get(pk=lease_id)
+    lease = lease_with_tenant(pk=lease_id)
     tenant = lease.tenant
     now = now or timezone.now()
     thresholds = list(
@@ -252,11 +253,7 @@ def evaluate(*, lease_id: int, periods: list[str], now: datetime | None = None) 
         for threshold in due:
             whole = threshold.lease_id is None
             if whole not in cache:
-                leases = (
-                    list(Lease.objects.filter(tenant=tenant).select_related("tenant"))
-                    if whole
-                    else [lease]
-                )
+                leases = list(every_lease_of(tenant=tenant)) if whole else [lease]
                 cache[whole] = figures(leases=leases, period=period, instant=now)
             found = cache[whole]
             figure = found.of(threshold.kind)

@@ -76,8 +76,9 @@ from demo.runs import (
 )
 from gpulease_verify.periods import Period
 from gpulease_verify.probe_tax import ProbeSend
-from leases.choices import LeaseStatus, ProbeKind, Technology
-from leases.models import Lease, LeaseTerms, NicPort, Node
+from leases import selectors as lease_selectors
+from leases.choices import ProbeKind, Technology
+from leases.models import Lease, LeaseTerms, Node
 from leases.selectors import TermsTimeline
 from telemetry import demo as telemetry_demo
 
@@ -329,12 +330,7 @@ def _sweeps(demo: LeaseDemo) -> list[ProbeRun]:
 
 
 def _nodes(lease: Lease) -> list[Node]:
-    return list(
-        Node.objects.filter(assignments__lease=lease, assignments__void=False)
-        .select_related("leaf_switch__fabric")
-        .order_by("hostname")
-        .distinct()
-    )
+    return lease_selectors.nodes_of_lease(lease=lease)
 
 
 def build(
@@ -344,7 +340,7 @@ def build(
     nodes = _nodes(lease)
     if not nodes:
         return None
-    ports = list(NicPort.objects.filter(node__in=nodes).order_by("device", "port_number"))
+    ports = list(lease_selectors.nic_ports_of(nodes=nodes).order_by("device", "port_number"))
     demo = LeaseDemo(
         lease=lease,
         nodes=nodes,
@@ -419,9 +415,7 @@ def load_history(
 
     now = now or timezone.now()
     result = DemoHistory()
-    leases = Lease.objects.filter(status=LeaseStatus.ACTIVE, probes_enabled=False).exclude(
-        probe_runs__isnull=False
-    )
+    leases = lease_selectors.active_leases_without_probes().exclude(probe_runs__isnull=False)
     demos = []
     for lease in progress(list(leases.select_related("tenant")), desc="demo history", unit="lease"):
         demo = build(lease, now, days, telemetry)

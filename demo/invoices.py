@@ -13,7 +13,7 @@ from billing import invoicing
 from billing import services as billing
 from billing.choices import CreditNoteKind, InvoiceStatus, LineKind
 from gpulease_verify.periods import Period
-from leases.models import Lease
+from leases.selectors import leases_with_reference
 
 # The demo's billing: the tenant whose lease breached its SLA last month (the episode in
 # demo.history) gets last month's invoice issued, a credit note on it and this
@@ -41,7 +41,7 @@ def load_invoices(*, now: datetime | None = None) -> DemoInvoices:
     this month. Run again, it finds the issued invoice and its credit note and only
     recomputes the draft."""
     now = now or timezone.now()
-    tenant = Lease.objects.select_related("tenant").get(reference=BREACHED_LEASE).tenant
+    tenant = leases_with_reference(reference=BREACHED_LEASE).select_related("tenant").get().tenant
     this_month = Period.containing(now, tenant.time_zone)
     last_month = str(this_month.previous)
     created = 0

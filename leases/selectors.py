@@ -1,17 +1,31 @@
 """Reads of lease data. Views and other apps read through these, never raw managers."""
 
 from bisect import bisect_right
-from collections.abc import Iterator, Sequence
+from collections import defaultdict
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
-from django.db.models import QuerySet
+from django.db.models import Exists, Q, QuerySet
 from django.utils.translation import gettext as _
 
 from common.querysets import is_provider_staff
 from gpulease_verify.units import plain
+from leases.choices import LeaseStatus
 from leases.contract_rules import MULTI_NODE_FLOOR_GBPS
-from leases.models import Fabric, Lease, LeaseTerms, Node, NodeAssignment, Site
+from leases.models import (
+    Fabric,
+    Lease,
+    LeaseTerms,
+    NicPort,
+    Node,
+    NodeAssignment,
+    Site,
+    Tenant,
+    TenantKey,
+    TenantLink,
+    TermsAmendment,
+)
 
 if TYPE_CHECKING:
     from common.archives import ArchivedMonth
@@ -121,3 +135,236 @@ def archived_names(archived: "ArchivedMonth") -> dict[str, Any]:
         )
     }
     return {"references": references, "terms": terms}
+
+
+# --- read by billing, benchmarks, telemetry, demo ---
+
+
+def lease_with_tenant(*, pk: int) -> Lease:
+    """The lease ``pk`` with its tenant (Lease.DoesNotExist when there is none)."""
+    return Lease.objects.select_related("tenant").get(pk=pk)
+
+
+def lease_row(*, pk: int) -> QuerySet[Lease]:
+    """The lease ``pk`` as a lazy QuerySet (callers ``get`` it, or lock it: ``common.locks``)."""
+    return Lease.objects.filter(pk=pk)
+
+
+def leases_among(*, ids: Any) -> QuerySet[Lease]:
+    """The leases whose pk is among ``ids`` (a list or a subquery)."""
+    return Lease.objects.filter(pk__in=ids)
+
+
+def leases_with_reference(*, reference: str) -> QuerySet[Lease]:
+    """The lease with this contract reference, as a lazy QuerySet (empty when none)."""
+    return Lease.objects.filter(reference=reference)
+
+
+def every_lease_of(*, tenant: Tenant) -> QuerySet[Lease]:
+    """The tenant's leases, any status, with their tenant (unordered)."""
+    return Lease.objects.filter(tenant=tenant).select_related("tenant")
+
+
+def leases_overlapping(
+    *, statuses: Iterable[str], start: datetime, end: datetime, tenant: Tenant | None = None
+) -> QuerySet[Lease]:
+    """The leases in ``statuses`` (of ``tenant`` when given) that overlap [start, end)."""
+    filters: dict[str, Any] = {"status__in": statuses, "starts_at__lt": end}
+    if tenant is not None:
+        filters["tenant"] = tenant
+    return Lease.objects.filter(**filters).filter(Q(ends_at__isnull=True) | Q(ends_at__gt=start))
+
+
+def probed_leases(*, now: datetime, closing: Q) -> QuerySet[Lease]:
+    """The leases with probes on that have started: active and not ended at ``now``, or
+    matching ``closing`` (the dispatcher's leases owed a closing reading)."""
+    return Lease.objects.filter(probes_enabled=True, starts_at__lte=now).filter(
+        Q(status=LeaseStatus.ACTIVE) & (Q(ends_at__isnull=True) | Q(ends_at__gt=now)) | closing
+    )
+
+
+def telemetry_leases(*, now: datetime) -> QuerySet[Lease]:
+    """The active leases with probes on that have started and not ended at ``now``, with
+    their tenants."""
+    return (
+        Lease.objects.active()
+        .filter(probes_enabled=True, starts_at__lte=now)
+        .filter(Q(ends_at__isnull=True) | Q(ends_at__gt=now))
+        .select_related("tenant")
+    )
+
+
+def active_leases_without_probes() -> QuerySet[Lease]:
+    """The active leases whose probes are off (the demo's), as a lazy QuerySet."""
+    return Lease.objects.filter(status=LeaseStatus.ACTIVE, probes_enabled=False)
+
+
+def terms_of(*, lease: Lease) -> QuerySet[LeaseTerms]:
+    """Every terms version of the lease (unordered)."""
+    return LeaseTerms.objects.filter(lease=lease)
+
+
+def terms_of_leases(*, lease_ids: Iterable[int]) -> QuerySet[LeaseTerms]:
+    """Every terms version of these leases (unordered)."""
+    return LeaseTerms.objects.filter(lease_id__in=lease_ids)
+
+
+def terms_by_pk(*, pks: Iterable[int]) -> dict[int, LeaseTerms]:
+    """Terms versions by pk (those that exist among ``pks``)."""
+    return LeaseTerms.objects.in_bulk(pks)
+
+
+def terms_in_force_for(*, lease_id: int, at: datetime) -> LeaseTerms | None:
+    """``terms_in_force`` by the lease's id: the version in force at ``at``, or None."""
+    return LeaseTerms.objects.in_force(lease_id, at)
+
+
+def first_pending_amendment(*, lease: Lease, before: datetime) -> TermsAmendment | None:
+    """The earliest pending retroactive amendment of the lease taking effect before
+    ``before``, or None."""
+    return (
+        TermsAmendment.objects.filter(
+            lease=lease, status=TermsAmendment.Status.PENDING, effective_from__lt=before
+        )
+        .order_by("effective_from")
+        .first()
+    )
+
+
+def node_ids_ever_assigned(*, lease: Lease) -> set[int]:
+    """The ids of every node ever assigned to the lease (void assignments included)."""
+    return set(NodeAssignment.objects.filter(lease=lease).values_list("node_id", flat=True))
+
+
+def _by_start_and_host(rows: QuerySet[NodeAssignment]) -> QuerySet[NodeAssignment]:
+    return rows.select_related("node").order_by("assigned_from", "node__hostname", "pk")
+
+
+def assignment_history(*, lease: Lease) -> QuerySet[NodeAssignment]:
+    """Every assignment of the lease (void ones too), with its node, by start and host."""
+    return _by_start_and_host(NodeAssignment.objects.filter(lease=lease))
+
+
+def live_assignments(*, lease_id: int) -> QuerySet[NodeAssignment]:
+    """The lease's assignments that are not void, with their nodes, by start and host."""
+    return _by_start_and_host(NodeAssignment.objects.filter(lease_id=lease_id, void=False))
+
+
+def live_assignments_of_leases(*, lease_ids: Iterable[int]) -> QuerySet[NodeAssignment]:
+    """``live_assignments`` of many leases in one query."""
+    return _by_start_and_host(NodeAssignment.objects.filter(lease_id__in=lease_ids, void=False))
+
+
+def live_assignments_meeting(
+    *, lease_ids: Iterable[int], start: datetime, end: datetime
+) -> QuerySet[NodeAssignment]:
+    """The leases' live assignments in force at some instant of [start, end] (from at
+    most ``end``, until after ``start``), unordered."""
+    return NodeAssignment.objects.filter(
+        void=False, lease_id__in=lease_ids, assigned_from__lte=end
+    ).filter(Q(assigned_until__isnull=True) | Q(assigned_until__gt=start))
+
+
+def active_assignment_of(*, node: Node, at: datetime) -> NodeAssignment | None:
+    """The assignment of the node in force at ``at`` under an active lease, with its
+    lease, or None."""
+    return (
+        NodeAssignment.objects.in_force_at(at)
+        .filter(node=node, lease__status=LeaseStatus.ACTIVE)
+        .select_related("lease")
+        .first()
+    )
+
+
+def lease_nodes_at(*, lease_ids: Iterable[int], at: datetime) -> dict[int, list[Node]]:
+    """The nodes each lease holds at ``at``, with switch, fabric and site: two queries
+    whatever the number of leases (the other is ports_of)."""
+    held: dict[int, list[Node]] = defaultdict(list)
+    assignments = (
+        NodeAssignment.objects.in_force_at(at)
+        .filter(lease_id__in=list(lease_ids))
+        .select_related("node__leaf_switch__fabric__site")
+        .order_by("node__hostname")
+    )
+    for assignment in assignments:
+        held[assignment.lease_id].append(assignment.node)
+    return held
+
+
+def nodes_of_lease(*, lease: Lease) -> list[Node]:
+    """The nodes of the lease's live assignments (any time), with leaf and fabric, by
+    hostname."""
+    return list(
+        Node.objects.filter(assignments__lease=lease, assignments__void=False)
+        .select_related("leaf_switch__fabric")
+        .order_by("hostname")
+        .distinct()
+    )
+
+
+def nodes_with_leaf(*, pks: Iterable[int]) -> QuerySet[Node]:
+    """The nodes whose pk is among ``pks``, with their leaf switch."""
+    return Node.objects.filter(pk__in=pks).select_related("leaf_switch")
+
+
+def nodes_named(*, hostnames: Iterable[str]) -> QuerySet[Node]:
+    """The nodes with these hostnames."""
+    return Node.objects.filter(hostname__in=hostnames)
+
+
+def ports_of(*, nodes: Iterable[Node]) -> list[NicPort]:
+    """The NIC ports of these nodes (unordered)."""
+    return list(nic_ports_of(nodes=nodes))
+
+
+def nic_ports_of(*, nodes: Iterable[Node]) -> QuerySet[NicPort]:
+    """The NIC ports of these nodes, as a lazy QuerySet (callers order it)."""
+    return NicPort.objects.filter(node__in=[node.pk for node in nodes])
+
+
+def witnessed_ports(*, nodes: Iterable[Node]) -> QuerySet[NicPort]:
+    """The nodes' NIC ports mapped to a switch port of a leaf switch that is polled (an
+    address and a community), with that switch, by node, address, device and port."""
+    return (
+        nic_ports_of(nodes=nodes)
+        .exclude(switch_port="")
+        .exclude(node__leaf_switch__snmp_community="")
+        .filter(node__leaf_switch__management_address__isnull=False)
+        .select_related("node__leaf_switch")
+        .order_by("node_id", "address", "device", "port_number")
+    )
+
+
+def sites_among(*, pks: Iterable[int]) -> QuerySet[Site]:
+    """The sites whose pk is among ``pks``."""
+    return Site.objects.filter(pk__in=pks)
+
+
+def sites_where(*, condition: Exists | Q) -> QuerySet[Site]:
+    """The sites that meet ``condition`` (an Exists over their rows, or a Q)."""
+    return Site.objects.filter(condition)
+
+
+def tenants_by_slug() -> QuerySet[Tenant]:
+    """Every tenant, by slug."""
+    return Tenant.objects.order_by("slug")
+
+
+def tenant_by_slug(*, slug: str) -> Tenant | None:
+    """The tenant with this slug, or None."""
+    return Tenant.objects.filter(slug=slug).first()
+
+
+def tenants_where(*, condition: Q) -> QuerySet[Tenant]:
+    """The tenants that meet ``condition``, each once."""
+    return Tenant.objects.filter(condition).distinct()
+
+
+def tenant_keys_of(*, tenant_id: int) -> QuerySet[TenantKey]:
+    """Every signing key the tenant registered, revoked ones too, by registration."""
+    return TenantKey.objects.filter(tenant_id=tenant_id).order_by("registered_at", "pk")
+
+
+def tenant_links_of(*, lease: Lease) -> QuerySet[TenantLink]:
+    """The lease's tenant links (signed by the tenant), in chain order."""
+    return TenantLink.objects.filter(lease=lease).order_by("chain_index")

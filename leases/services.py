@@ -1,7 +1,7 @@
 """Writes to leases. Each service is one transaction that records a LeaseEvent; admin
 actions, commands and (later) the API call these, never model.save() directly."""
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -49,7 +49,7 @@ def _utc_text(instant: datetime | None) -> str | None:
 
 
 def _record(lease: Lease, action: str, actor: Any, **detail: Any) -> None:
-    LeaseEvent.objects.create(lease=lease, action=action, actor=actor, detail=detail)
+    record_event(lease=lease, action=action, actor=actor, detail=detail)
 
 
 def ensure_node_free(
@@ -734,3 +734,54 @@ def register_cluster(
             )
         registered.append(node)
     return registered
+
+
+# --- read by billing, benchmarks, telemetry, demo ---
+
+
+def lock_lease(*, pk: int) -> Lease:
+    """The lease ``pk`` with its tenant, its row locked until the transaction ends (the
+    lock of its chain: ``common.locks``)."""
+    return locking(Lease.objects).select_related("tenant").get(pk=pk)
+
+
+def lock_tenant(*, pk: int) -> Tenant:
+    """The tenant ``pk``, its row locked until the transaction ends (the lock drafting and
+    issuing its invoices take)."""
+    return locking(Tenant.objects).get(pk=pk)
+
+
+def record_event(*, lease: Lease, action: str, actor: Any, detail: dict[str, Any]) -> LeaseEvent:
+    """A new LeaseEvent of the lease (``actor`` a user or None), returned."""
+    return LeaseEvent.objects.create(lease=lease, action=action, actor=actor, detail=detail)
+
+
+def ensure_tenant(*, slug: str, name: str) -> Tenant:
+    """The tenant with this slug, created with ``name`` when there is none."""
+    tenant, _created = Tenant.objects.get_or_create(slug=slug, defaults={"name": name})
+    return tenant
+
+
+def set_switch_snmp(
+    *,
+    site_code: str,
+    fabric_name: str,
+    names: Iterable[str],
+    management_address: str | None,
+    snmp_port: int,
+    snmp_community: str,
+) -> int:
+    """Where to read the named switches of a fabric over SNMP; how many were updated."""
+    switches = Switch.objects.filter(fabric__site__code=site_code, fabric__name=fabric_name)
+    return switches.filter(name__in=names).update(
+        management_address=management_address,
+        snmp_port=snmp_port,
+        snmp_community=snmp_community,
+    )
+
+
+def set_switch_port(*, hostname: str, device: str, switch_port: str) -> int:
+    """The switch port a node's NIC port is cabled to; how many ports were updated."""
+    return NicPort.objects.filter(node__hostname=hostname, device=device).update(
+        switch_port=switch_port
+    )

@@ -35,7 +35,6 @@ ALLOWED = {
     # incident admin out of billing/admin.py): each leaves when it is within the limits.
     "benchmarks/demo_outputs.py",
     "benchmarks/execution.py",
-    "benchmarks/node_runs.py",
     "benchmarks/recording.py",
     "benchmarks/services.py",
     "billing/audit/bundle.py",

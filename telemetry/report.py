@@ -18,17 +18,18 @@ from gpulease_verify import witness as witness_rules
 from gpulease_verify.canonical import iso_utc
 from gpulease_verify.telemetry import PortSample as Sample
 from incidents import selectors as incident_selectors
-from leases.models import Lease, LeaseTerms
+from leases import selectors as lease_selectors
+from leases.models import Lease
 from telemetry.links import as_sample
 from telemetry.models import NodeReading, PortSample, SwitchReading
 from telemetry.services import Judged, clearances_of
 
 
 def fabric_health(lease: Lease, *, since: datetime, until: datetime) -> dict[str, Any]:
-    terms = LeaseTerms.objects.in_force(lease.pk, until)
+    terms = lease_selectors.terms_in_force(lease=lease, at=until)
     judged = Judged.by(terms)
     thresholds = judged.limits
-    nodes = selectors.lease_nodes_at([lease.pk], until).get(lease.pk, [])
+    nodes = lease_selectors.lease_nodes_at(lease_ids=[lease.pk], at=until).get(lease.pk, [])
     samples: dict[int, dict[str, list[Any]]] = defaultdict(lambda: defaultdict(list))
     for row in PortSample.objects.filter(
         node__in=[node.pk for node in nodes], at__gt=since, at__lte=until

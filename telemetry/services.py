@@ -51,8 +51,9 @@ from gpulease_verify.telemetry import (
 )
 from incidents import services as incident_services
 from incidents.choices import FabricIncidentKind, IncidentState
-from leases.choices import LeaseStatus, ProbeKind
-from leases.models import Lease, LeaseTerms, Node, NodeAssignment
+from leases import selectors as lease_selectors
+from leases.choices import ProbeKind
+from leases.models import Lease, LeaseTerms, Node
 from leases.selectors import TermsTimeline
 from telemetry import hooks
 from telemetry.links import as_sample, link_telemetry
@@ -98,18 +99,12 @@ def held_nodes(now: datetime | None, *, site_id: int | None = None) -> list[Held
     """Every node an active lease holds now (at ``site_id`` only, when given) whose terms
     ask for telemetry: a fixed number of queries."""
     now = now or timezone.now()
-    leases = {
-        lease.pk: lease
-        for lease in Lease.objects.active()
-        .filter(probes_enabled=True, starts_at__lte=now)
-        .filter(Q(ends_at__isnull=True) | Q(ends_at__gt=now))
-        .select_related("tenant")
-    }
+    leases = {lease.pk: lease for lease in lease_selectors.telemetry_leases(now=now)}
     timelines: dict[int, list[LeaseTerms]] = defaultdict(list)
-    for terms in LeaseTerms.objects.filter(lease_id__in=list(leases)):
+    for terms in lease_selectors.terms_of_leases(lease_ids=list(leases)):
         timelines[terms.lease_id].append(terms)
     found = []
-    for lease_id, nodes in selectors.lease_nodes_at(list(leases), now).items():
+    for lease_id, nodes in lease_selectors.lease_nodes_at(lease_ids=list(leases), at=now).items():
         in_force = TermsTimeline(timelines[lease_id]).at(now)
         if in_force is None or not in_force.telemetry_interval_s:
             continue
@@ -158,7 +153,7 @@ def poll(
     if not due:
         return PollResult()
     nodes = [h.node for h in due]
-    plan = selectors.plan_nodes(nodes, selectors.ports_of(nodes))
+    plan = selectors.plan_nodes(nodes, lease_selectors.ports_of(nodes=nodes))
     texts = {node.pk: commands.telemetry(plan[node.hostname]) for node in nodes}
     answers = kept_open(connect or transport_for).read(
         nodes, texts, timeout_s=settings.TELEMETRY_COMMAND_TIMEOUT_S
@@ -184,7 +179,7 @@ def record(
     nodes = [h.node for h in due]
     terms_of = {h.node.pk: h.terms for h in due}
     limits_of: dict[int, health.HealthThresholds] = {}
-    plan = selectors.plan_nodes(nodes, selectors.ports_of(nodes))
+    plan = selectors.plan_nodes(nodes, lease_selectors.ports_of(nodes=nodes))
     expected = {node.pk: commands.telemetry_rates(plan[node.hostname]) for node in nodes}
     readings = {
         reading.node_id: reading
@@ -746,12 +741,7 @@ def clear_port(
     at = (at or timezone.now()).astimezone(UTC)
     if not reason.strip():
         raise ValueError("say why the port is cleared (what was inspected or replaced)")
-    assignment = (
-        NodeAssignment.objects.in_force_at(at)
-        .filter(node=node, lease__status=LeaseStatus.ACTIVE)
-        .select_related("lease")
-        .first()
-    )
+    assignment = lease_selectors.active_assignment_of(node=node, at=at)
     if assignment is None:
         raise ValueError(f"no active lease holds {node.hostname} at {at:%Y-%m-%d %H:%M} UTC")
     lease = assignment.lease
@@ -807,7 +797,7 @@ def clear_incidents(incidents, *, by: str, reason: str) -> int:  # type: ignore[
     )
     nodes = {
         node.hostname: node
-        for node in Node.objects.filter(hostname__in={t.partition(":")[0] for t in targets})
+        for node in lease_selectors.nodes_named(hostnames={t.partition(":")[0] for t in targets})
     }
     cleared = 0
     for target in sorted(targets):

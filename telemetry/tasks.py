@@ -6,14 +6,14 @@ worker reads its own nodes and keeps their connections open."""
 
 from celery import shared_task
 
-from leases.models import Site
+from leases.selectors import sites_among
 from telemetry import services
 
 
 @shared_task(name="telemetry.poll", ignore_result=True)
 def poll() -> int:
     sites = {held.node.leaf_switch.fabric.site_id for held in services.held_nodes(None)}
-    for site in Site.objects.filter(pk__in=sites):
+    for site in sites_among(pks=sites):
         poll_site.apply_async(args=[site.pk], queue=site.probe_queue)
     return len(sites)
 

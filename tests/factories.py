@@ -232,10 +232,11 @@ def make_sweep(
     from benchmarks.probes import commands, runner
     from benchmarks.probes.plan import NODE_TOOLS
     from gpulease_verify import sweep
+    from leases import selectors as lease_selectors
 
     slot = slot or at("2026-11-02 10:00")
-    nodes = selectors.lease_nodes_at([lease.pk], slot).get(lease.pk, [])
-    plan = selectors.plan_nodes(nodes, selectors.ports_of(nodes))
+    nodes = lease_selectors.lease_nodes_at(lease_ids=[lease.pk], at=slot).get(lease.pk, [])
+    plan = selectors.plan_nodes(nodes, lease_selectors.ports_of(nodes=nodes))
     outputs, failures = outputs or {}, failures or {}
     assert set(outputs) | set(failures) == set(plan), (sorted(plan), outputs, failures)
     infiniband = any(p.link_layer == "infiniband" for n in plan.values() for p in n.ports)

@@ -11,7 +11,7 @@ from benchmarks.choices import ON_DEMAND, Pattern, RunState
 from benchmarks.models import SLOT_REACH, ProbeRun
 from benchmarks.probes.plan import PlanNode, PlanPort
 from gpulease_verify import sweep
-from leases.models import NicPort, Node, NodeAssignment
+from leases.models import NicPort, Node
 
 
 def plan_nodes(nodes: Iterable[Node], ports: Iterable[NicPort]) -> dict[str, PlanNode]:
@@ -36,25 +36,6 @@ def plan_nodes(nodes: Iterable[Node], ports: Iterable[NicPort]) -> dict[str, Pla
         )
         for node in nodes
     }
-
-
-def lease_nodes_at(lease_ids: Iterable[int], at: datetime) -> dict[int, list[Node]]:
-    """The nodes each lease holds at ``at``, with switch, fabric and site: two queries
-    whatever the number of leases (the other is ports_of)."""
-    held: dict[int, list[Node]] = defaultdict(list)
-    assignments = (
-        NodeAssignment.objects.in_force_at(at)
-        .filter(lease_id__in=list(lease_ids))
-        .select_related("node__leaf_switch__fabric__site")
-        .order_by("node__hostname")
-    )
-    for assignment in assignments:
-        held[assignment.lease_id].append(assignment.node)
-    return held
-
-
-def ports_of(nodes: Iterable[Node]) -> list[NicPort]:
-    return list(NicPort.objects.filter(node__in=[node.pk for node in nodes]))
 
 
 # How many earlier link checks a node's previous reading is looked for in, newest first: a

@@ -30,7 +30,7 @@ from gpulease_verify.periods import Period
 from gpulease_verify.terms import terms_content
 from leases.links import terms_fields
 from leases.models import Lease, LeaseTerms
-from leases.selectors import TermsTimeline
+from leases.selectors import TermsTimeline, lease_with_tenant
 from ledger.chain import chain_head
 
 from .billing_docs import (
@@ -139,7 +139,7 @@ def build_bundle(
     finished run not yet in the chain first, so every finished run of the month is in it."""
     invoicing.check_period(period)
     now = now or timezone.now()
-    lease = Lease.objects.select_related("tenant").get(pk=lease.pk)
+    lease = lease_with_tenant(pk=lease.pk)
     link_pending(lease_id=lease.pk, now=now)
     start, end = Period.parse(period).bounds(lease.tenant.time_zone)
     # A period past the retention is read from its archive files (common.archives), with

@@ -7,7 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from gpulease_verify.canonical import iso_utc
-from leases.models import Lease, TenantKey, TenantLink
+from leases.models import Lease
+from leases.selectors import tenant_keys_of, tenant_links_of
 
 
 def tenant_keys_doc(lease: Lease) -> list[dict[str, Any]]:
@@ -24,9 +25,7 @@ def tenant_keys_doc(lease: Lease) -> list[dict[str, Any]]:
             "revoked_at": iso_utc(key.revoked_at),
             "revoked_by": key.revoked_by_username or None,
         }
-        for key in TenantKey.objects.filter(tenant_id=lease.tenant_id).order_by(
-            "registered_at", "pk"
-        )
+        for key in tenant_keys_of(tenant_id=lease.tenant_id)
     ]
 
 
@@ -41,7 +40,7 @@ def tenant_links_doc(lease: Lease) -> list[dict[str, Any]]:
             "tenant_hash": item.link_hash,
             "content": item.content,
         }
-        for item in TenantLink.objects.filter(lease=lease).order_by("chain_index")
+        for item in tenant_links_of(lease=lease)
     ]
 
 

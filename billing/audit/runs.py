@@ -10,12 +10,13 @@ from typing import Any
 from benchmarks import selectors as run_selectors
 from benchmarks.links import rejudgement_link_content, run_content
 from benchmarks.models import ProbeRun, Rejudgement, effective_verdict
-from benchmarks.selectors import plan_nodes, ports_of
+from benchmarks.selectors import plan_nodes
 from gpulease_verify import window as billed_window
 from gpulease_verify.bundle import hour_start
 from gpulease_verify.canonical import iso_utc
 from gpulease_verify.samples import classify_sample, confirmation_key, confirmed_verdict
-from leases.models import Lease, LeaseTerms, Node, NodeAssignment
+from leases.models import Lease, LeaseTerms
+from leases.selectors import assignment_history, node_ids_ever_assigned, nodes_with_leaf, ports_of
 
 
 def _run_entry(
@@ -132,10 +133,10 @@ def _acceptance_doc(lease: Lease, accepted: datetime | None) -> dict[str, Any] |
 def _nodes_doc(lease: Lease, runs: list[ProbeRun]) -> dict[str, Any]:
     """Hostname -> leaf, GPUs and ports (now) of every node the lease was assigned or a
     run names: what re-reading a link check's raw output needs."""
-    ids = set(NodeAssignment.objects.filter(lease=lease).values_list("node_id", flat=True))
+    ids = node_ids_ever_assigned(lease=lease)
     ids |= {node.pk for run in runs for node in run.nodes.all()}
-    nodes = list(Node.objects.filter(pk__in=ids).select_related("leaf_switch"))
-    plan = plan_nodes(nodes, ports_of(nodes))
+    nodes = list(nodes_with_leaf(pks=ids))
+    plan = plan_nodes(nodes, ports_of(nodes=nodes))
     return {
         hostname: {
             "leaf": node.leaf,
@@ -165,7 +166,5 @@ def _assignments_doc(lease: Lease) -> list[dict[str, Any]]:
             "assigned_until": iso_utc(item.assigned_until),
             "void": item.void,
         }
-        for item in NodeAssignment.objects.filter(lease=lease)
-        .select_related("node")
-        .order_by("assigned_from", "node__hostname", "pk")
+        for item in assignment_history(lease=lease)
     ]

@@ -26,7 +26,7 @@ from billing.invoicing.computed import (
 from billing.invoicing.lines import lease_part
 from billing.models import CreditNoteLine, Dispute, Invoice, InvoiceLine, Voucher, VoucherReduction
 from leases.models import Lease, Tenant
-from leases.selectors import TermsTimeline
+from leases.selectors import TermsTimeline, leases_among
 
 # (lease, kind, tax rate): what an adjustment compares. A rate change moves an amount from
 # one key to another, so a corrected rate gives a line off the old rate and one onto the
@@ -177,7 +177,7 @@ def _adjust_month(
 ) -> list[ComputedLine]:
     before = billed.period
     old, sources = billed_so_far(billed)
-    leases = {lease.pk: lease for lease in Lease.objects.filter(pk__in={k[0] for k in old})}
+    leases = {lease.pk: lease for lease in leases_among(ids={k[0] for k in old})}
     new: dict[Key, Decimal] = defaultdict(lambda: ZERO)
     new_lines: dict[Key, list[ComputedLine]] = defaultdict(list)
     credits: list[ComputedLine] = []

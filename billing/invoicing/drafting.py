@@ -24,11 +24,12 @@ from billing.invoicing.lines import lease_part, lease_share
 from billing.invoicing.summary import issued_message
 from billing.invoicing.windows import BILLED_STATUSES, billed_leases
 from billing.models import Invoice, InvoiceLine
-from common.locks import locking
 from common.progress import progress
 from gpulease_verify.calculations import invoice_totals_by_rate
 from gpulease_verify.periods import Period
-from leases.models import Lease, Tenant
+from leases.models import Tenant
+from leases.selectors import leases_overlapping, tenants_where
+from leases.services import lock_tenant
 
 
 def compute_invoice(*, tenant: Tenant, period: str) -> ComputedInvoice:
@@ -85,7 +86,7 @@ def drafted(
     check_period(period)
     now = now or timezone.now()
     # One drafter per tenant at a time: the tenant row is the lock.
-    tenant = locking(Tenant.objects).get(pk=tenant.pk)
+    tenant = lock_tenant(pk=tenant.pk)
     start, end = Period.parse(period).bounds(tenant.time_zone)
     if start > now:
         raise ValidationError(
@@ -128,14 +129,16 @@ def _candidate_tenants(period: str, tenant: Tenant | None) -> list[Tenant]:
     """Tenants with a billed lease near the month (every zone is within a day of UTC),
     or a billed invoice of an earlier month (late results may adjust it)."""
     utc_start, utc_end = Period.parse(period).bounds("UTC")
-    near = Lease.objects.filter(
-        status__in=BILLED_STATUSES, starts_at__lt=utc_end + timedelta(days=1)
-    ).filter(Q(ends_at__isnull=True) | Q(ends_at__gt=utc_start - timedelta(days=1)))
-    tenants = Tenant.objects.filter(
-        Q(pk__in=near.values("tenant"))
+    near = leases_overlapping(
+        statuses=BILLED_STATUSES,
+        start=utc_start - timedelta(days=1),
+        end=utc_end + timedelta(days=1),
+    )
+    tenants = tenants_where(
+        condition=Q(pk__in=near.values("tenant"))
         | Q(invoices__period__lt=period, invoices__status__in=BILLED_INVOICE_STATUSES)
         | Q(leases__disputes__state="accepted", leases__disputes__credit_period=period)
-    ).distinct()
+    )
     if tenant is not None:
         tenants = tenants.filter(pk=tenant.pk)
     return list(tenants.order_by("slug"))

@@ -60,7 +60,12 @@ from leases.choices import BillingMode
 from leases.contract_rules import credit_tiers
 from leases.models import Lease, LeaseTerms, NodeAssignment, Tenant
 from leases.models.terms import CreditMode
-from leases.selectors import TermsTimeline
+from leases.selectors import (
+    TermsTimeline,
+    live_assignments,
+    live_assignments_of_leases,
+    terms_of_leases,
+)
 
 
 def _span(segment: Segment, zone: str) -> str:
@@ -503,11 +508,7 @@ class LeaseFacts:
         needs = requires_acceptance(timeline)
         return cls(
             timeline=timeline,
-            assignments=list(
-                NodeAssignment.objects.filter(lease_id=lease.pk, void=False)
-                .select_related("node")
-                .order_by("assigned_from", "node__hostname", "pk")
-            ),
+            assignments=list(live_assignments(lease_id=lease.pk)),
             needs_acceptance=needs,
             accepted=billing_start(lease) if needs else None,
         )
@@ -517,14 +518,10 @@ class LeaseFacts:
         """``of`` for many leases in three queries: terms, assignments, acceptances."""
         ids = [lease.pk for lease in leases]
         versions: dict[int, list[LeaseTerms]] = defaultdict(list)
-        for version in LeaseTerms.objects.filter(lease_id__in=ids):
+        for version in terms_of_leases(lease_ids=ids):
             versions[version.lease_id].append(version)
         held: dict[int, list[NodeAssignment]] = defaultdict(list)
-        for assignment in (
-            NodeAssignment.objects.filter(lease_id__in=ids, void=False)
-            .select_related("node")
-            .order_by("assigned_from", "node__hostname", "pk")
-        ):
+        for assignment in live_assignments_of_leases(lease_ids=ids):
             held[assignment.lease_id].append(assignment)
         timelines = {lease_id: TermsTimeline(versions[lease_id]) for lease_id in ids}
         needs = [lease_id for lease_id in ids if requires_acceptance(timelines[lease_id])]

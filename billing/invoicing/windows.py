@@ -12,15 +12,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Q
-
 from benchmarks import selectors as run_selectors
 from billing.invoicing.computed import iso
 from gpulease_verify import window as window_rules
 from gpulease_verify.calculations import overlap_seconds
 from gpulease_verify.periods import Period
 from leases.models import Lease, LeaseTerms, Tenant
-from leases.selectors import TermsTimeline
+from leases.selectors import TermsTimeline, leases_overlapping
 
 BILLED_STATUSES = window_rules.BILLED_STATUSES  # active, ended
 
@@ -162,9 +160,9 @@ def billed_leases(*, tenant: Tenant, period: str) -> list[Lease]:
     """The tenant's active or ended leases that overlap the month, by reference."""
     start, end = Period.parse(period).bounds(tenant.time_zone)
     return list(
-        Lease.objects.filter(tenant=tenant, status__in=BILLED_STATUSES, starts_at__lt=end)
-        .filter(Q(ends_at__isnull=True) | Q(ends_at__gt=start))
-        .order_by("reference")
+        leases_overlapping(tenant=tenant, statuses=BILLED_STATUSES, start=start, end=end).order_by(
+            "reference"
+        )
     )
 
 

@@ -9,7 +9,7 @@ from benchmarks.choices import Pattern, Trigger
 from benchmarks.models import ProbeRun
 from gpulease_verify.units import format_bps
 from leases.choices import ProbeKind
-from leases.models import Lease
+from leases.selectors import leases_with_reference
 
 BUSY_WAIT_S = 120
 
@@ -23,7 +23,7 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true", help="one JSON object per line")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        lease = Lease.objects.filter(reference=options["lease"]).first()
+        lease = leases_with_reference(reference=options["lease"]).first()
         if lease is None:
             raise CommandError(f"no lease with reference {options['lease']!r}")
         kinds = [options["kind"]] if options["kind"] else None

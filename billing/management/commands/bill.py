@@ -11,7 +11,7 @@ from billing.choices import InvoiceStatus
 from billing.ingest import ingest_all
 from billing.models import Invoice
 from gpulease_verify.periods import Period, PeriodError
-from leases.models import Tenant
+from leases.selectors import tenant_by_slug
 
 
 class Command(BaseCommand):
@@ -48,7 +48,7 @@ class Command(BaseCommand):
             raise CommandError(str(error)) from None
         tenant = None
         if options["tenant"]:
-            tenant = Tenant.objects.filter(slug=options["tenant"]).first()
+            tenant = tenant_by_slug(slug=options["tenant"])
             if tenant is None:
                 raise CommandError(f"no tenant with slug {options['tenant']!r}")
         if options["force"] and not options["issue"]:

@@ -7,7 +7,7 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
 from billing.checkpoints import close_period
-from leases.models import Lease
+from leases.selectors import leases_with_reference
 
 
 class Command(BaseCommand):
@@ -21,7 +21,7 @@ class Command(BaseCommand):
         lease = None
         if options["lease"]:
             lease = (
-                Lease.objects.select_related("tenant").filter(reference=options["lease"]).first()
+                leases_with_reference(reference=options["lease"]).select_related("tenant").first()
             )
             if lease is None:
                 raise CommandError(f"There is no lease {options['lease']!r}.")

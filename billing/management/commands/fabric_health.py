@@ -12,6 +12,7 @@ from django.utils import timezone
 from billing import probe_tax
 from gpulease_verify.periods import Period
 from leases.models import Lease
+from leases.selectors import leases_with_reference
 from telemetry.report import fabric_health
 
 
@@ -44,7 +45,7 @@ class Command(BaseCommand):
         if options["since"] <= 0:
             raise CommandError("--since must be a positive number of minutes")
         try:
-            lease = Lease.objects.get(reference=options["lease"])
+            lease = leases_with_reference(reference=options["lease"]).get()
         except Lease.DoesNotExist:
             raise CommandError(f"no lease {options['lease']!r}") from None
         until = timezone.now()

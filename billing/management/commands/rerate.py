@@ -10,7 +10,7 @@ from django.utils import timezone
 from billing.ingest import ingest_all
 from billing.rerate import RerateResult, rerate
 from gpulease_verify.periods import PeriodError, zone
-from leases.models import Lease
+from leases.selectors import leases_with_reference
 
 DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 
@@ -52,7 +52,7 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true", help="print the summary as JSON")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        lease = Lease.objects.select_related("tenant").filter(reference=options["lease"]).first()
+        lease = leases_with_reference(reference=options["lease"]).select_related("tenant").first()
         if lease is None:
             raise CommandError(f"no lease with reference {options['lease']!r}")
         try:

@@ -7,7 +7,7 @@ from billing.ingest import ingest_all
 from billing.reports import sla_report
 from gpulease_verify.periods import Period, PeriodError
 from gpulease_verify.units import format_bps
-from leases.models import Lease
+from leases.selectors import leases_with_reference
 
 
 def _figure(bps: int | None) -> str:
@@ -27,7 +27,7 @@ class Command(BaseCommand):
             Period.parse(options["period"])
         except PeriodError as error:
             raise CommandError(str(error)) from None
-        lease = Lease.objects.select_related("tenant").filter(reference=options["lease"]).first()
+        lease = leases_with_reference(reference=options["lease"]).select_related("tenant").first()
         if lease is None:
             raise CommandError(f"no lease with reference {options['lease']!r}")
         ingest_all()  # the report reads rollups: bring them up to date first

@@ -15,8 +15,9 @@ from billing.models import CreditNote, Invoice, Voucher
 from common.instants import FILTER_YEARS, instant_problem
 from incidents.choices import FabricIncidentKind, IncidentState, MeteringIncidentKind
 from incidents.models import Incident
+from leases import selectors as lease_selectors
 from leases.choices import GpuModel, LeaseStatus, NodeStatus, ProbeKind
-from leases.models import Fabric, Lease, Node, NodeAssignment
+from leases.models import Fabric, Lease, Node
 
 
 class IdFilter(filters.NumberFilter):
@@ -82,9 +83,8 @@ class NodeFilterSet(filters.FilterSet):
     def served_lease(self, queryset, name, value):  # type: ignore[no-untyped-def]
         """Matched through the user's own leases only: a node that moved from one tenant's
         lease to another's is visible to both, and must not confirm the other's lease id."""
-        leases = Lease.objects.visible_to(self.request.user).filter(pk=value)
         return queryset.filter(
-            pk__in=NodeAssignment.objects.filter(lease__in=leases).values("node")
+            pk__in=lease_selectors.nodes_served_to(user=self.request.user, lease_id=value)
         )
 
 
@@ -120,12 +120,9 @@ class ProbeRunFilterSet(filters.FilterSet):
 
     def involving(self, queryset, name, value):  # type: ignore[no-untyped-def]
         linked = run_selectors.run_node_links().filter(proberun_id=OuterRef("pk"), node_id=value)
-        held = NodeAssignment.objects.filter(
-            lease_id=OuterRef("lease_id"),
-            node_id=value,
-            void=False,
-            assigned_from__lte=OuterRef("slot_at"),
-        ).filter(Q(assigned_until__isnull=True) | Q(assigned_until__gt=OuterRef("slot_at")))
+        held = lease_selectors.node_held_at(
+            lease_id=OuterRef("lease_id"), node_id=value, at=OuterRef("slot_at")
+        )
         return queryset.filter(Exists(linked) | (Q(pattern=Pattern.SWEEP) & Exists(held)))
 
 

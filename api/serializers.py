@@ -39,6 +39,7 @@ from gpulease_verify.periods import PATTERN as PERIOD_PATTERN
 from gpulease_verify.periods import Period, PeriodError
 from incidents.models import Incident
 from incidents.repair import repair_minutes
+from leases import selectors as lease_selectors
 from leases.choices import ProbeKind
 from leases.contract_rules import MIN_CADENCE_S
 from leases.models import (
@@ -107,7 +108,9 @@ class SiteSerializer(StrictModelSerializer):
 
 
 class FabricSerializer(StrictModelSerializer):
-    site = serializers.SlugRelatedField(slug_field="code", queryset=Site.objects.all())
+    site = serializers.SlugRelatedField(
+        slug_field="code", queryset=lease_selectors.sites_for_provider()
+    )
 
     class Meta:
         model = Fabric
@@ -331,7 +334,9 @@ class LeaseDetailSerializer(LeaseSerializer):
 
 
 class LeaseCreateSerializer(StrictSerializer):
-    tenant = serializers.SlugRelatedField(slug_field="slug", queryset=Tenant.objects.all())
+    tenant = serializers.SlugRelatedField(
+        slug_field="slug", queryset=lease_selectors.tenants_for_provider()
+    )
     reference = serializers.CharField(
         max_length=REFERENCE_MAX,
         trim_whitespace=False,  # a reference is taken exactly as sent, or refused
@@ -346,7 +351,7 @@ class LeaseCreateSerializer(StrictSerializer):
     probes_enabled = serializers.BooleanField(required=False, default=True)
     terms = TermsInputSerializer()
     nodes = serializers.PrimaryKeyRelatedField(
-        many=True, queryset=Node.objects.all(), required=False, default=list
+        many=True, queryset=lease_selectors.nodes_for_provider(), required=False, default=list
     )
 
 

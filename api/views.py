@@ -53,7 +53,7 @@ from incidents import selectors as incident_selectors
 from leases import selectors
 from leases import services as lease_services
 from leases.choices import LeaseStatus
-from leases.models import Fabric, Lease, Node, Site, Tenant, TermsAmendment
+from leases.models import Lease, Tenant, TermsAmendment
 
 READ_ONLY = ["get", "head", "options"]
 
@@ -61,7 +61,7 @@ READ_ONLY = ["get", "head", "options"]
 class TenantViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewSet):
     """Customer organisations. Provider staff see all; a member sees their own tenant."""
 
-    queryset = Tenant.objects.all()
+    queryset = selectors.tenants_for_provider()
     serializer_class = s.TenantSerializer
     filterset_fields = ["slug"]
 
@@ -75,7 +75,7 @@ class SiteViewSet(
 ):
     """Data centres. Tenants see the sites of their leases' nodes; provider staff write."""
 
-    queryset = Site.objects.all()
+    queryset = selectors.sites_for_provider()
     serializer_class = s.SiteSerializer
     visible = staticmethod(selectors.sites_visible_to)
     filterset_fields = ["code", "city"]
@@ -101,7 +101,7 @@ class FabricViewSet(
     """Inter-node networks. Tenants see the fabrics of their leases' nodes; provider staff
     write."""
 
-    queryset = Fabric.objects.all()
+    queryset = selectors.fabrics_for_provider()
     serializer_class = s.FabricSerializer
     visible = staticmethod(selectors.fabrics_visible_to)
     filterset_class = filtersets.FabricFilterSet
@@ -123,7 +123,7 @@ class FabricViewSet(
 class NodeViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewSet):
     """GPU servers. A tenant sees only the nodes of its leases (Node.objects.visible_to)."""
 
-    queryset = Node.objects.all()
+    queryset = selectors.nodes_for_provider()
     serializer_class = s.NodeSerializer
     filterset_class = filtersets.NodeFilterSet
 
@@ -136,7 +136,7 @@ class LeaseViewSet(
 ):
     """Leases with their contract terms versions and node assignments."""
 
-    queryset = Lease.objects.all()
+    queryset = selectors.leases_for_provider()
     serializer_class = s.LeaseSerializer
     filterset_class = filtersets.LeaseFilterSet
     staff_permissions = {
@@ -154,7 +154,7 @@ class LeaseViewSet(
         queryset = queryset.select_related("tenant")
         if self.action not in {"list", "sla", "probe_tax", "run_now"}:  # the lease alone
             queryset = queryset.prefetch_related(
-                "terms", Prefetch("assignments", queryset=_assignments())
+                "terms", Prefetch("assignments", queryset=selectors.assignments_with_nodes())
             )
         return queryset
 
@@ -166,7 +166,7 @@ class LeaseViewSet(
         return s.LeaseDetailSerializer
 
     def _detail(self, lease: Lease, code: int = status.HTTP_200_OK) -> Response:
-        fresh = self.optimize(Lease.objects.filter(pk=lease.pk)).get()
+        fresh = self.optimize(selectors.leases_for_provider().filter(pk=lease.pk)).get()
         return Response(
             s.LeaseDetailSerializer(fresh, context=self.get_serializer_context()).data, status=code
         )
@@ -331,18 +331,12 @@ class LeaseViewSet(
         return Response(running.document(lease=lease, month=month, period=period))
 
 
-def _assignments() -> QuerySet:
-    from leases.models import NodeAssignment
-
-    return NodeAssignment.objects.select_related("node").order_by("assigned_from", "id")
-
-
 class TermsAmendmentViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseViewSet):
     """Retroactive terms amendments: proposed by provider staff, pending until a tenant
     admin of the lease's tenant acknowledges them; then they are the lease's next terms
     version, in force from their date and linked into its hash chain."""
 
-    queryset = TermsAmendment.objects.all()
+    queryset = selectors.amendments_for_provider()
     serializer_class = s.TermsAmendmentSerializer
     # Acknowledging is the tenant admin's: the service refuses it to provider staff.
     staff_permissions = {
@@ -357,7 +351,7 @@ class TermsAmendmentViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Ba
         )
 
     def _answer(self, amendment: TermsAmendment, code: int = status.HTTP_200_OK) -> Response:
-        fresh = self.optimize(TermsAmendment.objects.filter(pk=amendment.pk)).get()
+        fresh = self.optimize(selectors.amendments_for_provider().filter(pk=amendment.pk)).get()
         return Response(s.TermsAmendmentSerializer(fresh).data, status=code)
 
     @extend_schema(
@@ -369,7 +363,7 @@ class TermsAmendmentViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Ba
         body = s.TermsAmendmentProposeSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data
-        lease = Lease.objects.visible_to(request.user).filter(pk=data["lease"]).first()
+        lease = selectors.leases_visible_to(request.user).filter(pk=data["lease"]).first()
         if lease is None:
             raise serializers.ValidationError({"lease": [_("No such object.")]})
         amendment = lease_services.propose_retroactive_amendment(
@@ -499,7 +493,7 @@ class ProbeRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseView
         if self.action == "list":
             return queryset  # list() reads plain rows
         return queryset.select_related("lease", "terms").prefetch_related(
-            Prefetch("nodes", queryset=Node.objects.only("id", "hostname"))
+            Prefetch("nodes", queryset=selectors.nodes_for_provider().only("id", "hostname"))
         )
 
     def get_serializer_class(self) -> type[serializers.BaseSerializer]:
@@ -867,7 +861,7 @@ class ApiTokenViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseView
     def _tenant(self, request: Request, slug: str | None) -> Tenant | None:
         if not slug:
             return None
-        tenant = Tenant.objects.visible_to(request.user).filter(slug=slug).first()
+        tenant = selectors.tenants_visible_to(request.user).filter(slug=slug).first()
         if tenant is None:
             raise serializers.ValidationError(
                 {"tenant": [_("No tenant %(slug)s among yours.") % {"slug": slug}]}

@@ -56,7 +56,8 @@ from billing.models import (
     Invoice,
 )
 from incidents.models import Incident
-from leases.models import Lease, Node
+from leases import selectors as lease_selectors
+from leases.models import Lease
 
 TENANT_WRITERS = frozenset({Role.ADMIN})
 AUDIT_READERS = frozenset({Role.ADMIN, Role.AUDITOR})
@@ -243,7 +244,7 @@ class LeaseCheckpointViewSet(BaseViewSet):
     """A lease's signed hash-chain checkpoints, one per closed month (docs/audit.md): keep
     them, and check later bundles against them with --previous."""
 
-    queryset = Lease.objects.all()
+    queryset = lease_selectors.leases_for_provider()
     read_roles = AUDIT_READERS
     required_scope = "audit"
     query_parameters = frozenset({"period"})
@@ -301,7 +302,7 @@ def _raw(request: Request) -> bool:
 class LeaseAuditViewSet(BaseViewSet):
     """A lease's signed audit bundle for a month."""
 
-    queryset = Lease.objects.all()
+    queryset = lease_selectors.leases_for_provider()
     read_roles = AUDIT_READERS
     required_scope = "audit"
     query_parameters = frozenset({"period", "raw"})
@@ -326,14 +327,14 @@ class LeaseAuditViewSet(BaseViewSet):
 
 def _evidence_rows(queryset: QuerySet) -> QuerySet:
     return queryset.select_related("lease", "terms", "submitted_by").prefetch_related(
-        Prefetch("nodes", queryset=Node.objects.only("id", "hostname"))
+        Prefetch("nodes", queryset=lease_selectors.nodes_for_provider().only("id", "hostname"))
     )
 
 
 class LeaseEvidenceViewSet(BaseViewSet):
     """A lease's customer evidence: read by every role, submitted by the tenant admin."""
 
-    queryset = Lease.objects.all()
+    queryset = lease_selectors.leases_for_provider()
     read_roles = ALL_ROLES
     write_roles = TENANT_WRITERS
     staff_permissions = {"submit": "billing.add_evidence"}

@@ -29,6 +29,7 @@ from benchmarks import selectors as run_selectors
 from benchmarks.models import ProbeRun
 from gpulease_verify.canonical import canonical_json
 from leases import cosign
+from leases import selectors as lease_selectors
 from leases.models import Lease, Tenant, TenantKey, TenantLink
 
 ADMINS = frozenset({Role.ADMIN})
@@ -94,7 +95,7 @@ def signed_fields(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def _tenant(request: Request, slug: str) -> Tenant:
-    tenant = Tenant.objects.visible_to(request.user).filter(slug=slug).first()
+    tenant = lease_selectors.tenants_visible_to(request.user).filter(slug=slug).first()
     if tenant is None:
         raise serializers.ValidationError({"tenant": [_("No such object.")]})
     return tenant
@@ -104,7 +105,7 @@ class TenantKeyViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BaseVie
     """Tenant signing keys (Ed25519): registered and revoked by a tenant admin, every
     registration and revocation a link of each lease's chain."""
 
-    queryset = TenantKey.objects.all()
+    queryset = lease_selectors.tenant_keys_for_provider()
     serializer_class = TenantKeySerializer
     write_roles = ADMINS
     # A tenant admin's keys: the services refuse provider staff (leases.cosign).

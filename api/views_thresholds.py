@@ -21,6 +21,7 @@ from billing import selectors as billing_selectors
 from billing import thresholds
 from billing.choices import ThresholdKind
 from billing.models import Threshold, ThresholdCrossing
+from leases import selectors as lease_selectors
 from leases.models import Lease, Tenant
 
 ADMINS = frozenset({Role.ADMIN})
@@ -90,7 +91,7 @@ class ThresholdChangeSerializer(StrictSerializer):
 
 
 def _tenant(request: Request, slug: str) -> Tenant:
-    tenant = Tenant.objects.visible_to(request.user).filter(slug=slug).first()
+    tenant = lease_selectors.tenants_visible_to(request.user).filter(slug=slug).first()
     if tenant is None:
         raise serializers.ValidationError({"tenant": [_("No such object.")]})
     return tenant
@@ -99,7 +100,7 @@ def _tenant(request: Request, slug: str) -> Tenant:
 def _lease(request: Request, tenant: Tenant, pk: int | None) -> Lease | None:
     if pk is None:
         return None
-    lease = Lease.objects.visible_to(request.user).filter(pk=pk, tenant=tenant).first()
+    lease = lease_selectors.leases_visible_to(request.user).filter(pk=pk, tenant=tenant).first()
     if lease is None:
         raise serializers.ValidationError({"lease": [_("No such object.")]})
     return lease

@@ -6,12 +6,12 @@ from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
-from django.db.models import Exists, Q, QuerySet
+from django.db.models import Count, Exists, Q, QuerySet
 from django.utils.translation import gettext as _
 
 from common.querysets import is_provider_staff
 from gpulease_verify.units import plain
-from leases.choices import LeaseStatus
+from leases.choices import LeaseStatus, SwitchRole
 from leases.contract_rules import MULTI_NODE_FLOOR_GBPS
 from leases.models import (
     Fabric,
@@ -21,9 +21,11 @@ from leases.models import (
     Node,
     NodeAssignment,
     Site,
+    Switch,
     Tenant,
     TenantKey,
     TenantLink,
+    TenantSettingsEvent,
     TermsAmendment,
 )
 
@@ -350,6 +352,101 @@ def tenants_by_slug() -> QuerySet[Tenant]:
     return Tenant.objects.order_by("slug")
 
 
+# --- read by api, portal, monitoring ---
+
+
+def tenants_visible_to(user: Any) -> QuerySet[Tenant]:
+    """The tenants ``user`` sees (common.querysets scoping)."""
+    return Tenant.objects.visible_to(user)
+
+
+def leases_visible_to(user: Any) -> QuerySet[Lease]:
+    """The leases ``user`` sees (common.querysets scoping)."""
+    return Lease.objects.visible_to(user)
+
+
+def assignments_visible_to(user: Any) -> QuerySet[NodeAssignment]:
+    """The node assignments ``user`` sees (common.querysets scoping)."""
+    return NodeAssignment.objects.visible_to(user)
+
+
+def nic_ports_visible_to(user: Any) -> QuerySet[NicPort]:
+    """The NIC ports ``user`` sees (common.querysets scoping)."""
+    return NicPort.objects.visible_to(user)
+
+
+def lease_terms_visible_to(user: Any) -> QuerySet[LeaseTerms]:
+    """The terms versions ``user`` sees (common.querysets scoping)."""
+    return LeaseTerms.objects.visible_to(user)
+
+
+def terms_timeline_visible_to(*, user: Any, lease: Lease) -> TermsTimeline[LeaseTerms]:
+    """The TermsTimeline of the lease's terms versions that ``user`` sees."""
+    return TermsTimeline(LeaseTerms.objects.visible_to(user).filter(lease=lease))
+
+
+def amendments_visible_to(user: Any) -> QuerySet[TermsAmendment]:
+    """The retroactive terms amendments ``user`` sees (common.querysets scoping)."""
+    return TermsAmendment.objects.visible_to(user)
+
+
+def tenant_keys_visible_to(user: Any) -> QuerySet[TenantKey]:
+    """The tenant signing keys ``user`` sees (common.querysets scoping)."""
+    return TenantKey.objects.visible_to(user)
+
+
+def tenant_settings_events_visible_to(user: Any) -> QuerySet[TenantSettingsEvent]:
+    """The tenant settings changes ``user`` sees (common.querysets scoping)."""
+    return TenantSettingsEvent.objects.visible_to(user)
+
+
+def nodes_served_to(*, user: Any, lease_id: Any) -> QuerySet[NodeAssignment]:
+    """The node ids (``values("node")``) ever assigned to lease ``lease_id`` if ``user``
+    sees that lease, else none: a subquery."""
+    leases = Lease.objects.visible_to(user).filter(pk=lease_id)
+    return NodeAssignment.objects.filter(lease__in=leases).values("node")
+
+
+def tenants_for_provider() -> QuerySet[Tenant]:
+    """Every tenant, unscoped."""
+    return Tenant.objects.all()
+
+
+def sites_for_provider() -> QuerySet[Site]:
+    """Every site, unscoped."""
+    return Site.objects.all()
+
+
+def fabrics_for_provider() -> QuerySet[Fabric]:
+    """Every fabric, unscoped."""
+    return Fabric.objects.all()
+
+
+def nodes_for_provider() -> QuerySet[Node]:
+    """Every node, unscoped."""
+    return Node.objects.all()
+
+
+def leases_for_provider() -> QuerySet[Lease]:
+    """Every lease, unscoped."""
+    return Lease.objects.all()
+
+
+def amendments_for_provider() -> QuerySet[TermsAmendment]:
+    """Every retroactive terms amendment, unscoped."""
+    return TermsAmendment.objects.all()
+
+
+def tenant_keys_for_provider() -> QuerySet[TenantKey]:
+    """Every tenant signing key, unscoped."""
+    return TenantKey.objects.all()
+
+
+def assignments_with_nodes() -> QuerySet[NodeAssignment]:
+    """Every node assignment with its node, oldest first: unscoped (for a Prefetch)."""
+    return NodeAssignment.objects.select_related("node").order_by("assigned_from", "id")
+
+
 def tenant_by_slug(*, slug: str) -> Tenant | None:
     """The tenant with this slug, or None."""
     return Tenant.objects.filter(slug=slug).first()
@@ -368,3 +465,96 @@ def tenant_keys_of(*, tenant_id: int) -> QuerySet[TenantKey]:
 def tenant_links_of(*, lease: Lease) -> QuerySet[TenantLink]:
     """The lease's tenant links (signed by the tenant), in chain order."""
     return TenantLink.objects.filter(lease=lease).order_by("chain_index")
+
+
+def tenants_joined_by(*, user_id: Any) -> QuerySet[Tenant]:
+    """The tenants the user holds a membership of, by slug (unscoped by token)."""
+    return Tenant.objects.filter(memberships__user_id=user_id).order_by("slug")
+
+
+def leases_of_tenant(*, tenant: Tenant) -> QuerySet[Lease]:
+    """The tenant's leases, by contract reference."""
+    return Lease.objects.filter(tenant=tenant).order_by("reference")
+
+
+def lease_of_tenant(*, tenant: Tenant, pk: int) -> Lease | None:
+    """The tenant's lease ``pk``, or None when the tenant holds no such lease."""
+    return Lease.objects.filter(tenant=tenant, pk=pk).first()
+
+
+def assignments_in_force_for_provider(*, at: datetime) -> QuerySet[NodeAssignment]:
+    """Every lease's node assignments in force at ``at``, unscoped."""
+    return NodeAssignment.objects.in_force_at(at)
+
+
+def leases_holding(*, nodes: Iterable[Node], at: datetime) -> list[Lease]:
+    """The active leases the nodes are assigned to at ``at``, with their tenants, by pk."""
+    lease_ids = (
+        NodeAssignment.objects.in_force_at(at)
+        .filter(node__in=list(nodes), lease__status=LeaseStatus.ACTIVE)
+        .values("lease_id")
+    )
+    return list(Lease.objects.filter(pk__in=lease_ids).select_related("tenant").order_by("pk"))
+
+
+def node_held_at(*, lease_id: Any, node_id: Any, at: Any) -> QuerySet[NodeAssignment]:
+    """The lease's live assignments of the node in force at ``at`` (values or OuterRefs:
+    a subquery for Exists)."""
+    return NodeAssignment.objects.filter(
+        lease_id=lease_id,
+        node_id=node_id,
+        void=False,
+        assigned_from__lte=at,
+    ).filter(Q(assigned_until__isnull=True) | Q(assigned_until__gt=at))
+
+
+def nodes_at_host(*, host: str) -> list[Node]:
+    """The nodes whose hostname or management address is ``host``."""
+    return list(Node.objects.filter(Q(hostname=host) | Q(management_address=host)))
+
+
+def switches_named(*, name: str, fabric: str | None = None) -> list[Switch]:
+    """The switches called ``name``, only those of fabric ``fabric`` when it is given."""
+    switches = Switch.objects.filter(name=name)
+    if fabric:
+        switches = switches.filter(fabric__name=fabric)
+    return list(switches)
+
+
+def nodes_behind(*, switches: Sequence[Switch]) -> list[Node]:
+    """The nodes a switch fault reaches: those under the leaves, every node of the spines'
+    fabrics."""
+    return list(
+        Node.objects.filter(
+            Q(leaf_switch__in=[s for s in switches if s.role == SwitchRole.LEAF])
+            | Q(
+                leaf_switch__fabric_id__in=[
+                    s.fabric_id for s in switches if s.role == SwitchRole.SPINE
+                ]
+            )
+        ).distinct()
+    )
+
+
+def leaf_switches() -> QuerySet[Switch]:
+    """Every leaf switch, unscoped (callers annotate)."""
+    return Switch.objects.filter(role=SwitchRole.LEAF)
+
+
+def fabrics_with_spine_counts() -> list[Fabric]:
+    """Every fabric with its site and ``spines`` (its spine switch count), by site and name."""
+    return list(
+        Fabric.objects.select_related("site")
+        .annotate(spines=Count("switches", filter=Q(switches__role=SwitchRole.SPINE)))
+        .order_by("site__name", "name")
+    )
+
+
+def site_codes() -> dict[int, str]:
+    """Every site's code, by pk."""
+    return dict(Site.objects.values_list("pk", "code"))
+
+
+def nic_ports_of_nodes(*, node_ids: Iterable[int]) -> QuerySet[NicPort]:
+    """The NIC ports of these nodes, unscoped."""
+    return NicPort.objects.filter(node_id__in=node_ids)

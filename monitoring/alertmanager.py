@@ -29,20 +29,19 @@ each of them; ``status: resolved`` closes what it opened.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Q
 from django.utils import timezone
 
 from common.locks import intake_lock, locking
 from incidents import services as incident_services
 from incidents.choices import IncidentState
-from leases.choices import LeaseStatus, ProbeKind, SwitchRole
-from leases.models import Lease, LeaseTerms, Node, NodeAssignment, Switch
+from leases import selectors as lease_selectors
+from leases.choices import ProbeKind
+from leases.models import Lease, Node
 from monitoring.models import ExternalAlert
 
 PATTERN = "alertmanager"
@@ -87,37 +86,15 @@ def affected_nodes(labels: dict[str, str]) -> tuple[str, list[Node]]:
         if not value:
             continue
         host = _host(value) if name == "instance" else value
-        nodes = list(Node.objects.filter(Q(hostname=host) | Q(management_address=host)))
+        nodes = lease_selectors.nodes_at_host(host=host)
         if nodes:
             return nodes[0].hostname, nodes
     switch = labels.get("switch", "")
     if switch:
-        switches = Switch.objects.filter(name=switch)
-        if labels.get("fabric"):
-            switches = switches.filter(fabric__name=labels["fabric"])
-        found = list(switches)
+        found = lease_selectors.switches_named(name=switch, fabric=labels.get("fabric"))
         if found:
-            nodes = list(
-                Node.objects.filter(
-                    Q(leaf_switch__in=[s for s in found if s.role == SwitchRole.LEAF])
-                    | Q(
-                        leaf_switch__fabric_id__in=[
-                            s.fabric_id for s in found if s.role == SwitchRole.SPINE
-                        ]
-                    )
-                ).distinct()
-            )
-            return switch, nodes
+            return switch, lease_selectors.nodes_behind(switches=found)
     return "", []
-
-
-def leases_holding(nodes: Iterable[Node], at: datetime) -> list[Lease]:
-    lease_ids = (
-        NodeAssignment.objects.in_force_at(at)
-        .filter(node__in=list(nodes), lease__status=LeaseStatus.ACTIVE)
-        .values("lease_id")
-    )
-    return list(Lease.objects.filter(pk__in=lease_ids).select_related("tenant").order_by("pk"))
 
 
 def _rule(alert: dict[str, Any]) -> str:
@@ -138,7 +115,7 @@ def _open_incidents(
         # A fault older than the lease is the lease's from its first instant, under the
         # terms in force then (the one terms-in-force lookup, LeaseTerms.objects.in_force).
         opened_at = max(record.starts_at, lease.starts_at)
-        terms = LeaseTerms.objects.in_force(lease.pk, opened_at)
+        terms = lease_selectors.terms_in_force(lease=lease, at=opened_at)
         if terms is None:
             continue
         # An alert already holding this lease's incident open shares it.
@@ -183,7 +160,7 @@ def _new_occurrence(alert: dict[str, Any], result: IntakeResult, notify: bool) -
     subject, nodes = affected_nodes(labels)
     if not nodes:
         result.unmatched += 1
-    leases = leases_holding(nodes, alert["startsAt"]) if nodes else []
+    leases = lease_selectors.leases_holding(nodes=nodes, at=alert["startsAt"]) if nodes else []
     record = ExternalAlert.objects.create(
         fingerprint=alert["fingerprint"],
         alertname=labels.get("alertname", "")[:255],

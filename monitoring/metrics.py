@@ -69,8 +69,9 @@ from gpulease_verify import health, sweep
 from gpulease_verify.periods import Period
 from incidents import selectors as incident_selectors
 from incidents.choices import FabricIncidentKind
+from leases import selectors as lease_selectors
 from leases.choices import LeaseStatus, ProbeKind
-from leases.models import Lease, NicPort, NodeAssignment, Site
+from leases.models import Lease
 from monitoring import worker_metrics
 from portal import lease_status, provider_selectors, selectors
 
@@ -161,7 +162,7 @@ def _lease_places(leases: list[Lease], instant: datetime) -> dict[int, tuple[str
     sites: dict[int, set[str]] = defaultdict(set)
     fabrics: dict[int, set[str]] = defaultdict(set)
     for lease_id, site, fabric in (
-        NodeAssignment.objects.in_force_at(instant)
+        lease_selectors.assignments_in_force_for_provider(at=instant)
         .filter(lease_id__in=[lease.pk for lease in leases])
         .values_list(
             "lease_id", "node__leaf_switch__fabric__site__code", "node__leaf_switch__fabric__name"
@@ -183,7 +184,7 @@ def _last_good(leases: list[Lease]) -> dict[int, dict[str, datetime | None]]:
     annotations = {
         f"last_{kind}": Subquery(run_selectors.newest_ok_finish(kind=kind)) for kind in kinds
     }
-    rows = Lease.objects.filter(pk__in=[lease.pk for lease in leases]).annotate(**annotations)
+    rows = lease_selectors.leases_among(ids=[lease.pk for lease in leases]).annotate(**annotations)
     return {
         row["pk"]: {kind: row[f"last_{kind}"] for kind in kinds}
         for row in rows.values("pk", *annotations)
@@ -422,7 +423,7 @@ def _lease_metrics(instant: datetime) -> Iterator[Metric]:
 
 
 def _site_metrics(instant: datetime) -> Iterator[Metric]:
-    sites = dict(Site.objects.values_list("pk", "code"))
+    sites = lease_selectors.site_codes()
     queue = GaugeMetricFamily(
         "gpulease_site_queue_depth",
         "Probe runs scheduled and waiting for a worker",
@@ -475,10 +476,12 @@ def _fabric_metrics(instant: datetime) -> Iterator[Metric]:
     """The newest counter reading of every node leased now, from its lease's newest
     counters sweep: one query for the sweeps (a subquery per lease walks its (kind, -slot)
     index), one for the nodes held, one for their NIC ports."""
-    held = NodeAssignment.objects.in_force_at(instant).filter(lease__status=LeaseStatus.ACTIVE)
+    held = lease_selectors.assignments_in_force_for_provider(at=instant).filter(
+        lease__status=LeaseStatus.ACTIVE
+    )
     newest = run_selectors.newest_counter_sweep(instant=instant)
     sweeps = dict(
-        Lease.objects.filter(pk__in=held.values("lease_id"))
+        lease_selectors.leases_among(ids=held.values("lease_id"))
         .annotate(parsed=Subquery(newest))
         .values_list("pk", "parsed")
     )
@@ -498,8 +501,8 @@ def _fabric_metrics(instant: datetime) -> Iterator[Metric]:
             nodes[node_id] = (hostname, dict(read[hostname].parsed))
     ports: dict[int, dict[str, tuple[str, str]]] = defaultdict(dict)
     rates: list[tuple[str, str, str, int]] = []
-    for node_id, hostname, device, number, netdev, gbps in NicPort.objects.filter(
-        node_id__in=list(nodes)
+    for node_id, hostname, device, number, netdev, gbps in lease_selectors.nic_ports_of_nodes(
+        node_ids=list(nodes)
     ).values_list("node_id", "node__hostname", "device", "port_number", "netdev", "rate_gbps"):
         if netdev:
             ports[node_id][netdev] = (device, str(number))

@@ -32,6 +32,7 @@ from billing.lease_month import lease_month
 from billing.reports import sla_report
 from common.attachments import attachment
 from common.querysets import is_provider_staff
+from leases import selectors as lease_selectors
 from leases.models import Lease
 from portal import month_header, months, selectors
 
@@ -48,7 +49,9 @@ def can_audit(user: Any, lease: Lease) -> bool:
 
 
 def _lease(request: HttpRequest, pk: int) -> Lease:
-    return get_object_or_404(Lease.objects.visible_to(request.user).select_related("tenant"), pk=pk)
+    return get_object_or_404(
+        lease_selectors.leases_visible_to(request.user).select_related("tenant"), pk=pk
+    )
 
 
 def _audited_lease(request: HttpRequest, pk: int) -> Lease:

@@ -33,8 +33,8 @@ from billing.evidence import can_write_for, submit_evidence
 from billing.models import EvidenceTool
 from common.instants import InstantFormField
 from common.querysets import is_provider_staff
-from leases.models import Lease, LeaseTerms, NicPort, NodeAssignment, Tenant
-from leases.selectors import TermsTimeline
+from leases import selectors as lease_selectors
+from leases.models import Lease, LeaseTerms
 from portal import month_header, selectors, verdict_wording
 
 # --- forms ----------------------------------------------------------------------------
@@ -114,12 +114,14 @@ def _show_refusal(form: forms.Form, error: ValidationError) -> None:
 
 
 def _lease(request: HttpRequest, pk: int) -> Lease:
-    return get_object_or_404(Lease.objects.visible_to(request.user).select_related("tenant"), pk=pk)
+    return get_object_or_404(
+        lease_selectors.leases_visible_to(request.user).select_related("tenant"), pk=pk
+    )
 
 
 def _current_hostnames(request: HttpRequest, lease: Lease) -> list[str]:
     return sorted(
-        NodeAssignment.objects.visible_to(request.user)
+        lease_selectors.assignments_visible_to(request.user)
         .filter(lease=lease)
         .in_force_at(selectors.now())
         .values_list("node__hostname", flat=True)
@@ -138,16 +140,16 @@ def _guide(request: HttpRequest, lease: Lease) -> dict[str, Any]:
     instant = selectors.now()
     nodes = [
         assignment.node
-        for assignment in NodeAssignment.objects.visible_to(request.user)
+        for assignment in lease_selectors.assignments_visible_to(request.user)
         .filter(lease=lease)
         .in_force_at(instant)
         .select_related("node__leaf_switch")
         .order_by("node__hostname")
     ]
-    ports = NicPort.objects.visible_to(request.user).filter(node__in=[node.pk for node in nodes])
-    terms = TermsTimeline(LeaseTerms.objects.visible_to(request.user).filter(lease=lease)).at(
-        instant
+    ports = lease_selectors.nic_ports_visible_to(request.user).filter(
+        node__in=[node.pk for node in nodes]
     )
+    terms = lease_selectors.terms_timeline_visible_to(user=request.user, lease=lease).at(instant)
     default = LeaseTerms._meta.get_field("sla_threshold_percent").get_default()
     return {
         "terms": terms,
@@ -261,7 +263,7 @@ def _token_form(request: HttpRequest, data: Any = None) -> "TokenForm":
     tenants = None
     if not request.user.is_staff:
         member: Any = request.user.pk
-        tenants = Tenant.objects.filter(memberships__user_id=member).order_by("slug")
+        tenants = lease_selectors.tenants_joined_by(user_id=member)
     return TokenForm(data, initial={"scopes": initial}, tenants=tenants)
 
 
@@ -269,7 +271,7 @@ def _zone(request: HttpRequest) -> str:
     """The time zone of the user's first tenant, else the site's."""
     tenant_ids = sorted(roles_of(request))  # type: ignore[arg-type]
     zone = (
-        Tenant.objects.visible_to(request.user)
+        lease_selectors.tenants_visible_to(request.user)
         .filter(pk__in=tenant_ids[:1])
         .values_list("time_zone", flat=True)
         .first()

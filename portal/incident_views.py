@@ -28,6 +28,7 @@ from gpulease_verify.periods import Period
 from incidents import repair
 from incidents import selectors as incident_selectors
 from incidents.models import Incident
+from leases import selectors as lease_selectors
 from leases.models import Lease
 from portal import month_header, selectors
 
@@ -120,7 +121,7 @@ def _credit_effect(
 @login_required
 def incident_detail(request: HttpRequest, pk: int, incident_pk: int) -> HttpResponse:
     lease = get_object_or_404(
-        Lease.objects.visible_to(request.user).select_related("tenant"), pk=pk
+        lease_selectors.leases_visible_to(request.user).select_related("tenant"), pk=pk
     )
     incident = get_object_or_404(
         incident_selectors.visible_to(request.user)

@@ -31,8 +31,9 @@ from billing.choices import LineKind
 from gpulease_verify.calculations import network_cost_share
 from gpulease_verify.periods import Period, PeriodError
 from incidents import selectors as incident_selectors
-from leases.choices import LeaseStatus, ProbeKind, SwitchRole
-from leases.models import Fabric, Lease, Switch, Tenant
+from leases import selectors as lease_selectors
+from leases.choices import LeaseStatus, ProbeKind
+from leases.models import Fabric, Lease, Switch
 from portal import selectors
 from portal.lease_status import BREACHED, DEGRADED, MEETING, NO_DATA
 from portal.selectors import LeaseRow
@@ -169,11 +170,7 @@ def fabric_health(*, user, instant: datetime, days: int = FABRIC_DAYS) -> list[F
     """Per fabric and leaf switch: nodes, nodes leased now, and the throughput runs of the
     last ``days`` days whose nodes hang off the leaf (passed, failed, mean measured against
     mean contracted). Three queries whatever the number of fabrics, leaves and runs."""
-    fabrics = list(
-        Fabric.objects.select_related("site")
-        .annotate(spines=Count("switches", filter=Q(switches__role=SwitchRole.SPINE)))
-        .order_by("site__name", "name")
-    )
+    fabrics = lease_selectors.fabrics_with_spine_counts()
     if not fabrics:
         return []
     in_force = (
@@ -187,7 +184,7 @@ def fabric_health(*, user, instant: datetime, days: int = FABRIC_DAYS) -> list[F
     )
     counts = {
         leaf.pk: leaf
-        for leaf in Switch.objects.filter(role=SwitchRole.LEAF)
+        for leaf in lease_selectors.leaf_switches()
         .annotate(
             node_count=Count("nodes", distinct=True),
             leased_count=Count("nodes", filter=in_force, distinct=True),
@@ -198,7 +195,7 @@ def fabric_health(*, user, instant: datetime, days: int = FABRIC_DAYS) -> list[F
     zero = Value(0, output_field=IntegerField())
     metrics = {
         row["pk"]: row
-        for row in Switch.objects.filter(role=SwitchRole.LEAF)
+        for row in lease_selectors.leaf_switches()
         .annotate(
             passed=Coalesce(_aggregate(runs, n=Count("pk", filter=Q(verdict=Verdict.PASS))), zero),
             failed=Coalesce(_aggregate(runs, n=Count("pk", filter=Q(verdict=Verdict.FAIL))), zero),
@@ -291,7 +288,7 @@ def cost_share(*, user, period: str) -> CostShare:  # type: ignore[no-untyped-de
     calendar, as its invoice is), and of all of them together: the lease lines an invoice
     drafted now would carry, before credits, tax and adjustments."""
     rows = []
-    for tenant in Tenant.objects.visible_to(user).order_by("name", "pk"):
+    for tenant in lease_selectors.tenants_visible_to(user).order_by("name", "pk"):
         for lease in invoicing.billed_leases(tenant=tenant, period=period):
             lease.tenant = tenant
             amounts = {LineKind.NODE_RENT: ZERO, LineKind.NETWORK_FEE: ZERO, "usage": ZERO}

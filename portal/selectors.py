@@ -29,9 +29,10 @@ from gpulease_verify import sweep
 from gpulease_verify.periods import Period, PeriodError
 from incidents import selectors as incident_selectors
 from incidents.repair import TimeToRepair, time_to_repair
+from leases import selectors as lease_selectors
 from leases.choices import LeaseStatus, LinkLayer, ProbeKind
 from leases.contract_rules import DEFAULT_PROBE_CADENCE_S
-from leases.models import Lease, LeaseTerms, NicPort, NodeAssignment
+from leases.models import Lease, LeaseTerms
 from portal import lease_status
 from portal.lease_status import STALE_CADENCES, Now
 
@@ -203,7 +204,9 @@ def now_of(*, open_kinds: Iterable[str], fresh: bool) -> Now:
 def lease_now(*, user, lease: Lease, instant: datetime, open_kinds: Iterable[str]) -> Now:  # type: ignore[no-untyped-def]
     """``now_of`` for one lease page: the terms in force (their cadence) and the pairs'
     latest measurements, two queries."""
-    terms = LeaseTerms.objects.visible_to(user).filter(lease=lease, effective_from__lte=instant)
+    terms = lease_selectors.lease_terms_visible_to(user).filter(
+        lease=lease, effective_from__lte=instant
+    )
     latest = terms.order_by("-effective_from", "-pk").first()
     worst = worst_pairs(
         user=user, leases=[lease], terms={lease.pk: latest} if latest else {}, instant=instant
@@ -218,7 +221,7 @@ def lease_overview(*, user, instant: datetime) -> list[LeaseRow]:  # type: ignor
     Nine queries whatever the number of leases: leases, terms, the pairs' latest runs,
     open incidents and the lease months'."""
     leases = list(
-        Lease.objects.visible_to(user)
+        lease_selectors.leases_visible_to(user)
         .select_related("tenant")
         .annotate(
             latest_bps=_latest_throughput("measured_bps"),
@@ -232,7 +235,7 @@ def lease_overview(*, user, instant: datetime) -> list[LeaseRow]:  # type: ignor
     ids = [lease.pk for lease in leases]
     terms: dict[int, LeaseTerms] = {}
     for version in (
-        LeaseTerms.objects.visible_to(user)
+        lease_selectors.lease_terms_visible_to(user)
         .filter(lease_id__in=ids, effective_from__lte=instant)
         .order_by("lease_id", "effective_from", "pk")
     ):
@@ -464,14 +467,14 @@ def link_timeline(
                 if not port.get("up"):
                     ports_down[(node, label)].add(hour)
     hostnames = set(
-        NodeAssignment.objects.visible_to(user)
+        lease_selectors.assignments_visible_to(user)
         .filter(lease=lease, assigned_from__lt=instant)
         .exclude(assigned_until__lte=start)
         .values_list("node__hostname", flat=True)
     )
     hostnames |= set(down) | set(mute)
     for hostname, device, number, netdev, layer in (
-        NicPort.objects.visible_to(user)
+        lease_selectors.nic_ports_visible_to(user)
         .filter(node__hostname__in=list(hostnames))
         .values_list("node__hostname", "device", "port_number", "netdev", "link_layer")
         .distinct()

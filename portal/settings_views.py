@@ -34,8 +34,9 @@ from billing.choices import ThresholdKind
 from billing.models import Threshold
 from common.querysets import is_provider_staff
 from incidents import notifications
+from leases import selectors as lease_selectors
 from leases import tenant_settings
-from leases.models import Lease, Tenant, TenantSettingsEvent
+from leases.models import Tenant
 from portal import selectors
 from portal.customer_views import _show_refusal
 
@@ -108,7 +109,7 @@ class ThresholdForm(forms.Form):
 
     def __init__(self, *args: Any, tenant: Tenant, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        leases = Lease.objects.filter(tenant=tenant).order_by("reference")
+        leases = lease_selectors.leases_of_tenant(tenant=tenant)
         self.fields["lease"].choices = [  # type: ignore[attr-defined]
             ("", gettext_lazy("All leases together")),
             *((str(lease.pk), lease.reference) for lease in leases),
@@ -165,7 +166,7 @@ def _page(
         tenant = membership.tenant
         zone = tenant.time_zone
         events = list(
-            TenantSettingsEvent.objects.visible_to(request.user).filter(tenant=tenant)[
+            lease_selectors.tenant_settings_events_visible_to(request.user).filter(tenant=tenant)[
                 :RECENT_CHANGES
             ]
         )
@@ -299,7 +300,7 @@ def _add_threshold(
     if not form.is_valid():
         return _page(request, memberships, membership, threshold=form, status=400)
     chosen = form.cleaned_data["lease"]
-    lease = Lease.objects.filter(tenant=tenant, pk=int(chosen)).first() if chosen else None
+    lease = lease_selectors.lease_of_tenant(tenant=tenant, pk=int(chosen)) if chosen else None
     try:
         thresholds.create_threshold(
             tenant=tenant,

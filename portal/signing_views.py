@@ -30,7 +30,8 @@ from accounts.selectors import has_role, memberships_of
 from common.querysets import is_provider_staff
 from gpulease_verify.canonical import canonical_json, parse_instant
 from leases import cosign, services
-from leases.models import TenantKey, TermsAmendment
+from leases import selectors as lease_selectors
+from leases.models import TermsAmendment
 
 SIGN_COMMAND = "gpulease-verify sign --key KEY.pem content.json"
 
@@ -119,7 +120,7 @@ def _keys_page(
     status: int = 200,
 ) -> HttpResponse:
     memberships = _memberships(request)
-    keys = TenantKey.objects.visible_to(request.user).filter(
+    keys = lease_selectors.tenant_keys_visible_to(request.user).filter(
         tenant__in=[m.tenant_id for m in memberships]
     )
     sections = []
@@ -194,7 +195,7 @@ def signing_keys(request: HttpRequest) -> HttpResponse:
 def signing_key_revoke(request: HttpRequest, pk: int) -> HttpResponse:
     """Revoke a key from now on, once the admin ticked the confirmation."""
     _memberships(request)
-    key = get_object_or_404(TenantKey.objects.visible_to(request.user), pk=pk)
+    key = get_object_or_404(lease_selectors.tenant_keys_visible_to(request.user), pk=pk)
     if request.POST.get("confirm") != "yes":
         return HttpResponse(
             _("Tick the confirmation to revoke key %(key)s.") % {"key": key.fingerprint},
@@ -246,7 +247,7 @@ def amendment_detail(request: HttpRequest, pk: int) -> HttpResponse:
     """A retroactive amendment of a lease one sees. POST (its tenant's admin): ``prepare``
     shows the acknowledgement to sign (the tenant holds a key); ``acknowledge`` makes it."""
     amendment = get_object_or_404(
-        TermsAmendment.objects.visible_to(request.user).select_related("lease__tenant"), pk=pk
+        lease_selectors.amendments_visible_to(request.user).select_related("lease__tenant"), pk=pk
     )
     with timezone.override(ZoneInfo(amendment.lease.tenant.time_zone)):
         if request.method != "POST":

@@ -31,6 +31,7 @@ from billing.reports import sla_report
 from common.attachments import attachment
 from gpulease_verify.units import plain
 from incidents import selectors as incident_selectors
+from leases import selectors as lease_selectors
 from leases.choices import ProbeKind
 from leases.contract_rules import DEFAULT_PROBE_CADENCE_S
 from leases.models import Lease, LeaseTerms, TermsAmendment
@@ -45,7 +46,9 @@ BANDS_MAX = 200  # incidents drawn on one chart; a year of a bad lease stays rea
 
 
 def _lease(request: HttpRequest, pk: int) -> Lease:
-    return get_object_or_404(Lease.objects.visible_to(request.user).select_related("tenant"), pk=pk)
+    return get_object_or_404(
+        lease_selectors.leases_visible_to(request.user).select_related("tenant"), pk=pk
+    )
 
 
 @login_required
@@ -469,7 +472,7 @@ def lease_detail(request: HttpRequest, pk: int) -> HttpResponse:
         month = months.month_of(request, lease, instant)
     except selectors.PeriodRefused as refusal:
         return months.refused(request, lease, refusal)
-    versions = TermsTimeline(LeaseTerms.objects.visible_to(request.user).filter(lease=lease))
+    versions = lease_selectors.terms_timeline_visible_to(user=request.user, lease=lease)
     terms = versions.at(instant)
     chart_range = chart_ranges.chart_range(request, zone, instant)
     bands = _incident_bands(lease, chart_range)
@@ -507,7 +510,7 @@ def lease_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "link_summary": link_summary,
             "has_links": bool(links),
             "evidence": evidence,
-            "pending_amendments": TermsAmendment.objects.visible_to(request.user)
+            "pending_amendments": lease_selectors.amendments_visible_to(request.user)
             .filter(lease=lease, status=TermsAmendment.Status.PENDING)
             .order_by("effective_from", "pk"),
             "can_write": can_write_for(request.user, lease),
@@ -721,9 +724,7 @@ def chart_csv(request: HttpRequest, pk: int, chart: str) -> HttpResponse:
             )
             figure = _timeline(links, zone, chart_range, [])[0]
         else:
-            versions = TermsTimeline(
-                LeaseTerms.objects.visible_to(request.user).filter(lease=lease)
-            )
+            versions = lease_selectors.terms_timeline_visible_to(user=request.user, lease=lease)
             figure = _figures(request.user, lease, versions, versions.at(instant), chart_range, [])[
                 chart
             ]

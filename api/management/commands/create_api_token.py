@@ -6,7 +6,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
 from accounts import services as tokens
-from leases.models import Tenant
+from leases import selectors as lease_selectors
 
 
 class Command(BaseCommand):
@@ -42,7 +42,7 @@ class Command(BaseCommand):
         expires_at = timezone.now() + timedelta(days=days) if days else None
         tenant = None
         if options["tenant"]:
-            tenant = Tenant.objects.filter(slug=options["tenant"]).first()
+            tenant = lease_selectors.tenant_by_slug(slug=options["tenant"])
             if tenant is None:
                 raise CommandError(f"No tenant {options['tenant']!r}.")
         try:

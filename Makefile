@@ -123,6 +123,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports --no-cache
 	$(PY) scripts/size_limits.py
+	$(PY) scripts/cross_app_reads.py --max 0
 	$(PY) -m mkdocs build --strict --site-dir site
 
 format: $(STAMP)

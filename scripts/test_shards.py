@@ -6,8 +6,12 @@ processes at once. Each stream has its own PostgreSQL test database and Redis da
 test that empties its Redis database or migrates its database never touches another
 stream's. Files are given to the streams whole (their module fixtures are built once) by
 their last measured time (tests/durations.json), the longest first, each to the stream that
-would finish first. Files marked ``serial`` (``pytestmark = pytest.mark.serial``: they
-measure throughput or load every core on purpose) run afterwards, alone.
+would finish first. Files marked ``waits`` (they mostly wait on real time: network labs,
+Celery workers killed and restarted, beats taking over) run in one more stream beside them,
+the waiting lane, while the CPU streams run at a lower priority (``nice``), so that a
+waiting test's short bursts of work are not queued behind theirs. Files marked ``serial``
+(``pytestmark = pytest.mark.serial``: they load every core on purpose) run afterwards,
+alone.
 
     python scripts/test_shards.py --sqlite tests/test_clock_matrix.py ...
     python scripts/test_shards.py --record var/test-shards/*.xml   # refresh durations.json
@@ -31,6 +35,9 @@ ROOT = Path(__file__).resolve().parent.parent
 DURATIONS = ROOT / "tests" / "durations.json"
 LOGS = ROOT / "var" / "test-shards"
 SERIAL = re.compile(r"^pytestmark\s*=.*\bpytest\.mark\.serial\b", re.MULTILINE)
+WAITS = re.compile(r"^pytestmark\s*=.*\bpytest\.mark\.waits\b", re.MULTILINE)
+# The CPU streams' niceness while a waiting lane runs beside them.
+CPU_NICE = 10
 PYTEST = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--durations=20"]
 
 
@@ -46,6 +53,7 @@ class Job:
 class Stream:
     number: int
     jobs: list[Job] = field(default_factory=list)
+    waiting: bool = False  # the lane of the files that mostly wait
 
     @property
     def seconds(self) -> float:
@@ -58,6 +66,10 @@ def test_files() -> list[str]:
 
 def is_serial(path: str) -> bool:
     return bool(SERIAL.search((ROOT / path).read_text(encoding="utf-8")))
+
+
+def waits(path: str) -> bool:
+    return bool(WAITS.search((ROOT / path).read_text(encoding="utf-8")))
 
 
 def with_database(url: str, suffix: str) -> str:
@@ -86,10 +98,11 @@ def plan(
     unknown = known[len(known) // 2] if known else 10.0  # a new file: a median file's time
     files = test_files()
     serial = [path for path in files if is_serial(path)]
+    waiting = [path for path in files if path not in serial and waits(path)]
     jobs = [
         Job(f"postgresql {path}", [path], {}, durations.get(path, unknown))
         for path in files
-        if path not in serial
+        if path not in serial and path not in waiting
     ]
     if sqlite_files:
         sqlite_url = f"sqlite:///{tempfile.mkdtemp(prefix='gpulease-test-')}/test.sqlite3"
@@ -99,6 +112,12 @@ def plan(
     for job in sorted(jobs, key=lambda job: -job.seconds):
         lane = min(lanes, key=lambda lane: lane.seconds)
         lane.jobs.append(job)
+    if waiting:
+        lane = Stream(streams, waiting=True)
+        lane.jobs = [
+            Job(f"postgresql {path}", [path], {}, durations.get(path, unknown)) for path in waiting
+        ]
+        lanes.append(lane)
     for lane in lanes:
         suffix = f"s{lane.number}" if lane.number else ""
         for job in lane.jobs:
@@ -117,7 +136,8 @@ def grouped(lane: Stream) -> list[Job]:
     if postgres:
         files = sorted(path for job in postgres for path in job.files)
         seconds = sum(job.seconds for job in postgres)
-        merged.append(Job(f"stream {lane.number}", files, postgres[0].env, seconds))
+        name = "waiting" if lane.waiting else f"stream {lane.number}"
+        merged.append(Job(name, files, postgres[0].env, seconds))
     for job in others:
         merged.append(Job(f"stream {lane.number} sqlite", job.files, job.env, job.seconds))
     return merged
@@ -127,9 +147,10 @@ def log_of(job: Job) -> Path:
     return LOGS / (job.name.replace(" ", "-") + ".log")
 
 
-def run_stream(jobs: list[Job]) -> subprocess.Popen[bytes]:
-    """A stream's jobs one after the other in one shell; the streams run at the same time."""
-    lines = []
+def stream_script(jobs: list[Job], nice: int = 0) -> str:
+    """The shell script of a stream: its jobs one after the other, at niceness ``nice``
+    (every process it starts inherits it)."""
+    lines = [f"renice -n {nice} -p $$ > /dev/null"] if nice else []
     for job in jobs:
         log = log_of(job)
         env = " ".join(f"{key}={shlex.quote(value)}" for key, value in job.env.items())
@@ -138,7 +159,12 @@ def run_stream(jobs: list[Job]) -> subprocess.Popen[bytes]:
             f"env {env} {command} --junitxml={log.with_suffix('.xml')} > {log} 2>&1; "
             f"echo $? > {log.with_suffix('.code')}"
         )
-    return subprocess.Popen(["bash", "-c", "\n".join(lines)], cwd=ROOT)
+    return "\n".join(lines)
+
+
+def run_stream(jobs: list[Job], nice: int = 0) -> subprocess.Popen[bytes]:
+    """A stream in its own shell; the streams run at the same time."""
+    return subprocess.Popen(["bash", "-c", stream_script(jobs, nice)], cwd=ROOT)
 
 
 def report(logs: list[Path]) -> bool:
@@ -162,6 +188,7 @@ def run(streams: int, sqlite_files: list[str]) -> int:
     began = time.monotonic()
     processes = []
     logs: list[Path] = []
+    beside_waiting = any(lane.waiting and lane.jobs for lane in lanes)
     for lane in lanes:
         jobs = grouped(lane)
         if not jobs:
@@ -169,8 +196,9 @@ def run(streams: int, sqlite_files: list[str]) -> int:
         names = ", ".join(
             f"{job.name} ({len(job.files)} files, ~{job.seconds:.0f} s)" for job in jobs
         )
-        print(f"stream {lane.number}: {names}", flush=True)
-        processes.append(run_stream(jobs))
+        nice = CPU_NICE if beside_waiting and not lane.waiting else 0
+        print(f"stream {lane.number}{f' (nice {nice})' if nice else ''}: {names}", flush=True)
+        processes.append(run_stream(jobs, nice))
         logs += [log_of(job) for job in jobs]
     for process in processes:
         process.wait()

@@ -34,7 +34,8 @@ from tests.benchmarks.test_scale_out import task_lines
 from tests.conftest import require_tool
 from tests.deploy.processes import free_port
 
-pytestmark = [pytest.mark.lab, pytest.mark.django_db(transaction=True)]
+# waits: mostly waits on real time; make test runs it in the waiting lane (scripts/test_shards.py).
+pytestmark = [pytest.mark.lab, pytest.mark.waits, pytest.mark.django_db(transaction=True)]
 
 EVERY_S = 3  # the test's own dispatch and ingest entries
 TTL_S = 10  # BEAT_LOCK_TTL_S

@@ -21,8 +21,9 @@ from gpulease_verify.periods import Period
 from leases.models import Switch
 from tests.benchmarks.conftest import execute
 
-# serial: make test runs it alone, after the parallel streams (scripts/test_shards.py).
-pytestmark = [pytest.mark.lab, pytest.mark.serial]
+# waits: it measures throughput, so make test runs it in the waiting lane, whose processes
+# the CPU streams beside it yield to (scripts/test_shards.py).
+pytestmark = [pytest.mark.lab, pytest.mark.waits]
 
 RATE = 1_000_000_000
 

@@ -21,7 +21,8 @@ from benchmarks.tasks import execute_batch
 from telemetry.models import NodeReading
 from tests.conftest import celery_broker
 
-pytestmark = [pytest.mark.lab, pytest.mark.django_db(transaction=True)]
+# waits: mostly waits on real time; make test runs it in the waiting lane (scripts/test_shards.py).
+pytestmark = [pytest.mark.lab, pytest.mark.waits, pytest.mark.django_db(transaction=True)]
 
 ROOT = Path(__file__).resolve().parents[2]
 

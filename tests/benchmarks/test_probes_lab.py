@@ -16,7 +16,8 @@ from benchmarks.models import ProbeRun
 from gpulease_verify import sweep
 from tests.benchmarks.conftest import Measured, execute
 
-pytestmark = pytest.mark.lab
+# waits: mostly waits on real time; make test runs it in the waiting lane (scripts/test_shards.py).
+pytestmark = [pytest.mark.lab, pytest.mark.waits]
 
 RATE = 1_000_000_000
 

@@ -30,7 +30,8 @@ from benchmarks.netlab.shell import run as run_tool
 from benchmarks.switch_snmp import SwitchPortReading, SwitchUnreachable, read_ports
 from tests.benchmarks.conftest import Lab, private_lab_spec, require_lab_prerequisites
 
-pytestmark = pytest.mark.lab
+# waits: mostly waits on real time; make test runs it in the waiting lane (scripts/test_shards.py).
+pytestmark = [pytest.mark.lab, pytest.mark.waits]
 
 MIB = 2**20
 PAYLOAD = 50 * MIB

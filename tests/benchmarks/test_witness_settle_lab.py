@@ -16,7 +16,8 @@ from benchmarks.choices import RunState
 from benchmarks.models import NodeLock, PendingWitness, ProbeRun
 from billing.ingest import pending_runs
 
-pytestmark = pytest.mark.lab
+# waits: mostly waits on real time; make test runs it in the waiting lane (scripts/test_shards.py).
+pytestmark = [pytest.mark.lab, pytest.mark.waits]
 
 
 def batch_of(lease, target: str, pattern: str = "ring"):  # type: ignore[no-untyped-def]

@@ -34,8 +34,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 DURATIONS = ROOT / "tests" / "durations.json"
 LOGS = ROOT / "var" / "test-shards"
-SERIAL = re.compile(r"^pytestmark\s*=.*\bpytest\.mark\.serial\b", re.MULTILINE)
-WAITS = re.compile(r"^pytestmark\s*=.*\bpytest\.mark\.waits\b", re.MULTILINE)
 # The CPU streams' niceness while a waiting lane runs beside them.
 CPU_NICE = 10
 PYTEST = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--durations=20"]
@@ -64,12 +62,18 @@ def test_files() -> list[str]:
     return sorted(str(path.relative_to(ROOT)) for path in (ROOT / "tests").rglob("test_*.py"))
 
 
+def marked(path: str, marker: str) -> bool:
+    """Whether the file's ``pytestmark`` carries ``pytest.mark.<marker>``."""
+    pattern = rf"^pytestmark\s*=.*\bpytest\.mark\.{marker}\b"
+    return bool(re.search(pattern, (ROOT / path).read_text(encoding="utf-8"), re.MULTILINE))
+
+
 def is_serial(path: str) -> bool:
-    return bool(SERIAL.search((ROOT / path).read_text(encoding="utf-8")))
+    return marked(path, "serial")
 
 
 def waits(path: str) -> bool:
-    return bool(WAITS.search((ROOT / path).read_text(encoding="utf-8")))
+    return marked(path, "waits")
 
 
 def with_database(url: str, suffix: str) -> str:
@@ -99,11 +103,11 @@ def plan(
     files = test_files()
     serial = [path for path in files if is_serial(path)]
     waiting = [path for path in files if path not in serial and waits(path)]
-    jobs = [
-        Job(f"postgresql {path}", [path], {}, durations.get(path, unknown))
-        for path in files
-        if path not in serial and path not in waiting
-    ]
+
+    def file_job(path: str) -> Job:
+        return Job(f"postgresql {path}", [path], {}, durations.get(path, unknown))
+
+    jobs = [file_job(path) for path in files if path not in serial and path not in waiting]
     if sqlite_files:
         sqlite_url = f"sqlite:///{tempfile.mkdtemp(prefix='gpulease-test-')}/test.sqlite3"
         seconds = sum(durations.get(f"sqlite:{path}", unknown) for path in sqlite_files)
@@ -113,11 +117,7 @@ def plan(
         lane = min(lanes, key=lambda lane: lane.seconds)
         lane.jobs.append(job)
     if waiting:
-        lane = Stream(streams, waiting=True)
-        lane.jobs = [
-            Job(f"postgresql {path}", [path], {}, durations.get(path, unknown)) for path in waiting
-        ]
-        lanes.append(lane)
+        lanes.append(Stream(streams, [file_job(path) for path in waiting], waiting=True))
     for lane in lanes:
         suffix = f"s{lane.number}" if lane.number else ""
         for job in lane.jobs:
